@@ -1,0 +1,45 @@
+# tpu-devops. `make setup && make test` on a fresh clone; `make run` starts the stdio server.
+# tpu.env is read with ?= so a real environment variable always wins:
+#   GOOGLE_CLOUD_ZONE=us-east5-a make run
+-include tpu.env
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+GOOGLE_CLOUD_ZONE ?= us-west4-a
+
+.PHONY: setup run test tools snapshot lint format bench demo clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+run: setup
+	./mcp-run.sh
+
+test: setup
+	$(PY) -m pytest -q
+
+tools: setup
+	$(PY) scripts/gen_tools.py --markdown GemmaTools.md
+
+snapshot: setup
+	$(PY) scripts/gen_tools.py --snapshot tests/data/tool_snapshot.json
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: setup
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+bench: setup
+	$(PY) scripts/bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

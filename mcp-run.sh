@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# What MCP client configs launch. Works from any cwd and through a symlink.
+# Exports each tpu.env value only if that variable is unset (the environment wins), then execs the
+# server with the interpreter of the venv that `make setup` made.
+set -euo pipefail
+
+src="${BASH_SOURCE[0]}"
+while [ -L "$src" ]; do
+  dir="$(cd -P "$(dirname "$src")" && pwd)"
+  src="$(readlink "$src")"
+  case "$src" in /*) ;; *) src="$dir/$src" ;; esac
+done
+here="$(cd -P "$(dirname "$src")" && pwd)"
+
+env_file="${TPU_DEVOPS_ENV_FILE:-$here/tpu.env}"
+if [ -f "$env_file" ]; then
+  while IFS= read -r line || [ -n "$line" ]; do
+    line="${line%$'\r'}"
+    case "$line" in ''|'#'*) continue ;; esac
+    line="${line#export }"
+    key="${line%%=*}"
+    [[ "$key" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || continue
+    value="${line#*=}"
+    # Strip one pair of surrounding quotes, as dotenv does.
+    if [[ "$value" =~ ^\"(.*)\"$ ]] || [[ "$value" =~ ^\'(.*)\'$ ]]; then value="${BASH_REMATCH[1]}"; fi
+    if [ -z "${!key+x}" ]; then export "$key=$value"; fi
+  done < "$env_file"
+fi
+
+python="$here/.venv/bin/python"
+if [ ! -x "$python" ]; then
+  echo "tpu-devops: $python not found. Fix: run 'make setup' in $here" >&2
+  exit 127
+fi
+exec "$python" -m tpu_devops.main "$@"

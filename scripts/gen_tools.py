@@ -1,0 +1,52 @@
+"""Regenerate GemmaTools.md and/or the tool snapshot from the server's own list_tools().
+
+Usage: python scripts/gen_tools.py [--markdown PATH] [--snapshot PATH] [--check]
+With --check nothing is written; the exit code is 1 if a file is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def generated() -> tuple[str, str]:
+    """(GemmaTools.md text, snapshot JSON text) for the full tool set (read-only mode off)."""
+    os.environ["TPU_DEVOPS_READ_ONLY"] = "0"
+    sys.path.insert(0, str(ROOT))
+    import server
+    from tpu_devops import tooldocs
+
+    tools = asyncio.run(server.mcp.list_tools())
+    return tooldocs.render_markdown(tools), json.dumps(tooldocs.snapshot(tools), indent=2, sort_keys=True) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--snapshot", type=Path)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    markdown, snapshot = generated()
+    stale = False
+    for path, text in ((args.markdown, markdown), (args.snapshot, snapshot)):
+        if path is None:
+            continue
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                print(f"{path} is stale: run make tools / make snapshot and review the diff", file=sys.stderr)
+                stale = True
+        else:
+            path.write_text(text)
+            print(f"wrote {path}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""In-process fake of the Google Cloud REST surfaces tpu-devops uses (as moto fakes AWS).
+
+`FakeGcp` serves every surface on one loopback base URL, so the product points all its clients at it
+with ``TPU_DEVOPS_GCP_ENDPOINT``. Each surface lives in its own module of this package and is a class
+with its own state, scripting hooks and a ``routes() -> list[starlette.routing.BaseRoute]`` method,
+using the real REST paths (e.g. ``/v2alpha1/projects/{p}/locations/{z}/queuedResources``).
+Register a surface by adding it to `FakeGcp.__init__` below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+
+from tests.fakes.http_runner import ServerThread
+
+
+class FakeGcp:
+    """All fake surfaces behind one URL. ``with FakeGcp() as gcp: gcp.url, gcp.tpu, gcp.quotas, ...``"""
+
+    def __init__(self, **surfaces: Any) -> None:
+        self.surfaces: dict[str, Any] = {}
+        for name, factory in _default_surfaces().items():
+            self.surfaces[name] = surfaces.pop(name, None) or factory()
+        self.surfaces.update(surfaces)
+        routes = []
+        for surface in self.surfaces.values():
+            routes.extend(surface.routes())
+        self.app = Starlette(routes=routes)
+        self._thread: ServerThread | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["surfaces"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def url(self) -> str:
+        assert self._thread is not None, "FakeGcp not started"
+        return self._thread.url
+
+    def start(self, port: int = 0) -> FakeGcp:
+        self._thread = ServerThread(self.app, port=port).start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread:
+            self._thread.stop()
+
+    def __enter__(self) -> FakeGcp:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _default_surfaces() -> dict[str, Any]:
+    """name -> factory of every surface module present (modules are added by their issues)."""
+    import importlib
+
+    found: dict[str, Any] = {}
+    for name, module, cls in (
+        ("tpu", "tests.fakes.gcp.tpu", "FakeTpu"),
+        ("quotas", "tests.fakes.gcp.quotas", "FakeQuotas"),
+        ("secrets", "tests.fakes.gcp.secrets", "FakeSecretManager"),
+        ("logging", "tests.fakes.gcp.logging", "FakeLogging"),
+        ("billing", "tests.fakes.gcp.billing", "FakeBilling"),
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        found[name] = getattr(mod, cls)
+    return found

@@ -1,0 +1,31 @@
+"""Start `server.py` through the official MCP client over stdio, exactly as a host would."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def server_env(**overrides: str) -> dict[str, str]:
+    """A clean environment for the server: PATH/HOME plus explicit overrides (no tpu.env surprises)."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "SYSTEMROOT")}
+    env.update(overrides)
+    return env
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(errlog: Any = None, **env: str) -> AsyncIterator[Client]:
+    """An initialized MCP `Client` talking to a fresh server process over stdio."""
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(ROOT / "server.py")], env=server_env(**env), cwd=str(ROOT)
+    )
+    async with Client(params, read_timeout_seconds=120) as client:
+        yield client

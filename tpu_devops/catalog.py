@@ -1,0 +1,222 @@
+"""Accelerator facts: gcloud spellings, runtime versions, machine types, HBM, bandwidth, quota ids.
+
+Sources (DESIGN §3 unless noted):
+- v5e: the TPU API and gcloud call it ``v5litepod``; accelerator type ``v5litepod-N``, runtime version
+  ``v2-alpha-tpuv5-lite``, GCE machine type ``ct5lp-hightpu-{1,4,8}t``. 16 GiB HBM per chip, 15.75 GiB
+  visible to the runtime (measured boot log ``total_hbm_limit_gb=15.75``), 800 GiB/s (= 859 GB/s),
+  197 TFLOPS bf16, 393 TOPS int8, no fp8 in the MXU.
+- v6e: accelerator type ``v6e-N``, runtime ``v2-alpha-tpuv6e``, machine type ``ct6e-standard-{1,4,8}t``;
+  32 GB HBM, 31.24 GiB visible (fixture ``v6e1-e2b-boot-ok.log``), 1,638 GB/s, 918 TFLOPS bf16,
+  1,836 TOPS int8 (Google's v6e product page).
+- v5p: accelerator type ``v5p-N`` where N counts TensorCores (2 per chip), runtime ``v2-alpha-tpuv5``,
+  machine type ``ct5p-hightpu-4t``; 95 GB HBM, 2,765 GB/s, 459 TFLOPS bf16, 918 TOPS int8 (Google's v5p
+  product page). Runtime-visible HBM was not measured here: the nominal figure is used and said so.
+- Quota ids: the Cloud Quotas ``quotaId`` of ``tpu.googleapis.com``. v5e on-demand
+  ``TPUV5sLitepodPerProjectPer{Zone,Region}ForTPUAPI``; spot and flex-start use the Preemptible family
+  ``TPUV5sPreemptibleLitepodPerProjectPer{Zone,Region}ForTPUAPI`` (seed quota scan). The v6e and v5p ids
+  follow the same pattern and are matched by prefix, since Google has renamed families before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tpu_devops.errors import ConfigError
+
+GIB = 1024**3
+GB = 1000**3
+
+PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One TPU generation. Memory in GiB, bandwidth in GB/s (decimal), compute in TFLOPS/TOPS per chip."""
+
+    name: str  # "v5e"
+    api_prefix: str  # "v5litepod" as the TPU API spells it
+    runtime_version: str
+    machine_type_prefix: str  # "ct5lp-hightpu" -> ct5lp-hightpu-1t
+    hbm_gib_nominal: float
+    hbm_gib_visible: float
+    hbm_visible_source: str
+    bandwidth_gbps: float
+    bf16_tflops: float
+    int8_tops: float
+    native_low_precision: tuple[str, ...]
+    sizes: tuple[int, ...]  # valid N in "<api_prefix>-N"
+    cores_per_chip: int  # N counts chips (v5e, v6e) or TensorCores (v5p: 2 per chip)
+    quota_ids: dict[str, tuple[str, str]] = field(default_factory=dict)  # family -> (zone id, region id)
+    machine_types: dict[int, str] = field(default_factory=dict)  # chips per host -> machine type
+
+
+GENERATIONS: dict[str, Generation] = {
+    "v5e": Generation(
+        name="v5e",
+        api_prefix="v5litepod",
+        runtime_version="v2-alpha-tpuv5-lite",
+        machine_type_prefix="ct5lp-hightpu",
+        hbm_gib_nominal=16.0,
+        hbm_gib_visible=15.75,
+        hbm_visible_source="measured: vLLM boot log total_hbm_limit_gb=15.75 (fixtures/vllm-logs)",
+        bandwidth_gbps=859.0,
+        bf16_tflops=197.0,
+        int8_tops=393.0,
+        native_low_precision=("int8",),
+        sizes=(1, 4, 8, 16, 32, 64, 128, 256),
+        cores_per_chip=1,
+        quota_ids={
+            "on-demand": (
+                "TPUV5sLitepodPerProjectPerZoneForTPUAPI",
+                "TPUV5sLitepodPerProjectPerRegionForTPUAPI",
+            ),
+            "preemptible": (
+                "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI",
+                "TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI",
+            ),
+        },
+        machine_types={1: "ct5lp-hightpu-1t", 4: "ct5lp-hightpu-4t", 8: "ct5lp-hightpu-8t"},
+    ),
+    "v6e": Generation(
+        name="v6e",
+        api_prefix="v6e",
+        runtime_version="v2-alpha-tpuv6e",
+        machine_type_prefix="ct6e-standard",
+        hbm_gib_nominal=32 * GB / GIB,
+        hbm_gib_visible=31.24,
+        hbm_visible_source="measured: vLLM boot log total_hbm_limit_gb=31.24 (fixtures/vllm-logs/v6e1-e2b-boot-ok.log)",
+        bandwidth_gbps=1638.0,
+        bf16_tflops=918.0,
+        int8_tops=1836.0,
+        native_low_precision=("int8", "fp8"),
+        sizes=(1, 4, 8, 16, 32, 64, 128, 256),
+        cores_per_chip=1,
+        quota_ids={
+            "on-demand": ("TPUV6EPerProjectPerZoneForTPUAPI", "TPUV6EPerProjectPerRegionForTPUAPI"),
+            "preemptible": (
+                "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI",
+                "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI",
+            ),
+        },
+        machine_types={1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},
+    ),
+    "v5p": Generation(
+        name="v5p",
+        api_prefix="v5p",
+        runtime_version="v2-alpha-tpuv5",
+        machine_type_prefix="ct5p-hightpu",
+        hbm_gib_nominal=95 * GB / GIB,
+        hbm_gib_visible=95 * GB / GIB,
+        hbm_visible_source="nominal 95 GB: runtime-visible HBM not measured for v5p",
+        bandwidth_gbps=2765.0,
+        bf16_tflops=459.0,
+        int8_tops=918.0,
+        native_low_precision=("int8",),
+        sizes=(8, 16, 32, 64, 128, 256, 512, 1024, 2048),
+        cores_per_chip=2,
+        quota_ids={
+            "on-demand": ("TPUV5PPerProjectPerZoneForTPUAPI", "TPUV5PPerProjectPerRegionForTPUAPI"),
+            "preemptible": (
+                "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI",
+                "TPUV5PPreemptiblePerProjectPerRegionForTPUAPI",
+            ),
+        },
+        machine_types={4: "ct5p-hightpu-4t"},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class AcceleratorType:
+    """A canonical accelerator type such as ``v5litepod-1``.
+
+    ``chips`` is the chip count (v5p-8 has 4 chips); ``notice`` is set when the input was a prose or
+    machine-type spelling that was translated.
+    """
+
+    name: str
+    generation: Generation
+    chips: int
+    notice: str | None = None
+
+    @property
+    def machine_type(self) -> str | None:
+        """GCE machine type of one host of this slice, e.g. ``ct5lp-hightpu-1t`` (None if unknown)."""
+        per_host = min(self.chips, max(self.generation.machine_types))
+        return self.generation.machine_types.get(per_host)
+
+    @property
+    def hbm_gib_visible_total(self) -> float:
+        """Runtime-visible HBM of the whole slice, GiB."""
+        return self.generation.hbm_gib_visible * self.chips
+
+    def quota_ids_for(self, provisioning_model: str) -> tuple[str, str]:
+        """(zone quota id, region quota id) that a create with this provisioning model consumes.
+
+        Spot and flex-start both draw on the Preemptible family (DESIGN §3, seed quota scan).
+        """
+        family = "on-demand" if provisioning_model == "on-demand" else "preemptible"
+        return self.generation.quota_ids[family]
+
+
+_PROSE = re.compile(r"^(?:tpu[-_ ]?)?(v5e|v5litepod|v5lite|v6e|v5p)(?:[-_ ]?(\d+))?$")
+_MACHINE = re.compile(r"^(ct5lp-hightpu|ct6e-standard|ct5p-hightpu)-(\d+)t$")
+
+
+def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type") -> AcceleratorType:
+    """Resolve any common spelling to the canonical TPU API accelerator type.
+
+    ``v5litepod-1`` passes unchanged. ``v5e-1``, ``v5e``, ``TPU v5e 1`` and ``ct5lp-hightpu-1t`` resolve to
+    ``v5litepod-1`` with a ``notice``; ``v6e``/``ct6e-standard-1t`` to ``v6e-1``.
+
+    Raises:
+        ConfigError: unknown generation or a size that the generation does not offer.
+    """
+    raw = (value or "").strip()
+    text = raw.lower().replace(" ", "-")
+    fix = "use a TPU API accelerator type such as v5litepod-1, v5litepod-4, v6e-1 or v5p-8"
+    machine = _MACHINE.match(text)
+    if machine:
+        prefix, per_host = machine.group(1), int(machine.group(2))
+        gen = next(g for g in GENERATIONS.values() if g.machine_type_prefix == prefix)
+        size = per_host * gen.cores_per_chip
+        canonical = f"{gen.api_prefix}-{size}"
+        notice = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
+        return AcceleratorType(canonical, gen, per_host, notice)
+    m = _PROSE.match(text)
+    if not m:
+        raise ConfigError("unknown accelerator type", field=field_name, value=raw, fix=fix)
+    key = {"v5litepod": "v5e", "v5lite": "v5e"}.get(m.group(1), m.group(1))
+    gen = GENERATIONS[key]
+    size = int(m.group(2)) if m.group(2) else gen.sizes[0]
+    if size not in gen.sizes:
+        raise ConfigError(
+            f"{gen.name} is offered as {gen.api_prefix}-N with N in {list(gen.sizes)}",
+            field=field_name,
+            value=raw,
+            fix=f"pick one of: {', '.join(f'{gen.api_prefix}-{n}' for n in gen.sizes[:4])}, ...",
+        )
+    canonical = f"{gen.api_prefix}-{size}"
+    notice = None
+    if canonical != text:
+        notice = f"{raw!r} translated to the TPU API spelling {canonical!r} (gcloud and the API reject {raw!r})"
+    return AcceleratorType(canonical, gen, size // gen.cores_per_chip, notice)
+
+
+def check_machine_type(accelerator: AcceleratorType, machine_type: str) -> None:
+    """Refuse a machine type from another generation (``ct6e-standard-1t`` for a v5e plan doubles HBM).
+
+    Raises:
+        ConfigError: the machine type belongs to a different generation.
+    """
+    other = resolve_accelerator_type(machine_type, field_name="machine_type")
+    if other.generation.name != accelerator.generation.name:
+        raise ConfigError(
+            f"{machine_type} is a {other.generation.name} machine type "
+            f"({other.generation.hbm_gib_nominal:.0f} GiB HBM per chip), but the plan is for "
+            f"{accelerator.name} ({accelerator.generation.name}, {accelerator.generation.hbm_gib_nominal:.0f} GiB)",
+            field="machine_type",
+            value=machine_type,
+            fix=f"use {accelerator.machine_type} for {accelerator.name}, or plan for {other.name}",
+        )

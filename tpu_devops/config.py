@@ -1,0 +1,390 @@
+"""`Settings`: the deployment parameters from `tpu.env` and the environment, validated once.
+
+Precedence (DESIGN §2): a real environment variable always beats `tpu.env`, which beats the defaults
+below. `tpu.env` is read with python-dotenv without overriding anything. Invalid values raise
+`ConfigError` naming the variable, the value and the fix; prose spellings of accelerator types
+(``v5e-1``) are translated to the API spelling with a notice instead of being rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tpu_devops.catalog import PROVISIONING_MODELS, AcceleratorType, resolve_accelerator_type
+from tpu_devops.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_ENV_FILE = PROJECT_ROOT / "tpu.env"
+
+# Names of variables whose values are secrets: never shown by get_help or logged.
+SECRET_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY"})
+
+DEFAULTS: dict[str, str] = {
+    "GOOGLE_CLOUD_PROJECT": "",
+    "GOOGLE_CLOUD_REGION": "us-west4",
+    "GOOGLE_CLOUD_ZONE": "us-west4-a",
+    "MODEL_NAME": "google/gemma-4-E2B-it",
+    "ACCELERATOR_TYPE": "v5litepod-1",
+    "TPU_RUNTIME_VERSION": "v2-alpha-tpuv5-lite",
+    "TENSOR_PARALLEL_SIZE": "1",
+    "PROVISIONING_MODEL": "flex-start",
+    "MAX_RUN_DURATION": "4h",
+    "VALID_UNTIL_DURATION": "",
+    "RESOURCE_ID": "gemma4-e2b",
+    "HF_SECRET_ID": "hf-token",
+    "MAX_MODEL_LEN": "16384",
+    "MAX_NUM_BATCHED_TOKENS": "",
+    "LIMIT_MM_PER_PROMPT": "",
+    "GPU_MEMORY_UTILIZATION": "0.92",
+    "VLLM_IMAGE": "vllm/vllm-tpu:v0.13.0",
+    "VLLM_PORT": "8000",
+    "TPU_NETWORK": "",
+    "TPU_SUBNETWORK": "",
+    "VLLM_URL": "",
+    "VLLM_API_KEY": "",
+    "MCP_SERVER_NAME": "",
+    "TPU_DEVOPS_READ_ONLY": "0",
+    "TPU_DEVOPS_GCP_ENDPOINT": "",
+    "TPU_DEVOPS_STATE_DIR": "",
+}
+
+_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-([a-z])$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+# TPU node / queued resource ids: lowercase letter first, then letters, digits, hyphens; <= 61 chars.
+_RESOURCE_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,59}[a-z0-9])?$")
+_SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+_PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+_PROVISIONING_ALIASES = {
+    "flex-start": "flex-start",
+    "flex_start": "flex-start",
+    "flexstart": "flex-start",
+    "spot": "spot",
+    "preemptible": "spot",
+    "on-demand": "on-demand",
+    "on_demand": "on-demand",
+    "ondemand": "on-demand",
+    "standard": "on-demand",
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class Settings(BaseModel):
+    """Validated deployment parameters. Durations in seconds, lengths in tokens."""
+
+    model_config = ConfigDict(frozen=True)
+
+    project: str
+    region: str
+    zone: str
+    model_name: str
+    accelerator_type: str
+    runtime_version: str
+    tensor_parallel_size: int
+    provisioning_model: str
+    max_run_duration_s: int
+    valid_until_duration_s: int | None
+    resource_id: str
+    hf_secret_id: str
+    max_model_len: int | None
+    max_num_batched_tokens: int | None
+    limit_mm_per_prompt: dict[str, int] | None
+    gpu_memory_utilization: float
+    vllm_image: str
+    vllm_port: int
+    network: str
+    subnetwork: str
+    vllm_url: str
+    vllm_api_key: str
+    server_name: str
+    read_only: bool
+    gcp_endpoint: str
+    state_dir: str
+    env_file: str | None
+    notices: tuple[str, ...] = ()
+
+    @property
+    def accelerator(self) -> AcceleratorType:
+        """The catalog entry for `accelerator_type`."""
+        return resolve_accelerator_type(self.accelerator_type)
+
+    @property
+    def rig_labels(self) -> dict[str, str]:
+        """Labels that mark a resource as ours: ``managed-by=tpu-devops`` plus ``rig=<resource_id>``."""
+        return {"managed-by": "tpu-devops", "rig": self.resource_id}
+
+    def public_summary(self) -> dict[str, Any]:
+        """Every setting safe to show (the API key is reduced to set / not set)."""
+        data = self.model_dump()
+        data["vllm_api_key"] = "(set)" if self.vllm_api_key else "(not set)"
+        return data
+
+
+def parse_duration(value: str, *, variable: str, minimum_s: int = 0, maximum_s: int | None = None) -> int:
+    """Parse ``30m``, ``4h``, ``2d`` or plain seconds into seconds.
+
+    Raises:
+        ConfigError: not a duration, or outside [minimum_s, maximum_s].
+    """
+    text = str(value).strip().lower()
+    if text.isdigit():
+        seconds = int(text)
+    else:
+        m = _DURATION.match(text)
+        if not m:
+            raise ConfigError(
+                "not a duration", field=variable, value=value, fix="write it as 30m, 4h or 2d (s, m, h, d units)"
+            )
+        seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if seconds < minimum_s or (maximum_s is not None and seconds > maximum_s):
+        hi = "" if maximum_s is None else f" and at most {maximum_s // 3600}h"
+        raise ConfigError(
+            f"duration {seconds}s is out of range",
+            field=variable,
+            value=value,
+            fix=f"use at least {minimum_s // 60}m{hi}",
+        )
+    return seconds
+
+
+def _int(env: Mapping[str, str], var: str, *, lo: int, hi: int, optional: bool = False) -> int | None:
+    raw = env[var].strip()
+    if raw == "" and optional:
+        return None
+    try:
+        value = int(raw.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise ConfigError(
+            "not a whole number", field=var, value=raw, fix=f"set {var} to an integer between {lo} and {hi}"
+        ) from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{value} is out of range", field=var, value=raw, fix=f"use a value between {lo} and {hi}")
+    return value
+
+
+def _bool(env: Mapping[str, str], var: str) -> bool:
+    raw = env[var].strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigError("not a boolean", field=var, value=env[var], fix=f"set {var}=1 or {var}=0")
+
+
+def _url(env: Mapping[str, str], var: str) -> str:
+    raw = env[var].strip().rstrip("/")
+    if raw and not re.match(r"^https?://[^\s/]+(/[^\s]*)?$", raw):
+        raise ConfigError("not an http(s) URL", field=var, value=raw, fix=f"set {var} like http://10.0.0.5:8000, or leave it empty")
+    return raw
+
+
+def merged_environment(env_file: Path | None = None, environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], str | None]:
+    """Defaults, overlaid by `tpu.env`, overlaid by the real environment (which always wins).
+
+    Returns (variables, path of the env file read or None).
+    """
+    from dotenv import dotenv_values
+
+    environ = os.environ if environ is None else environ
+    path = Path(environ.get("TPU_DEVOPS_ENV_FILE") or env_file or DEFAULT_ENV_FILE)
+    merged = dict(DEFAULTS)
+    read_from = None
+    if path.is_file():
+        merged.update({k: (v or "") for k, v in dotenv_values(path).items()})
+        read_from = str(path)
+    merged.update({k: v for k, v in environ.items() if k in DEFAULTS})
+    return merged, read_from
+
+
+def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Build and validate `Settings` (see the module docstring for precedence).
+
+    Raises:
+        ConfigError: the first invalid variable, with the value and the fix.
+    """
+    env, read_from = merged_environment(env_file, environ)
+    notices: list[str] = []
+
+    project = env["GOOGLE_CLOUD_PROJECT"].strip()
+    if project and not _PROJECT.match(project):
+        raise ConfigError(
+            "not a Google Cloud project id (6-30 lowercase letters, digits, hyphens)",
+            field="GOOGLE_CLOUD_PROJECT",
+            value=project,
+            fix="use the project id (not the name or number), e.g. my-tpu-project",
+        )
+    region = env["GOOGLE_CLOUD_REGION"].strip()
+    if not _REGION.match(region):
+        raise ConfigError("not a region", field="GOOGLE_CLOUD_REGION", value=region, fix="use a region such as us-west4")
+    zone = env["GOOGLE_CLOUD_ZONE"].strip()
+    zm = _ZONE.match(zone)
+    if not zm:
+        raise ConfigError(
+            "not a zone (region-letter)", field="GOOGLE_CLOUD_ZONE", value=zone, fix="use a zone such as us-west4-a"
+        )
+    if zm.group(1) != region:
+        raise ConfigError(
+            f"zone {zone} is not in region {region}",
+            field="GOOGLE_CLOUD_ZONE",
+            value=zone,
+            fix=f"set GOOGLE_CLOUD_REGION={zm.group(1)} or pick a zone in {region}",
+        )
+
+    accel = resolve_accelerator_type(env["ACCELERATOR_TYPE"], field_name="ACCELERATOR_TYPE")
+    if accel.notice:
+        notices.append(f"ACCELERATOR_TYPE: {accel.notice}")
+    runtime = env["TPU_RUNTIME_VERSION"].strip() or accel.generation.runtime_version
+    expected_runtime = accel.generation.runtime_version
+    if runtime != expected_runtime and not runtime.startswith(expected_runtime):
+        raise ConfigError(
+            f"runtime version does not match {accel.name} ({accel.generation.name} expects {expected_runtime})",
+            field="TPU_RUNTIME_VERSION",
+            value=runtime,
+            fix=f"set TPU_RUNTIME_VERSION={expected_runtime}",
+        )
+
+    tp = _int(env, "TENSOR_PARALLEL_SIZE", lo=1, hi=256)
+    assert tp is not None
+    if tp > accel.chips:
+        raise ConfigError(
+            f"tensor parallel size {tp} exceeds the {accel.chips} chip(s) of {accel.name}",
+            field="TENSOR_PARALLEL_SIZE",
+            value=tp,
+            fix=f"set TENSOR_PARALLEL_SIZE={accel.chips} or less",
+        )
+
+    pm_raw = env["PROVISIONING_MODEL"].strip().lower()
+    provisioning = _PROVISIONING_ALIASES.get(pm_raw)
+    if provisioning is None:
+        raise ConfigError(
+            "unknown provisioning model",
+            field="PROVISIONING_MODEL",
+            value=env["PROVISIONING_MODEL"],
+            fix=f"use one of {', '.join(PROVISIONING_MODELS)}",
+        )
+    if provisioning != pm_raw:
+        notices.append(f"PROVISIONING_MODEL: {pm_raw!r} read as {provisioning!r}")
+
+    # Flex-start runs between 10 minutes and 7 days (DESIGN §3).
+    max_run = parse_duration(env["MAX_RUN_DURATION"], variable="MAX_RUN_DURATION", minimum_s=600, maximum_s=7 * 86400)
+    valid_until = None
+    if env["VALID_UNTIL_DURATION"].strip():
+        valid_until = parse_duration(env["VALID_UNTIL_DURATION"], variable="VALID_UNTIL_DURATION", minimum_s=60)
+
+    resource_id = env["RESOURCE_ID"].strip()
+    if not _RESOURCE_ID.match(resource_id):
+        raise ConfigError(
+            "not a valid TPU resource id",
+            field="RESOURCE_ID",
+            value=resource_id,
+            fix="use lowercase letters, digits and hyphens, starting with a letter (max 61), e.g. gemma4-e2b",
+        )
+    secret_id = env["HF_SECRET_ID"].strip()
+    if not _SECRET_ID.match(secret_id):
+        raise ConfigError(
+            "not a valid Secret Manager secret id",
+            field="HF_SECRET_ID",
+            value=secret_id,
+            fix="use letters, digits, '-' and '_' only, e.g. hf-token",
+        )
+
+    max_model_len = _int(env, "MAX_MODEL_LEN", lo=256, hi=1_048_576, optional=True)
+    max_batched = _int(env, "MAX_NUM_BATCHED_TOKENS", lo=16, hi=1_048_576, optional=True)
+    limit_mm = None
+    if env["LIMIT_MM_PER_PROMPT"].strip():
+        try:
+            limit_mm = json.loads(env["LIMIT_MM_PER_PROMPT"])
+        except json.JSONDecodeError:
+            limit_mm = None
+        if not isinstance(limit_mm, dict) or not all(
+            isinstance(k, str) and re.match(r"^[a-z_]+$", k) and isinstance(v, int) and 0 <= v <= 64
+            for k, v in limit_mm.items()
+        ):
+            raise ConfigError(
+                "not a JSON object of modality -> count",
+                field="LIMIT_MM_PER_PROMPT",
+                value=env["LIMIT_MM_PER_PROMPT"],
+                fix="""write it as {"image":4,"audio":1} (counts 0-64)""",
+            )
+    try:
+        util = float(env["GPU_MEMORY_UTILIZATION"])
+    except ValueError:
+        util = -1.0
+    if not 0.1 <= util <= 0.99:
+        raise ConfigError(
+            "not a fraction between 0.1 and 0.99",
+            field="GPU_MEMORY_UTILIZATION",
+            value=env["GPU_MEMORY_UTILIZATION"],
+            fix="use 0.92 on v5e (higher values fail ~14 min into boot)",
+        )
+    image = env["VLLM_IMAGE"].strip()
+    if not _IMAGE.match(image):
+        raise ConfigError("not a container image reference", field="VLLM_IMAGE", value=image, fix="use e.g. vllm/vllm-tpu:v0.13.0 or a @sha256: digest")
+    port = _int(env, "VLLM_PORT", lo=1, hi=65535)
+    assert port is not None
+    for var in ("TPU_NETWORK", "TPU_SUBNETWORK"):
+        if env[var].strip() and not _NETWORK.match(env[var].strip()):
+            raise ConfigError("not a network name or path", field=var, value=env[var], fix=f"use a VPC name such as default, or leave {var} empty")
+
+    state_dir = env["TPU_DEVOPS_STATE_DIR"].strip() or str(
+        Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "tpu-devops"
+    )
+    return Settings(
+        project=project,
+        region=region,
+        zone=zone,
+        model_name=env["MODEL_NAME"].strip(),
+        accelerator_type=accel.name,
+        runtime_version=runtime,
+        tensor_parallel_size=tp,
+        provisioning_model=provisioning,
+        max_run_duration_s=max_run,
+        valid_until_duration_s=valid_until,
+        resource_id=resource_id,
+        hf_secret_id=secret_id,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=max_batched,
+        limit_mm_per_prompt=limit_mm,
+        gpu_memory_utilization=util,
+        vllm_image=image,
+        vllm_port=port,
+        network=env["TPU_NETWORK"].strip(),
+        subnetwork=env["TPU_SUBNETWORK"].strip(),
+        vllm_url=_url(env, "VLLM_URL"),
+        vllm_api_key=env["VLLM_API_KEY"].strip(),
+        server_name=env["MCP_SERVER_NAME"].strip() or f"tpu-devops-{resource_id}",
+        read_only=_bool(env, "TPU_DEVOPS_READ_ONLY"),
+        gcp_endpoint=_url(env, "TPU_DEVOPS_GCP_ENDPOINT"),
+        state_dir=state_dir,
+        env_file=read_from,
+        notices=tuple(notices),
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide `Settings`, loaded once (tests call `get_settings.cache_clear()`)."""
+    return load_settings()
+
+
+def require_project(settings: Settings) -> str:
+    """The project id, or a ConfigError saying how to set it (cloud tools need it; planning does not)."""
+    if not settings.project:
+        raise ConfigError(
+            "no Google Cloud project is configured",
+            field="GOOGLE_CLOUD_PROJECT",
+            value="",
+            fix="set GOOGLE_CLOUD_PROJECT in tpu.env or the environment (gcloud config get-value project shows yours)",
+        )
+    return settings.project

@@ -1,0 +1,107 @@
+"""Typed errors. Each carries the field, the value, the cause and the fix so that `server.py` can turn
+it into an MCP tool error (`isError`) that a person can act on without reading a traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TpuDevopsError(Exception):
+    """Base of every error this package raises on purpose.
+
+    Args:
+        message: what went wrong, in the field's terms.
+        field: the input, setting or API field at fault (e.g. ``GOOGLE_CLOUD_ZONE``, ``max_model_len``).
+        value: the offending value (never a secret).
+        fix: what the user should do next.
+    """
+
+    kind = "error"
+
+    def __init__(self, message: str, *, field: str | None = None, value: Any = None, fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.value = value
+        self.fix = fix
+
+    def __str__(self) -> str:
+        parts = []
+        if self.field is not None:
+            shown = "" if self.value is None else f" = {self.value!r}"
+            parts.append(f"{self.field}{shown}: {self.message}")
+        else:
+            parts.append(self.message)
+        if self.fix:
+            parts.append(f"Fix: {self.fix}")
+        return " ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Machine-readable form: ``{"kind", "message", "field", "value", "fix"}``."""
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "field": self.field,
+            "value": None if self.value is None else str(self.value),
+            "fix": self.fix,
+        }
+
+
+class ConfigError(TpuDevopsError):
+    """A setting in `tpu.env` / the environment, or a tool argument, is invalid."""
+
+    kind = "config"
+
+
+class InputError(ConfigError):
+    """A tool argument is invalid (bad path, malformed file, absurd number)."""
+
+    kind = "input"
+
+
+class CloudError(TpuDevopsError):
+    """A Google Cloud API call failed in a way that is not one of the classified cases below."""
+
+    kind = "cloud"
+
+
+class PermissionError_(CloudError):
+    """IAM denied the call (HTTP 403 PERMISSION_DENIED)."""
+
+    kind = "permission"
+
+
+class NotFoundError(CloudError):
+    """The named resource does not exist (HTTP 404)."""
+
+    kind = "not_found"
+
+
+class QuotaError(CloudError):
+    """Quota exhausted in a zone or region."""
+
+    kind = "quota"
+
+
+class CapacityError(CloudError):
+    """No capacity (stockout) or the provisioning model is not offered in a zone."""
+
+    kind = "capacity"
+
+
+class OwnershipError(TpuDevopsError):
+    """A destructive action was asked for on a resource this server did not create."""
+
+    kind = "ownership"
+
+
+class EndpointError(TpuDevopsError):
+    """No reachable vLLM endpoint, or it answered in a way that is not usable."""
+
+    kind = "endpoint"
+
+
+class JobError(TpuDevopsError):
+    """Unknown job id or a job that cannot be cancelled."""
+
+    kind = "job"

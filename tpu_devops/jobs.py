@@ -1,0 +1,166 @@
+"""Long operations that outlive one tool call: start, poll, cancel (DESIGN §2 "Long operations").
+
+A job is an asyncio task owned by the server process. `start_job` returns at once with an id; the
+client polls `get_job`. Jobs report progress by mutating their `JobRecord.progress` dict and a short
+`message`. Results must be JSON-serialisable (a pydantic model is dumped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from tpu_devops.errors import JobError, TpuDevopsError
+from tpu_devops.results import ToolResult
+
+log = logging.getLogger(__name__)
+
+JOB_STATES = ("running", "succeeded", "failed", "cancelled")
+
+
+@dataclass
+class JobRecord:
+    """A job's state. Times are Unix seconds; ``result`` is JSON-like once succeeded."""
+
+    id: str
+    kind: str
+    description: str
+    state: str = "running"
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    message: str = "started"
+    progress: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+    error: dict[str, Any] | None = None
+    task: asyncio.Task[Any] | None = field(default=None, repr=False)
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-like view for tool output."""
+        end = self.finished_at or time.time()
+        return {
+            "job_id": self.id,
+            "kind": self.kind,
+            "description": self.description,
+            "state": self.state,
+            "elapsed_s": round(end - self.started_at, 1),
+            "message": self.message,
+            "progress": dict(self.progress),
+            "result": self.result,
+            "error": self.error,
+        }
+
+
+JobBody = Callable[[JobRecord], Awaitable[Any]]
+
+
+class JobRegistry:
+    """Holds the jobs of this server process (ids are ``<kind>-<n>``)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, JobRecord] = {}
+        self._counter = itertools.count(1)
+
+    def start(self, kind: str, description: str, body: JobBody) -> JobRecord:
+        """Start ``body(record)`` as a background task and return its record at once.
+
+        Must be called from a running event loop.
+        """
+        record = JobRecord(id=f"{kind}-{next(self._counter)}", kind=kind, description=description)
+        self._jobs[record.id] = record
+        record.task = asyncio.get_running_loop().create_task(self._run(record, body))
+        return record
+
+    async def _run(self, record: JobRecord, body: JobBody) -> None:
+        try:
+            result = await body(record)
+            record.result = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+            record.state = "succeeded"
+            if record.message == "started":
+                record.message = "done"
+        except asyncio.CancelledError:
+            record.state = "cancelled"
+            record.message = "cancelled"
+        except TpuDevopsError as exc:
+            record.state = "failed"
+            record.error = exc.as_dict()
+            record.message = str(exc)
+        except Exception as exc:  # a job must never die silently; the traceback goes to stderr
+            log.exception("job %s crashed", record.id)
+            record.state = "failed"
+            record.error = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"}
+            record.message = "internal error (see the server's stderr)"
+        finally:
+            record.finished_at = time.time()
+
+    def get(self, job_id: str) -> JobRecord:
+        """The job with this id.
+
+        Raises:
+            JobError: unknown id (jobs live only as long as the server process).
+        """
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            known = ", ".join(sorted(self._jobs)) or "none"
+            raise JobError(
+                "no such job in this server process",
+                field="job_id",
+                value=job_id,
+                fix=f"use an id returned by the tool that started it (known: {known}); jobs do not survive a restart",
+            ) from None
+
+    def list(self) -> list[JobRecord]:
+        """All jobs, newest first."""
+        return sorted(self._jobs.values(), key=lambda r: r.started_at, reverse=True)
+
+    async def cancel(self, job_id: str) -> JobRecord:
+        """Cancel a running job and wait briefly for it to stop; a finished job is returned unchanged."""
+        record = self.get(job_id)
+        if record.task is not None and not record.task.done():
+            record.task.cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(record.task), timeout=10)
+            except (asyncio.CancelledError, TimeoutError):
+                pass
+        return record
+
+
+JOBS = JobRegistry()
+
+
+class JobView(ToolResult):
+    """A job as `get_job` / `cancel_job` return it. ``elapsed_s`` in seconds."""
+
+    job_id: str
+    kind: str
+    description: str
+    state: str
+    elapsed_s: float
+    message: str
+    progress: dict[str, Any]
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+    def headline(self) -> str:
+        return f"job {self.job_id} ({self.kind}): {self.state} after {self.elapsed_s:.0f}s: {self.message}"
+
+    @classmethod
+    def of(cls, record: JobRecord) -> JobView:
+        return cls(**record.snapshot())
+
+
+class JobList(ToolResult):
+    """Every job of this server process, newest first."""
+
+    jobs: list[JobView]
+
+    def headline(self) -> str:
+        running = sum(1 for j in self.jobs if j.state == "running")
+        return f"{len(self.jobs)} job(s), {running} running"

@@ -1,0 +1,1 @@
+"""Log sources, template mining, redaction, boot-log diagnosis and the Gemma analyst loop."""

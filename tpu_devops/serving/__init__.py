@@ -1,0 +1,1 @@
+"""Talking to the vLLM (or any OpenAI-compatible) endpoint: discovery, health, chat, metrics, benchmarks."""

@@ -1,0 +1,78 @@
+"""One shared async HTTP client and one shared `openai.AsyncOpenAI` client per endpoint.
+
+Connection reuse matters for benchmarks (a new TCP connection per request would be measured as TTFT)
+and timeouts matter for MCP (a hung endpoint must not hang a tool call). Both clients are created
+lazily, so importing this module does not import ``openai``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+# Connect fails fast (a booting node refuses connections); reads allow a long generation.
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 120.0
+MAX_CONNECTIONS = 256
+
+_http: dict[str, httpx.AsyncClient] = {}
+_openai: dict[tuple[str, str], Any] = {}
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://host:8000`` (no trailing slash, no ``/v1``)."""
+    url = url.strip().rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def timeouts(read_s: float = READ_TIMEOUT_S) -> httpx.Timeout:
+    """Timeouts used by every client: connect 5 s, read/write/pool as given (seconds)."""
+    return httpx.Timeout(read_s, connect=CONNECT_TIMEOUT_S)
+
+
+def http_client(base_url: str) -> httpx.AsyncClient:
+    """The shared `httpx.AsyncClient` for this endpoint (base URL without ``/v1``)."""
+    key = normalize_base_url(base_url)
+    client = _http.get(key)
+    if client is None or client.is_closed:
+        client = httpx.AsyncClient(
+            base_url=key,
+            timeout=timeouts(),
+            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
+        )
+        _http[key] = client
+    return client
+
+
+def openai_client(base_url: str, api_key: str = "") -> AsyncOpenAI:
+    """The shared `AsyncOpenAI` for this endpoint; it reuses `http_client`'s connection pool.
+
+    vLLM ignores the key unless started with ``--api-key``; ``EMPTY`` is the conventional placeholder.
+    Retries are off: the caller classifies failures (a retry would hide a booting node).
+    """
+    from openai import AsyncOpenAI
+
+    key = (normalize_base_url(base_url), api_key)
+    client = _openai.get(key)
+    if client is None:
+        client = AsyncOpenAI(
+            base_url=f"{key[0]}/v1",
+            api_key=api_key or "EMPTY",
+            http_client=http_client(base_url),
+            max_retries=0,
+            timeout=timeouts(),
+        )
+        _openai[key] = client
+    return client
+
+
+async def close_all() -> None:
+    """Close every shared client (server shutdown, tests)."""
+    for client in list(_http.values()):
+        await client.aclose()
+    _http.clear()
+    _openai.clear()
