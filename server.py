@@ -7,12 +7,17 @@ clients, openai, matplotlib, drain3) happen inside the domain modules when a too
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+if __name__ == "__main__":  # `python server.py`: the entry point validates settings before importing us
+    from tpu_devops.main import main
 
-from tpu_devops import __version__, tooldocs
-from tpu_devops.config import get_settings
-from tpu_devops.jobs import JOBS, JobList, JobView
-from tpu_devops.registration import Registrar
+    raise SystemExit(main())
+
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+
+from tpu_devops import __version__, tooldocs  # noqa: E402
+from tpu_devops.config import get_settings  # noqa: E402
+from tpu_devops.jobs import JOBS, JobList, JobView  # noqa: E402
+from tpu_devops.registration import Registrar  # noqa: E402
 
 settings = get_settings()
 mcp = MCPServer(
@@ -62,8 +67,3 @@ async def cancel_job(job_id: str) -> JobView:
     created are left as they are (use destroy_queued_resource for those)."""
     return JobView.of(await JOBS.cancel(job_id))
 
-
-if __name__ == "__main__":
-    from tpu_devops.main import main
-
-    main()

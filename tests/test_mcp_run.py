@@ -1,0 +1,66 @@
+"""mcp-run.sh: resolves its own directory (any cwd, through a symlink) and exports tpu.env values only
+where the variable is unset. A tiny fake interpreter prints the environment it was exec'd with."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_rig(tmp_path: Path) -> Path:
+    rig = tmp_path / "rig"
+    (rig / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy(ROOT / "mcp-run.sh", rig / "mcp-run.sh")
+    (rig / "tpu.env").write_text(
+        "# comment\nGOOGLE_CLOUD_ZONE=us-west4-a\nMODEL_NAME=google/gemma-4-E2B-it\n"
+        'LIMIT_MM_PER_PROMPT={"image":4,"audio":1}\nQUOTED="with spaces"\nEMPTY_ONE=\n'
+    )
+    fake_python = rig / ".venv" / "bin" / "python"
+    fake_python.write_text('#!/bin/sh\necho "ARGS=$*"\nenv\n')
+    fake_python.chmod(0o755)
+    return rig
+
+
+def run(script: Path, cwd: Path, **env: str) -> dict[str, str]:
+    base = {"PATH": os.environ["PATH"], "HOME": str(cwd)}
+    out = subprocess.run([str(script)], cwd=cwd, env={**base, **env}, capture_output=True, text=True, check=True)
+    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+
+def test_unset_variables_are_exported_from_tpu_env(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    env = run(rig / "mcp-run.sh", tmp_path)
+    assert env["GOOGLE_CLOUD_ZONE"] == "us-west4-a"
+    assert env["LIMIT_MM_PER_PROMPT"] == '{"image":4,"audio":1}'
+    assert env["QUOTED"] == "with spaces"
+    assert env["ARGS"] == "-m tpu_devops.main"
+
+
+def test_set_variable_is_not_overwritten_even_when_empty(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    env = run(rig / "mcp-run.sh", tmp_path, GOOGLE_CLOUD_ZONE="us-east5-a", MODEL_NAME="")
+    assert env["GOOGLE_CLOUD_ZONE"] == "us-east5-a"
+    assert env["MODEL_NAME"] == ""
+
+
+def test_works_through_a_symlink_from_another_directory(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = elsewhere / "tpu-devops"
+    link.symlink_to(rig / "mcp-run.sh")
+    env = run(link, elsewhere)
+    assert env["GOOGLE_CLOUD_ZONE"] == "us-west4-a"
+
+
+def test_missing_venv_names_the_fix(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    shutil.rmtree(rig / ".venv")
+    out = subprocess.run([str(rig / "mcp-run.sh")], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 127
+    assert "make setup" in out.stderr
+    assert out.stdout == ""

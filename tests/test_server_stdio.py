@@ -1,0 +1,130 @@
+"""End to end over stdio: the official MCP client starts server.py, lists tools, calls get_help; raw
+JSON-RPC shows that nothing but protocol messages reaches stdout; bad settings stop the server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from tests.mcp_session import ROOT, mcp_client, server_env
+
+
+@pytest.mark.anyio
+async def test_client_lists_tools_with_annotations_and_calls_get_help() -> None:
+    async with mcp_client() as client:
+        listed = (await client.list_tools()).tools
+        names = [t.name for t in listed]
+        assert "get_help" in names and "get_job" in names
+        for t in listed:
+            a = t.annotations
+            assert a is not None, t.name
+            for hint in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint):
+                assert hint is not None, f"{t.name} lacks an explicit annotation"
+            assert t.description, t.name
+        result = await client.call_tool("get_help", {})
+        assert not result.is_error
+        help_ = result.structured_content
+        assert help_["server"] == "tpu-devops-gemma4-e2b"
+        assert {t["name"] for t in help_["tools"]} == set(names)
+        assert help_["configuration"]["accelerator_type"] == "v5litepod-1"
+        assert "get_help" in result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_read_only_mode_hides_every_tool_that_is_not_read_only() -> None:
+    async with mcp_client() as client:
+        full = (await client.list_tools()).tools
+    async with mcp_client(TPU_DEVOPS_READ_ONLY="1") as client:
+        ro = (await client.list_tools()).tools
+        help_ = (await client.call_tool("get_help", {})).structured_content
+    assert {t.name for t in ro} == {t.name for t in full if t.annotations.read_only_hint}
+    assert all(t.annotations.read_only_hint for t in ro)
+    assert help_["read_only_mode"] is True
+    assert len(ro) < len(full)
+
+
+@pytest.mark.anyio
+async def test_domain_error_becomes_tool_error_with_fix() -> None:
+    async with mcp_client() as client:
+        result = await client.call_tool("get_job", {"job_id": "nope-1"})
+    assert result.is_error
+    text = result.content[0].text
+    assert "job_id" in text and "nope-1" in text and "Fix:" in text
+    assert "Traceback" not in text
+
+
+def _raw_session(messages: list[dict], **env: str) -> tuple[list[str], str, int]:
+    """Send messages one by one, waiting for each request's answer, then close stdin."""
+    errfile = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty stderr cannot block the server
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errfile,
+        text=True,
+        env=server_env(**env),
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            if "id" not in message:
+                continue
+            while True:  # every line before the answer is kept: it must be JSON-RPC too
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line.rstrip("\n"))
+                if json.loads(line).get("id") == message["id"]:
+                    break
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        rest = proc.stdout.read()
+        errfile.seek(0)
+        stderr = errfile.read()
+    finally:
+        proc.kill()
+    lines.extend(rest.splitlines())
+    return lines, stderr, proc.returncode
+
+
+def test_stdout_carries_only_json_rpc() -> None:
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_help", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_job", "arguments": {"job_id": "x"}}},
+    ]
+    lines, stderr, _ = _raw_session(messages, TPU_DEVOPS_LOG_LEVEL="DEBUG")
+    assert lines, stderr
+    ids = []
+    for line in lines:
+        msg = json.loads(line)  # every stdout line must be JSON
+        assert msg.get("jsonrpc") == "2.0", line
+        ids.append(msg.get("id"))
+    assert {1, 2, 3, 4} <= set(ids)
+    assert "get_job" in stderr  # the refusal was logged, to stderr
+
+
+def test_invalid_setting_stops_the_server_with_the_fix_on_stderr() -> None:
+    lines, stderr, code = _raw_session([], GOOGLE_CLOUD_ZONE="uswest4a")
+    assert code == 2
+    assert lines == []
+    assert "GOOGLE_CLOUD_ZONE" in stderr and "uswest4a" in stderr and "Fix:" in stderr
+    assert "Traceback" not in stderr

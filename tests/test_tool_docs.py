@@ -1,0 +1,25 @@
+"""GemmaTools.md and the tool snapshot are generated from list_tools(); stale copies fail here."""
+
+from __future__ import annotations
+
+import json
+
+from scripts.gen_tools import generated
+from tests.mcp_session import ROOT
+
+
+def test_gemmatools_md_is_current() -> None:
+    markdown, _ = generated()
+    current = (ROOT / "GemmaTools.md").read_text()
+    assert current == markdown, "GemmaTools.md is stale: run `make tools` and commit the result"
+
+
+def test_tool_snapshot_has_no_unreviewed_changes() -> None:
+    _, snapshot = generated()
+    current = (ROOT / "tests" / "data" / "tool_snapshot.json").read_text()
+    if current != snapshot:
+        old, new = json.loads(current), json.loads(snapshot)
+        changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        raise AssertionError(
+            f"tool names/schemas/annotations changed for {changed}: review, then run `make snapshot`"
+        )
