@@ -66,4 +66,3 @@ async def cancel_job(job_id: str) -> JobView:
     """Cancel a running job. A zone sweep stops before its next create; resources it already
     created are left as they are (use destroy_queued_resource for those)."""
     return JobView.of(await JOBS.cancel(job_id))
-

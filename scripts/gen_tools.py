@@ -24,7 +24,9 @@ def generated() -> tuple[str, str]:
     from tpu_devops import tooldocs
 
     tools = asyncio.run(server.mcp.list_tools())
-    return tooldocs.render_markdown(tools), json.dumps(tooldocs.snapshot(tools), indent=2, sort_keys=True) + "\n"
+    return tooldocs.render_markdown(tools), json.dumps(
+        tooldocs.snapshot(tools), indent=2, sort_keys=True
+    ) + "\n"
 
 
 def main() -> int:

@@ -27,7 +27,9 @@ def test_defaults_when_no_file_and_no_environment(tmp_path: Path) -> None:
 
 
 def test_file_beats_defaults_and_environment_beats_file(tmp_path: Path) -> None:
-    env_file = write_env(tmp_path, "GOOGLE_CLOUD_REGION=us-east5\nGOOGLE_CLOUD_ZONE=us-east5-b\nMAX_MODEL_LEN=32768\n")
+    env_file = write_env(
+        tmp_path, "GOOGLE_CLOUD_REGION=us-east5\nGOOGLE_CLOUD_ZONE=us-east5-b\nMAX_MODEL_LEN=32768\n"
+    )
     from_file = load_settings(env_file, environ={})
     assert (from_file.zone, from_file.max_model_len) == ("us-east5-b", 32768)
     both = load_settings(env_file, environ={"GOOGLE_CLOUD_ZONE": "us-east5-a", "MAX_MODEL_LEN": "8192"})
@@ -76,7 +78,9 @@ def test_prose_accelerator_spelling_is_translated_with_notice(tmp_path: Path) ->
         ("GOOGLE_CLOUD_PROJECT", "My Project", "project id"),
     ],
 )
-def test_invalid_values_name_variable_value_and_fix(tmp_path: Path, variable: str, value: str, needle: str) -> None:
+def test_invalid_values_name_variable_value_and_fix(
+    tmp_path: Path, variable: str, value: str, needle: str
+) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(tmp_path / "none", environ={variable: value})
     err = info.value

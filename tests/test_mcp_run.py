@@ -27,7 +27,9 @@ def make_rig(tmp_path: Path) -> Path:
 
 def run(script: Path, cwd: Path, **env: str) -> dict[str, str]:
     base = {"PATH": os.environ["PATH"], "HOME": str(cwd)}
-    out = subprocess.run([str(script)], cwd=cwd, env={**base, **env}, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(script)], cwd=cwd, env={**base, **env}, capture_output=True, text=True, check=True
+    )
     return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
 
 

@@ -109,7 +109,12 @@ def test_stdout_carries_only_json_rpc() -> None:
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_help", "arguments": {}}},
-        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_job", "arguments": {"job_id": "x"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "get_job", "arguments": {"job_id": "x"}},
+        },
     ]
     lines, stderr, _ = _raw_session(messages, TPU_DEVOPS_LOG_LEVEL="DEBUG")
     assert lines, stderr

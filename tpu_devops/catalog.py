@@ -200,7 +200,9 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
     canonical = f"{gen.api_prefix}-{size}"
     notice = None
     if canonical != text:
-        notice = f"{raw!r} translated to the TPU API spelling {canonical!r} (gcloud and the API reject {raw!r})"
+        notice = (
+            f"{raw!r} translated to the TPU API spelling {canonical!r} (gcloud and the API reject {raw!r})"
+        )
     return AcceleratorType(canonical, gen, size // gen.cores_per_chip, notice)
 
 

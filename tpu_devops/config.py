@@ -144,7 +144,10 @@ def parse_duration(value: str, *, variable: str, minimum_s: int = 0, maximum_s: 
         m = _DURATION.match(text)
         if not m:
             raise ConfigError(
-                "not a duration", field=variable, value=value, fix="write it as 30m, 4h or 2d (s, m, h, d units)"
+                "not a duration",
+                field=variable,
+                value=value,
+                fix="write it as 30m, 4h or 2d (s, m, h, d units)",
             )
         seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
     if seconds < minimum_s or (maximum_s is not None and seconds > maximum_s):
@@ -169,7 +172,9 @@ def _int(env: Mapping[str, str], var: str, *, lo: int, hi: int, optional: bool =
             "not a whole number", field=var, value=raw, fix=f"set {var} to an integer between {lo} and {hi}"
         ) from None
     if not lo <= value <= hi:
-        raise ConfigError(f"{value} is out of range", field=var, value=raw, fix=f"use a value between {lo} and {hi}")
+        raise ConfigError(
+            f"{value} is out of range", field=var, value=raw, fix=f"use a value between {lo} and {hi}"
+        )
     return value
 
 
@@ -185,11 +190,18 @@ def _bool(env: Mapping[str, str], var: str) -> bool:
 def _url(env: Mapping[str, str], var: str) -> str:
     raw = env[var].strip().rstrip("/")
     if raw and not re.match(r"^https?://[^\s/]+(/[^\s]*)?$", raw):
-        raise ConfigError("not an http(s) URL", field=var, value=raw, fix=f"set {var} like http://10.0.0.5:8000, or leave it empty")
+        raise ConfigError(
+            "not an http(s) URL",
+            field=var,
+            value=raw,
+            fix=f"set {var} like http://10.0.0.5:8000, or leave it empty",
+        )
     return raw
 
 
-def merged_environment(env_file: Path | None = None, environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], str | None]:
+def merged_environment(
+    env_file: Path | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], str | None]:
     """Defaults, overlaid by `tpu.env`, overlaid by the real environment (which always wins).
 
     Returns (variables, path of the env file read or None).
@@ -226,12 +238,17 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         )
     region = env["GOOGLE_CLOUD_REGION"].strip()
     if not _REGION.match(region):
-        raise ConfigError("not a region", field="GOOGLE_CLOUD_REGION", value=region, fix="use a region such as us-west4")
+        raise ConfigError(
+            "not a region", field="GOOGLE_CLOUD_REGION", value=region, fix="use a region such as us-west4"
+        )
     zone = env["GOOGLE_CLOUD_ZONE"].strip()
     zm = _ZONE.match(zone)
     if not zm:
         raise ConfigError(
-            "not a zone (region-letter)", field="GOOGLE_CLOUD_ZONE", value=zone, fix="use a zone such as us-west4-a"
+            "not a zone (region-letter)",
+            field="GOOGLE_CLOUD_ZONE",
+            value=zone,
+            fix="use a zone such as us-west4-a",
         )
     if zm.group(1) != region:
         raise ConfigError(
@@ -277,10 +294,14 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         notices.append(f"PROVISIONING_MODEL: {pm_raw!r} read as {provisioning!r}")
 
     # Flex-start runs between 10 minutes and 7 days (DESIGN §3).
-    max_run = parse_duration(env["MAX_RUN_DURATION"], variable="MAX_RUN_DURATION", minimum_s=600, maximum_s=7 * 86400)
+    max_run = parse_duration(
+        env["MAX_RUN_DURATION"], variable="MAX_RUN_DURATION", minimum_s=600, maximum_s=7 * 86400
+    )
     valid_until = None
     if env["VALID_UNTIL_DURATION"].strip():
-        valid_until = parse_duration(env["VALID_UNTIL_DURATION"], variable="VALID_UNTIL_DURATION", minimum_s=60)
+        valid_until = parse_duration(
+            env["VALID_UNTIL_DURATION"], variable="VALID_UNTIL_DURATION", minimum_s=60
+        )
 
     resource_id = env["RESOURCE_ID"].strip()
     if not _RESOURCE_ID.match(resource_id):
@@ -330,12 +351,22 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         )
     image = env["VLLM_IMAGE"].strip()
     if not _IMAGE.match(image):
-        raise ConfigError("not a container image reference", field="VLLM_IMAGE", value=image, fix="use e.g. vllm/vllm-tpu:v0.13.0 or a @sha256: digest")
+        raise ConfigError(
+            "not a container image reference",
+            field="VLLM_IMAGE",
+            value=image,
+            fix="use e.g. vllm/vllm-tpu:v0.13.0 or a @sha256: digest",
+        )
     port = _int(env, "VLLM_PORT", lo=1, hi=65535)
     assert port is not None
     for var in ("TPU_NETWORK", "TPU_SUBNETWORK"):
         if env[var].strip() and not _NETWORK.match(env[var].strip()):
-            raise ConfigError("not a network name or path", field=var, value=env[var], fix=f"use a VPC name such as default, or leave {var} empty")
+            raise ConfigError(
+                "not a network name or path",
+                field=var,
+                value=env[var],
+                fix=f"use a VPC name such as default, or leave {var} empty",
+            )
 
     state_dir = env["TPU_DEVOPS_STATE_DIR"].strip() or str(
         Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "tpu-devops"

@@ -80,7 +80,11 @@ class Registrar:
                 open_world_hint=open_world,
             )
             self.server.add_tool(
-                _wrap(fn), name=fn.__name__, title=title, description=inspect.getdoc(fn), annotations=annotations
+                _wrap(fn),
+                name=fn.__name__,
+                title=title,
+                description=inspect.getdoc(fn),
+                annotations=annotations,
             )
             return fn
 

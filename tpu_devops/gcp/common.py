@@ -76,7 +76,11 @@ def is_retryable(exc: BaseException) -> bool:
 
     if isinstance(
         exc,
-        gexc.TooManyRequests | gexc.InternalServerError | gexc.BadGateway | gexc.ServiceUnavailable | gexc.GatewayTimeout,
+        gexc.TooManyRequests
+        | gexc.InternalServerError
+        | gexc.BadGateway
+        | gexc.ServiceUnavailable
+        | gexc.GatewayTimeout,
     ):
         return True
     if isinstance(exc, gexc.GoogleAPICallError):
