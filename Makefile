@@ -10,12 +10,18 @@ GOOGLE_CLOUD_ZONE ?= us-west4-a
 
 .PHONY: setup run test tools snapshot lint format bench demo clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed node_modules/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# The MCP Inspector CLI: a second, independent MCP client used by the tests (needs Node.js and npm).
+node_modules/.installed: package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 (the Inspector CLI tests need it)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 run: setup
