@@ -47,5 +47,8 @@ format: setup
 bench: setup
 	$(PY) scripts/bench.py
 
+demo: setup
+	$(PY) scripts/demo.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

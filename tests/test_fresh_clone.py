@@ -1,0 +1,36 @@
+"""The README's commands from a fresh clone in a temporary directory: `make setup`, then `make demo`.
+
+This is what a newcomer does first; anything installed by hand and not by the project fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.mcp_session import ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is needed to clone")
+
+
+def test_fresh_clone_setup_and_demo(tmp_path: Path) -> None:
+    clone = tmp_path / "tpu-devops"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=120)
+    # A newcomer's shell: no variables of ours, no venv of ours on PATH.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TPU_DEVOPS_", "VLLM_", "GOOGLE_", "VIRTUAL_ENV"))
+    }
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
+    setup = subprocess.run(
+        ["make", "setup"], cwd=clone, env=env, capture_output=True, text=True, timeout=1500
+    )
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    demo = subprocess.run(["make", "demo"], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
+    assert demo.returncode == 0, demo.stdout[-5000:] + demo.stderr[-3000:]
+    assert "demo: all steps passed" in demo.stdout
