@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 # The MCP Inspector CLI: a second, independent MCP client used by the tests (needs Node.js and npm).
 node_modules/.installed: package.json package-lock.json
 	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 (the Inspector CLI tests need it)"; exit 1; }
-	npm ci --no-audit --no-fund --loglevel=error
+	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
 run: setup
