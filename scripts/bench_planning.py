@@ -1,0 +1,76 @@
+"""Benchmark: `diagnose_vllm_boot` on a 200k-line synthetic boot log (real fixture lines repeated).
+
+Prints lines/s for the diagnosis and the ratio to a baseline measured in the same process: a plain
+``for line in text.splitlines()`` loop with one regex search per line (the cheapest useful Python
+line scan). The ratio, not the absolute speed, is the number to watch; it must stay roughly
+constant as the log grows (linear parsing). `run()` returns the printed lines for `make bench`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tpu_devops.logs.boot import diagnose_boot_text  # noqa: E402
+
+LOGS = ROOT / "tests" / "data" / "vllm-logs"
+TARGET_LINES = 200_000
+
+
+def synthetic_log(target_lines: int = TARGET_LINES) -> str:
+    """Real fixture lines (success log body, then the OOM failure tail) repeated to ``target_lines``."""
+    ok = (LOGS / "v6e1-e2b-boot-ok.log").read_text(encoding="utf-8").splitlines()
+    oom = (LOGS / "v5e1-e2b-util095-program-oom.log").read_text(encoding="utf-8").splitlines()
+    body = ok[:1000]
+    lines: list[str] = []
+    while len(lines) + len(body) < target_lines - len(oom):
+        lines.extend(body)
+    lines.extend(oom)
+    lines.extend(body[: target_lines - len(lines)])
+    return "\n".join(lines[:target_lines]) + "\n"
+
+
+def _best_of(fn, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run() -> list[str]:
+    """Measure and return the report lines."""
+    text = synthetic_log()
+    n = text.count("\n")
+    baseline_re = re.compile(r"RuntimeProgramAllocationFailure")
+
+    def baseline() -> int:
+        hits = 0
+        for line in text.splitlines():
+            if baseline_re.search(line):
+                hits += 1
+        return hits
+
+    diag = diagnose_boot_text(text)
+    assert diag.root_cause is not None and diag.root_cause.id == "program-allocation-oom"
+    t_diag = _best_of(lambda: diagnose_boot_text(text))
+    t_base = _best_of(baseline)
+    half = synthetic_log(TARGET_LINES // 2)
+    t_half = _best_of(lambda: diagnose_boot_text(half))
+    return [
+        f"diagnose_vllm_boot: {n:,} lines in {t_diag:.3f} s = {n / t_diag:,.0f} lines/s",
+        f"baseline (splitlines + 1 regex): {n / t_base:,.0f} lines/s; diagnosis/baseline time ratio {t_diag / t_base:.2f}x",
+        f"linearity: time(200k) / time(100k) = {t_diag / t_half:.2f} (2.00 = linear)",
+    ]
+
+
+if __name__ == "__main__":
+    for line in run():
+        print(line)

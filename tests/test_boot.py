@@ -1,0 +1,210 @@
+"""logs/boot.py: the three real boot logs, every signature, harmless noise, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpu_devops.errors import InputError
+from tpu_devops.logs.boot import BOOT_SIGNATURES, diagnose_boot_text, diagnose_vllm_boot, match_line
+
+LOGS = Path(__file__).parent / "data" / "vllm-logs"
+OOM = LOGS / "v5e1-e2b-util095-program-oom.log"
+OK = LOGS / "v6e1-e2b-boot-ok.log"
+QWIX = LOGS / "v5e1-e2b-qwix-int8-abstract-fail.log"
+PREFIX = "(EngineCore pid=187) ERROR 08-07 23:27:17 [core.py:1349] "
+
+# One real-shaped line per signature: match_line must return that signature first.
+SAMPLES = {
+    "program-allocation-oom": "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: E0101: RuntimeProgramAllocationFailure:",
+    "smem-oom": "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory in memory space smem. Used 1.2M of 1.0M smem.",
+    "hbm-oom": "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 2.50G. That was not possible.",
+    "weight-load-mismatch": "ValueError: There is no module or parameter named 'model.layers.0.mlp.down_proj.weight' in Gemma4ForConditionalGeneration.",
+    "chunked-mm-floor": "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than max_num_batched_tokens (2048). Please increase max_num_batched_tokens.",
+    "invalid-kv-cache-dtype": "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'int8' (choose from auto, bfloat16, fp8)",
+    "hf-gated-repo": "huggingface_hub.errors.GatedRepoError: 403 Client Error. Cannot access gated repo for url https://huggingface.co/google/gemma-4-E2B-it/resolve/main/config.json.",
+    "hf-repo-not-found": "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: https://huggingface.co/api/models/google/gemma-4-E2B",
+    "hf-unauthorized": "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://huggingface.co/api/models/google/gemma-4-E2B-it",
+    "hf-unreachable": "OSError: We couldn't connect to 'https://huggingface.co' to load this file",
+    "tool-parser-missing": 'INFO: 10.0.0.2:5000 - "POST /v1/chat/completions" 400 "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+    "tpu-busy": "RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process with pid 4242.",
+    "cli-argument-error": "vllm serve: error: unrecognized arguments: --max-model-length 8192",
+    "engine-core-failed": "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    "kv-fp8-auto-logged": "INFO 08-10 17:53:44 [tpu_platform.py:177] Automatically using fp8_e5m2 for FP8 KV cache on TPU v6e.",
+    "block-size-scaled": "WARNING 08-07 23:11:08 [tpu_platform.py:303] Increase the page size from 16 to 32 to avoid SMEM OOM",
+    "vllm-c-missing": "WARNING 08-07 23:10:49 [interface.py:368] Failed to import from vllm._C: ModuleNotFoundError(\"No module named 'vllm._C'\")",
+    "triton-absent": "INFO 08-07 23:10:46 [importing.py:53] Triton is installed but 0 active driver(s) found (expected 1).",
+    "pin-memory": "WARNING 08-07 23:10:36 [tpu_platform.py:402] Pin memory is not supported on TPU.",
+    "inductor-disabled": "WARNING 08-07 23:11:08 [vllm.py:1222] Inductor compilation was disabled by user settings",
+    "donated-buffers": "UserWarning: Some donated buffers were not usable: int32[8], int32[8].",
+    "metadata-404": "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: http://metadata.google.internal/computeMetadata/v1/instance/attributes/foo",
+}
+
+
+def test_every_signature_has_a_sample_and_its_anchor_prefilter_holds() -> None:
+    assert set(SAMPLES) == {s.id for s in BOOT_SIGNATURES}
+    for sig in BOOT_SIGNATURES:
+        line = SAMPLES[sig.id]
+        assert sig.pattern.search(line), sig.id
+        assert any(a in line for a in sig.anchors), sig.id
+        assert match_line(line)[0].id == sig.id
+        assert sig.cause and sig.fix and sig.source
+
+
+def test_harmless_lines_are_not_failures() -> None:
+    assert [s.id for s in match_line(SAMPLES["block-size-scaled"])] == ["block-size-scaled"]  # not smem-oom
+    assert [s.id for s in match_line(SAMPLES["metadata-404"])] == ["metadata-404"]  # not hf-repo-not-found
+    assert match_line("INFO 08-10 18:04:30 [launcher.py:46] Route: /v1/completions, Methods: POST") == []
+
+
+def test_hf_401_403_404_have_different_fixes() -> None:
+    fixes = {
+        sid: match_line(SAMPLES[sid])[0].fix
+        for sid in ("hf-gated-repo", "hf-repo-not-found", "hf-unauthorized")
+    }
+    assert len(set(fixes.values())) == 3
+    assert "license" in fixes["hf-gated-repo"] and "spelling" not in fixes["hf-gated-repo"]
+
+
+def test_program_oom_log() -> None:
+    d = diagnose_vllm_boot(path=str(OOM))
+    assert d.status == "failed" and d.lines == 1168
+    assert d.vllm_version == "0.26.1rc1.dev125+ga7a204cc6" and d.tpu_type == "v5litepod-1"
+    assert d.non_default_args["gpu_memory_utilization"] == 0.95
+    assert (d.budget.total_hbm_gib, d.budget.cap_gib, d.budget.used_gib, d.budget.kv_avail_gib) == (
+        15.75,
+        14.96,
+        8.97,
+        5.99,
+    )
+    assert (d.budget.kv_tokens, d.budget.kv_blocks, d.budget.block_size) == (348_896, 10_903, 32)
+    root = d.root_cause
+    assert root is not None and root.id == "program-allocation-oom" and root.first_line == 1047
+    assert root.details["program"] == "jit_structured_decode_fn"
+    assert (root.details["wanted"], root.details["free"]) == ("384.11M", "346.77M")
+    assert root.details["after"] == "KV cache init"
+    assert "0.92" in root.fix and root.timestamp == "08-07 23:27:17"
+    assert [f.id for f in d.findings if f.severity == "error"] == [
+        "program-allocation-oom",
+        "engine-core-failed",
+    ]
+    phases = [p.phase for p in d.phases]
+    assert phases.index("KV cache initialized") < phases.index("failure")
+    assert d.cross_check is not None and abs(d.cross_check.deviation_pct) < 0.5
+    assert d.cross_check.bytes_per_token_config == 18_432
+    assert d.noise["vllm-c-missing"] == 8
+
+
+def test_successful_v6e_boot_has_no_false_alarm() -> None:
+    d = diagnose_vllm_boot(path=str(OK))
+    assert d.status == "ready" and d.root_cause is None
+    assert not [f for f in d.findings if f.severity in ("error", "warning")]
+    assert (d.budget.total_hbm_gib, d.budget.cap_gib, d.budget.used_gib, d.budget.kv_avail_gib) == (
+        31.24,
+        28.74,
+        8.97,
+        19.77,
+    )
+    assert d.budget.kv_tokens == 1_151_744 and d.budget.block_size == 64 and d.budget.max_concurrency == 35.15
+    assert (
+        d.compile_cache_enabled
+        and d.compile_s == 393.98
+        and d.engine_init_s == 447.75
+        and d.weights_load_s == 49.78
+    )
+    assert d.phases[-1].phase == "application startup complete" and d.phases[-1].elapsed_s == 652.0
+    fp8 = next(f for f in d.findings if f.id == "fp8-logged-bf16-allocated")
+    assert fp8.severity == "info" and "bfloat16" in fp8.title
+    assert d.cross_check is not None and abs(d.cross_check.deviation_pct) < 0.5
+    assert "boot OK" in d.headline()
+
+
+def test_qwix_int8_log_is_an_unsupported_weight_quantization_path() -> None:
+    d = diagnose_vllm_boot(path=str(QWIX))
+    assert d.status == "failed"
+    assert d.root_cause is not None and d.root_cause.id == "weight-quantization-unsupported"
+    assert d.root_cause.details["parameter"] == "model.language_model.layers.0.mlp.down_proj.weight"
+    assert "bf16" in d.root_cause.fix
+
+
+def synthetic(
+    *lines: str, args: str = "{'model': 'google/gemma-4-E2B-it', 'enable_auto_tool_choice': True}"
+) -> str:
+    head = [
+        "INFO 08-07 23:10:35 [__init__.py:76] TPU info: node_name=n | tpu_type=v5litepod-1 | worker_id=0 | num_chips=1 | num_cores_per_chip=1",
+        SAMPLES["vllm-c-missing"],
+        f"(APIServer pid=1) INFO 08-07 23:10:51 [api_utils.py:273] non-default args: {args}",
+    ]
+    return "\n".join(head + [PREFIX + line for line in lines]) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "root", "detail"),
+    [
+        (
+            SAMPLES["chunked-mm-floor"],
+            "chunked-mm-floor",
+            {"mm_item_tokens": "2496", "max_num_batched_tokens": "2048"},
+        ),
+        (SAMPLES["invalid-kv-cache-dtype"], "invalid-kv-cache-dtype", {"value": "int8"}),
+        (SAMPLES["smem-oom"], "smem-oom", {}),
+        (SAMPLES["hf-gated-repo"], "hf-gated-repo", {}),
+        (SAMPLES["tool-parser-missing"], "tool-parser-missing", {}),
+    ],
+)
+def test_synthetic_failures_find_their_root_cause(line: str, root: str, detail: dict) -> None:
+    d = diagnose_boot_text(synthetic(line, SAMPLES["engine-core-failed"]))
+    assert d.status == "failed" and d.root_cause is not None and d.root_cause.id == root
+    assert d.root_cause.details == detail
+
+
+def test_hbm_oom_with_quantization_config_blames_the_temporaries() -> None:
+    args = "{'model': 'google/gemma-4-E2B-it', 'enable_auto_tool_choice': True, 'additional_config': {'quantization': {'qwix': {}}}}"
+    d = diagnose_boot_text(synthetic(SAMPLES["hbm-oom"], args=args))
+    assert d.root_cause is not None and d.root_cause.id == "hbm-oom-quantization"
+    plain = diagnose_boot_text(synthetic(SAMPLES["hbm-oom"]))
+    assert plain.root_cause is not None and plain.root_cause.id == "hbm-oom"
+
+
+def test_missing_tool_flags_in_args_are_flagged() -> None:
+    d = diagnose_boot_text(synthetic(args="{'model': 'google/gemma-4-E2B-it', 'max_model_len': 16384}"))
+    assert d.status == "incomplete" and d.root_cause is None
+    assert any(f.id == "tool-flags-not-set" and f.severity == "warning" for f in d.findings)
+
+
+def test_truncated_boot_is_incomplete_not_failed() -> None:
+    head = "".join(OK.read_text().splitlines(keepends=True)[:120])
+    d = diagnose_boot_text(head)
+    assert d.status == "incomplete" and d.root_cause is None and d.budget.kv_tokens == 1_151_744
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({}, "log_text"),
+        ({"log_text": "x", "path": "/tmp/y"}, "path"),
+        ({"path": "/nonexistent/boot.log"}, "path"),
+        ({"log_text": "   \n"}, "log_text"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        diagnose_vllm_boot(**kwargs)
+    assert err.value.field == field and err.value.fix
+
+
+def test_excerpts_are_redacted() -> None:
+    token = "hf_" + "A1b2C3d4E5" * 4
+    d = diagnose_boot_text(synthetic(SAMPLES["hf-unauthorized"] + f" token={token}"))
+    assert d.root_cause is not None and d.root_cause.excerpt
+    assert token not in d.model_dump_json()
+
+
+def test_secret_args_are_not_passed_on() -> None:
+    d = diagnose_boot_text(
+        synthetic(
+            args="{'model': 'google/gemma-4-E2B-it', 'api_key': 'sk-secret-value', 'enable_auto_tool_choice': True}"
+        )
+    )
+    assert d.non_default_args["api_key"] == "(redacted)" and "sk-secret-value" not in d.model_dump_json()

@@ -1,0 +1,126 @@
+"""lint.py: the seed command is clean; every known vLLM-on-TPU trap is caught with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpu_devops.errors import ConfigError, InputError
+from tpu_devops.lint import lint_vllm_flags, parse_serve_command
+
+DATA = Path(__file__).parent / "data"
+SEED = (DATA / "seed_serve_command.txt").read_text()
+BASE = "vllm serve google/gemma-4-E2B-it --max-model-len 16384 --enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4"
+
+
+def ids(result) -> dict[str, str]:
+    return {f.id: f.severity for f in result.findings}
+
+
+def test_seed_command_lints_without_errors_or_warnings() -> None:
+    result = lint_vllm_flags(SEED, accelerator_type="v5litepod-1")
+    assert result.errors == 0 and result.warnings == 0, [f.id for f in result.findings]
+    assert result.model == "google/gemma-4-E2B-it"
+    assert result.flags["limit-mm-per-prompt"] == '{"image":4,"audio":1}'
+    minimal = (
+        "vllm serve google/gemma-4-E2B-it --max-model-len 16384 --gpu-memory-utilization 0.92 "
+        "--tensor-parallel-size 1 --enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4"
+    )
+    assert lint_vllm_flags(minimal).errors == 0
+    # without a batch budget Gemma 4 likely refuses to boot (vLLM forces chunked MM input off)
+    assert ids(lint_vllm_flags(minimal))["gemma4-batched-tokens-default"] == "warning"
+
+
+@pytest.mark.parametrize(
+    ("extra", "accelerator", "finding", "severity"),
+    [
+        ("--gpu-memory-utilization 0.95", "v5litepod-1", "memory-utilization-above-0.92", "error"),
+        ("--gpu-memory-utilization 0.97", "v6e-1", "memory-utilization-high", "warning"),
+        ("--kv-cache-dtype fp8", "v5litepod-1", "kv-cache-fp8-on-v5e", "warning"),
+        ("--kv-cache-dtype fp8_e5m2", "v6e-1", "kv-cache-fp8-check-allocation", "info"),
+        ("--kv-cache-dtype int8", "v5litepod-1", "kv-cache-dtype-invalid", "error"),
+        ("--max-num-batched-tokens 2496", "v5litepod-1", "batched-tokens-not-power-of-two", "warning"),
+        (
+            "--max-num-batched-tokens 2048 --disable-chunked-mm-input",
+            "v5litepod-1",
+            "chunked-mm-floor",
+            "error",
+        ),
+        ("--disable-chunked-mm-input", "v5litepod-1", "chunked-mm-floor", "error"),
+        ("--block-size 16", "v5litepod-1", "block-size-pinned", "warning"),
+        ("--max-num-seqs 64", "v5litepod-1", "max-num-seqs-set", "info"),
+        ("--tensor-parallel-size 4", "v5litepod-1", "tensor-parallel-exceeds-chips", "error"),
+        ("--tensor-parallel-size 4", "v5litepod-4", "tensor-parallel-replicates-kv", "warning"),
+        ("--limit-mm-per-prompt image=4", "v5litepod-1", "limit-mm-not-json", "error"),
+        (
+            """--additional-config '{"quantization": {"qwix": {}}}'""",
+            "v5litepod-1",
+            "weight-quantization-path",
+            "warning",
+        ),
+        ("--gpu-memory-utilization lots", "v5litepod-1", "not-a-number", "error"),
+    ],
+)
+def test_each_trap_is_reported(extra: str, accelerator: str, finding: str, severity: str) -> None:
+    result = lint_vllm_flags(f"{BASE} {extra}", accelerator_type=accelerator)
+    found = ids(result)
+    assert found.get(finding) == severity, found
+    f = next(f for f in result.findings if f.id == finding)
+    assert f.what_happens and f.why and f.source and f.fix
+
+
+def test_tool_calling_flags() -> None:
+    bare = ids(lint_vllm_flags("vllm serve google/gemma-4-E2B-it"))
+    assert bare["tool-calling-disabled"] == "warning" and bare["reasoning-parser-missing"] == "info"
+    half = ids(lint_vllm_flags("vllm serve google/gemma-4-E2B-it --enable-auto-tool-choice"))
+    assert half["tool-parser-missing"] == "error"
+    other = ids(lint_vllm_flags("vllm serve Qwen/Qwen3-8B --max-model-len 8192"))
+    assert "tool-calling-disabled" not in other
+
+
+def test_completions_health_check_on_it_model() -> None:
+    result = lint_vllm_flags(SEED, health_check_path="/v1/completions")
+    assert ids(result)["completions-health-check"] == "warning"
+    assert "completions-health-check" not in ids(
+        lint_vllm_flags(SEED, health_check_path="/v1/chat/completions")
+    )
+
+
+def test_docker_command_image_and_compile_cache() -> None:
+    cmd = f"docker run -d --privileged --net host vllm/vllm-tpu:nightly {SEED}"
+    found = ids(lint_vllm_flags(cmd))
+    assert found["image-unpinned"] == "warning" and found["compile-cache-not-mounted"] == "warning"
+    pinned = f"docker run -d -v /root/.cache/vllm:/root/.cache/vllm vllm/vllm-tpu@sha256:{'a' * 64} {SEED}"
+    result = lint_vllm_flags(pinned)
+    assert result.errors == 0 and result.warnings == 0
+    assert result.image.startswith("vllm/vllm-tpu@sha256:")
+    assert ids(lint_vllm_flags(SEED, image="vllm/vllm-tpu:latest"))["image-unpinned"] == "warning"
+
+
+def test_flag_mapping_and_spellings_are_equivalent() -> None:
+    a = lint_vllm_flags(
+        "vllm serve google/gemma-4-E2B-it --gpu_memory_utilization=0.95 --max-num-batched-tokens=3000"
+    )
+    b = lint_vllm_flags(
+        flags={"gpu_memory_utilization": 0.95, "max_num_batched_tokens": 3000}, model="google/gemma-4-E2B-it"
+    )
+    assert ids(a) == ids(b)
+    multi = parse_serve_command("vllm serve \\\n  google/gemma-4-E2B-it \\\n  --max-model-len 8192 -tp 1")
+    assert multi.model == "google/gemma-4-E2B-it" and multi.flags["tensor-parallel-size"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "field"),
+    [
+        ({}, InputError, "command"),
+        ({"command": SEED, "flags": {"a": 1}}, InputError, "flags"),
+        ({"command": "vllm serve 'unbalanced"}, InputError, "command"),
+        ({"command": "python -m http.server"}, InputError, "command"),
+        ({"command": SEED, "accelerator_type": "tpu9000"}, ConfigError, "accelerator_type"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs: dict, error: type, field: str) -> None:
+    with pytest.raises(error) as err:
+        lint_vllm_flags(**kwargs)
+    assert err.value.field == field and err.value.fix

@@ -1,0 +1,126 @@
+"""The five planning tools end to end: the official MCP client starts server.py over stdio, with no
+cloud endpoint at all (planning needs no account). Key values plus one bad input per tool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mcp_session import mcp_client
+
+pytestmark = pytest.mark.anyio
+
+DATA = Path(__file__).parent / "data"
+CONFIGS = DATA / "model-configs"
+LOGS = DATA / "vllm-logs"
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    return {
+        "TPU_DEVOPS_ENV_FILE": str(tmp_path / "none.env"),
+        "TPU_DEVOPS_STATE_DIR": str(tmp_path / "state"),
+        "LIMIT_MM_PER_PROMPT": '{"image":4,"audio":1}',
+        "MAX_NUM_BATCHED_TOKENS": "4096",
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+async def call(client: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = await client.call_tool(name, args or {})
+    assert not result.is_error, result.content[0].text
+    assert result.content[0].text
+    return result.structured_content
+
+
+async def refused(client: Any, name: str, args: dict[str, Any]) -> str:
+    result = await client.call_tool(name, args)
+    assert result.is_error
+    text = result.content[0].text
+    assert "Traceback" not in text
+    return text
+
+
+async def test_planning_tools_over_stdio(tmp_path: Path) -> None:
+    async with mcp_client(**env_for(tmp_path)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name in (
+            "plan_capacity",
+            "lint_vllm_flags",
+            "render_startup_script",
+            "get_vllm_deployment_config",
+            "diagnose_vllm_boot",
+        ):
+            assert tools[name].annotations.read_only_hint is True
+            assert tools[name].annotations.destructive_hint is False
+        assert tools["plan_capacity"].annotations.open_world_hint is True
+
+        # plan_capacity: defaults from settings (E2B, v5litepod-1, 0.92, 16,384)
+        plan = await call(client, "plan_capacity")
+        assert plan["kv"]["bytes_per_token"] == 18_432
+        assert plan["kv_tokens"] == 321_376 and plan["block_size"] == 32
+        assert plan["budget"]["cap_gib"] == pytest.approx(14.49) and plan["budget"][
+            "outside_cap_gib"
+        ] == pytest.approx(1.26)
+        v6e = await call(client, "plan_capacity", {"accelerator_type": "v6e-1", "max_model_len": 32768})
+        assert v6e["kv_tokens"] == 1_151_744
+        e4b = await call(
+            client,
+            "plan_capacity",
+            {
+                "model": str(CONFIGS / "gemma-4-E4B-it.config.json"),
+                "weights_gib": 15.0,
+                "accelerator_type": "v6e-1",
+            },
+        )
+        assert e4b["kv"]["bytes_per_token"] == 57_344
+        text = await refused(client, "plan_capacity", {"model": str(tmp_path / "missing.json")})
+        assert "model" in text and "Fix:" in text
+
+        # lint_vllm_flags: the seed command is clean; 0.95 on v5e is an error
+        seed = (DATA / "seed_serve_command.txt").read_text()
+        lint = await call(client, "lint_vllm_flags", {"command": seed})
+        assert lint["errors"] == 0
+        bad = await call(
+            client,
+            "lint_vllm_flags",
+            {"flags": {"gpu_memory_utilization": 0.95}, "model": "google/gemma-4-E2B-it"},
+        )
+        assert "memory-utilization-above-0.92" in [f["id"] for f in bad["findings"]]
+        text = await refused(client, "lint_vllm_flags", {"command": "python app.py --port 8000"})
+        assert "command" in text and "vllm serve" in text
+
+        # render_startup_script: the token lives in Secret Manager, never in the script
+        script = await call(client, "render_startup_script", {"max_model_len": 32768})
+        assert "--max-model-len 32768" in script["script"]
+        assert (
+            "secretmanager.googleapis.com" in script["script"] and "--log-driver=gcplogs" in script["script"]
+        )
+        text = await refused(client, "render_startup_script", {"gpu_memory_utilization": 1.5})
+        assert "gpu_memory_utilization" in text
+
+        # get_vllm_deployment_config: the same flags as the script
+        config = await call(client, "get_vllm_deployment_config")
+        expected = list(script["flags"])
+        expected[expected.index("--max-model-len") + 1] = "16384"
+        assert config["flags"] == expected
+        assert config["serve_command"].startswith("vllm serve google/gemma-4-E2B-it")
+        text = await refused(
+            client, "get_vllm_deployment_config", {"vllm_image": "vllm/vllm-tpu:x; rm -rf /"}
+        )
+        assert "vllm_image" in text
+
+        # diagnose_vllm_boot: the late OOM and the clean boot
+        oom = await call(
+            client, "diagnose_vllm_boot", {"path": str(LOGS / "v5e1-e2b-util095-program-oom.log")}
+        )
+        assert oom["status"] == "failed" and oom["root_cause"]["id"] == "program-allocation-oom"
+        assert oom["root_cause"]["details"]["program"] == "jit_structured_decode_fn"
+        assert oom["budget"]["kv_tokens"] == 348_896
+        ok = await call(
+            client, "diagnose_vllm_boot", {"log_text": (LOGS / "v6e1-e2b-boot-ok.log").read_text()}
+        )
+        assert ok["status"] == "ready" and ok["root_cause"] is None and ok["budget"]["kv_tokens"] == 1_151_744
+        text = await refused(client, "diagnose_vllm_boot", {"path": str(tmp_path / "nope.log")})
+        assert "path" in text and "Fix:" in text

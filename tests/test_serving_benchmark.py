@@ -1,0 +1,147 @@
+"""Benchmark: importing the real `vllm bench serve` fixtures (figures and costs) and a small measured
+sweep against the fake server (cells, measured prompt lengths, failures, KV warnings, files)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.gcp import FakeGcp
+from tests.fakes.openai_server import FakeVllm
+from tpu_devops import pricing
+from tpu_devops.config import Settings, load_settings
+from tpu_devops.errors import InputError
+from tpu_devops.jobs import JOBS
+from tpu_devops.serving import benchmark
+
+pytestmark = pytest.mark.anyio
+
+BENCH = Path(__file__).parent / "data" / "bench"
+
+
+@pytest.fixture
+def gcp() -> Iterator[FakeGcp]:
+    pricing.clear_cache()
+    with FakeGcp() as fake:
+        yield fake
+    pricing.clear_cache()
+
+
+def settings_for(gcp: FakeGcp, tmp_path: Path, **env: str) -> Settings:
+    base = {
+        "TPU_DEVOPS_GCP_ENDPOINT": gcp.url,
+        "TPU_DEVOPS_STATE_DIR": str(tmp_path),
+        "PROVISIONING_MODEL": "spot",
+    }
+    return load_settings(tmp_path / "none.env", environ={**base, **env})
+
+
+async def test_import_fixture_yields_its_throughput_and_cost(gcp: FakeGcp, tmp_path: Path) -> None:
+    result = await benchmark.import_results(
+        settings_for(gcp, tmp_path), str(BENCH / "v5e1-e2b-c128-u64.json")
+    )
+    (cell,) = result.cells
+    assert cell.output_tokens_per_s == pytest.approx(1381.5, abs=0.05)
+    assert cell.concurrency == 64
+    assert cell.prompt_tokens_measured == 128
+    assert cell.median_ttft_ms == pytest.approx(359.1, abs=0.1)
+    assert cell.median_tpot_ms == pytest.approx(43.9, abs=0.1)
+    assert result.price is not None and result.price.source == "live"
+    expected = 0.5779 / (1381.513274418273 * 3600) * 1e6  # $/M = $/h / (tok/s x 3600) x 1e6
+    assert cell.usd_per_million_output_tokens == pytest.approx(expected, rel=1e-6)
+    assert cell.usd_per_million_output_tokens == pytest.approx(0.1162, abs=1e-4)
+    assert set(result.files) == {"csv", "json", "png"}
+    for path in result.files.values():
+        assert Path(path).stat().st_size > 0
+
+
+async def test_import_directory_flags_the_kv_over_subscribed_cell(gcp: FakeGcp, tmp_path: Path) -> None:
+    result = await benchmark.import_results(settings_for(gcp, tmp_path), str(BENCH), write=False)
+    assert len(result.cells) == 5
+    assert result.kv_pool_tokens == 321_376  # plan_capacity for E2B on v5litepod-1 at 0.92
+    flagged = {(c.concurrency, c.prompt_tokens_measured) for c in result.cells if c.kv_warning}
+    assert (64, 8192) in flagged  # 64 x 8,320 = 532,480 tokens > 321,376
+    assert (1, 128) not in flagged
+    assert "1,381.5 output tok/s at 64 clients" in (result.best or "")
+    assert result.files == {}
+
+
+async def test_import_rejects_what_is_not_a_vllm_result(gcp: FakeGcp, tmp_path: Path) -> None:
+    s = settings_for(gcp, tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    for path in (str(bad), str(tmp_path / "missing.json"), str(BENCH / "v5e1-e2b-c128-u64.bench.log")):
+        with pytest.raises(InputError) as err:
+            await benchmark.import_results(s, path, write=False)
+        assert err.value.field == "results_path"
+
+
+def test_sweep_validation() -> None:
+    for args, field in (
+        (([], [128], 128, None), "concurrency"),
+        (([0], [128], 128, None), "concurrency"),
+        (([1], [], 128, None), "prompt_lengths"),
+        (([1], [128], 0, None), "output_len"),
+        (([1], [128], 128, 0), "requests_per_cell"),
+        ((list(range(1, 10)), list(range(1, 10)), 128, None), "concurrency x prompt_lengths"),
+    ):
+        with pytest.raises(InputError) as err:
+            benchmark.validate_sweep(*args)
+        assert err.value.field == field
+    assert benchmark.requests_for(64, None) == 128
+    assert benchmark.requests_for(1, None) == 8
+
+
+async def test_measured_sweep_to_completion(gcp: FakeGcp, tmp_path: Path) -> None:
+    with FakeVllm(ttft_s=0.01, itl_s=0.002) as fake:
+        s = settings_for(gcp, tmp_path, VLLM_URL=fake.url)
+        started = await benchmark.start_benchmark(
+            s, concurrency=[1, 4], prompt_lengths=[16, 200], output_len=6, requests_per_cell=4
+        )
+        record = JOBS.get(started.job_id)
+        assert record.task is not None
+        await record.task
+    assert record.state == "succeeded", record.error
+    result = record.result
+    assert len(result["cells"]) == 4
+    for cell in result["cells"]:
+        assert cell["completed"] == 4 and cell["failures"] == 0
+        assert cell["output_tokens_mean"] == 6
+        # prompt length is measured from usage; the calibration makes it hit the target
+        assert cell["prompt_tokens_measured"] == pytest.approx(cell["prompt_tokens_target"], abs=1)
+        assert cell["usd_per_million_output_tokens"] is not None
+    assert result["kv_pool_source"].startswith("server /metrics")
+    rows = list(csv.DictReader(open(result["files"]["csv"], encoding="utf-8")))
+    assert len(rows) == 4
+    assert json.loads(Path(result["files"]["json"]).read_text())["cells"][0]["concurrency"] == 1
+    assert Path(result["files"]["png"]).read_bytes()[:4] == b"\x89PNG"
+    # every benchmark request asked for exactly output_len tokens
+    bench_requests = [r for r in fake.requests if r.get("max_tokens") == 6]
+    assert len(bench_requests) == 16 and all(r.get("ignore_eos") for r in bench_requests)
+
+
+async def test_failures_are_counted_and_kv_pressure_warned(gcp: FakeGcp, tmp_path: Path) -> None:
+    with FakeVllm(max_model_len=300, num_gpu_blocks=5, block_size=32) as fake:
+        s = settings_for(gcp, tmp_path, VLLM_URL=fake.url)
+        started = await benchmark.start_benchmark(
+            s, concurrency=[2], prompt_lengths=[100, 400], output_len=4, requests_per_cell=2
+        )
+        assert any("max_model_len" in n for n in (await _finished(started.job_id))["notices"])
+    result = JOBS.get(started.job_id).result
+    ok, too_long = result["cells"]
+    assert ok["failures"] == 0
+    assert too_long["failures"] == 2 and "http_error" in too_long["first_error"]
+    assert result["kv_pool_tokens"] == 160
+    assert "> KV pool 160" in ok["kv_warning"]  # 2 clients x (100 + 4) = 208 tokens
+
+
+async def _finished(job_id: str) -> dict:
+    record = JOBS.get(job_id)
+    assert record.task is not None
+    await record.task
+    assert record.state == "succeeded", record.error
+    return record.result

@@ -1,0 +1,139 @@
+"""Chat with stats through the real openai client against the vLLM-shaped fake server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url
+from tpu_devops.config import Settings, load_settings
+from tpu_devops.errors import InputError
+from tpu_devops.serving import chat
+from tpu_devops.serving.chat import ServingError
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeVllm]:
+    with FakeVllm(ttft_s=0.01, itl_s=0.002) as server:
+        yield server
+
+
+def settings_for(url: str, tmp_path: Path, **env: str) -> Settings:
+    return load_settings(
+        tmp_path / "none.env", environ={"VLLM_URL": url, "TPU_DEVOPS_STATE_DIR": str(tmp_path), **env}
+    )
+
+
+async def test_query_returns_the_answer_and_uses_chat_completions(fake: FakeVllm, tmp_path: Path) -> None:
+    fake.queue(ScriptedTurn(content="Paris is the capital of France."))
+    result = await chat.query(settings_for(fake.url, tmp_path), "Capital of France?", system="Be brief.")
+    assert result.content == "Paris is the capital of France."
+    assert result.model == "google/gemma-4-E2B-it"
+    assert result.endpoint_source == "VLLM_URL"
+    assert result.stats is None
+    sent = fake.requests[-1]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
+async def test_stats_use_server_usage(fake: FakeVllm, tmp_path: Path) -> None:
+    fake.queue(ScriptedTurn(content="one two three four five six"))
+    result = await chat.query(settings_for(fake.url, tmp_path), "count to six please", with_stats=True)
+    s = result.stats
+    assert s is not None
+    assert s.completion_tokens == 6
+    assert s.prompt_tokens == 4 + 4  # four words + the fake's template overhead
+    assert s.tokens_from == "server usage"
+    assert s.output_chunks == 6
+    assert s.ttft_ms is not None and s.tpot_mean_ms is not None and s.itl_median_ms is not None
+    assert s.max_gap_after_token is not None
+    assert not s.stalled
+
+
+async def test_a_stalled_stream_is_reported(fake: FakeVllm, tmp_path: Path) -> None:
+    fake.itl_s = 0.001
+    fake.stall_after_tokens = 5
+    fake.stall_s = 0.6
+    fake.queue(ScriptedTurn(content=" ".join(["w"] * 10)))
+    result = await chat.query(settings_for(fake.url, tmp_path), "go", with_stats=True)
+    assert result.stats is not None and result.stats.stalled
+    assert result.stats.max_gap_after_token == 5
+    assert any("preemption" in n for n in result.notices)
+    assert "STALLED" in result.headline()
+
+
+async def test_reasoning_content_is_kept_apart(fake: FakeVllm, tmp_path: Path) -> None:
+    fake.queue(ScriptedTurn(content="42", reasoning="thinking about it"))
+    result = await chat.query(settings_for(fake.url, tmp_path), "meaning of life?")
+    assert result.content == "42"
+    assert result.reasoning == "thinking about it"
+
+
+async def test_empty_content_is_noted(fake: FakeVllm, tmp_path: Path) -> None:
+    fake.empty_content = True
+    result = await chat.query(settings_for(fake.url, tmp_path), "hello")
+    assert result.content == ""
+    assert any("empty content" in n for n in result.notices)
+
+
+async def test_model_falls_back_to_the_served_one_with_a_notice(fake: FakeVllm, tmp_path: Path) -> None:
+    s = settings_for(fake.url, tmp_path, MODEL_NAME="google/gemma-4-E4B-it")
+    result = await chat.query(s, "hi")
+    assert result.model == "google/gemma-4-E2B-it"
+    assert any("not served" in n for n in result.notices)
+
+
+async def test_explicit_wrong_model_is_a_model_mismatch(fake: FakeVllm, tmp_path: Path) -> None:
+    with pytest.raises(ServingError) as err:
+        await chat.query(settings_for(fake.url, tmp_path), "hi", model="google/gemma-4-E4B-it")
+    assert err.value.failure == "model_mismatch"
+    assert "google/gemma-4-E2B-it" in (err.value.fix or "")
+
+
+async def test_vllm_404_for_an_unknown_model_is_classified(fake: FakeVllm, tmp_path: Path) -> None:
+    with pytest.raises(ServingError) as err:
+        await chat.stream_chat(fake.url, "gemma-typo", [{"role": "user", "content": "hi"}])
+    assert err.value.failure == "model_mismatch"
+    assert err.value.value == "gemma-typo"
+
+
+async def test_connection_refused_and_booting(tmp_path: Path) -> None:
+    with pytest.raises(ServingError) as err:
+        await chat.query(settings_for(closed_port_url(), tmp_path), "hi")
+    assert err.value.failure == "connection_refused"
+    assert "booting" in err.value.message
+    with FakeVllm(mode="booting") as booting:
+        with pytest.raises(ServingError) as err:
+            await chat.query(settings_for(booting.url, tmp_path), "hi")
+    assert err.value.failure == "booting"
+
+
+async def test_bad_inputs_name_the_field(fake: FakeVllm, tmp_path: Path) -> None:
+    s = settings_for(fake.url, tmp_path)
+    for kwargs, field in (
+        ({"prompt": "  "}, "prompt"),
+        ({"prompt": "hi", "max_tokens": 0}, "max_tokens"),
+        ({"prompt": "hi", "temperature": 3.0}, "temperature"),
+        ({"prompt": "hi", "base_url": "ftp://x"}, "base_url"),
+    ):
+        with pytest.raises(InputError) as err:
+            await chat.query(s, **kwargs)
+        assert err.value.field == field
+
+
+async def test_no_vllm_url_and_no_discovery_is_no_endpoint(tmp_path: Path) -> None:
+    s = load_settings(tmp_path / "none.env", environ={"TPU_DEVOPS_STATE_DIR": str(tmp_path)})
+    with pytest.raises(ServingError) as err:
+        await chat.resolve_endpoint(s)
+    assert err.value.failure == "no_endpoint"
+    assert err.value.fix
+
+
+def test_instruction_tuned_names() -> None:
+    assert chat.looks_instruction_tuned("google/gemma-4-E2B-it")
+    assert chat.looks_instruction_tuned("meta-llama/Llama-3.1-8B-Instruct")
+    assert not chat.looks_instruction_tuned("google/gemma-4-E2B")

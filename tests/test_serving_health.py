@@ -1,0 +1,101 @@
+"""verify_model_health: the passing run and every failure class, against the vLLM-shaped fake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url, gemma_tool_call_text
+from tpu_devops.config import Settings, load_settings
+from tpu_devops.serving.health import verify_health
+
+pytestmark = pytest.mark.anyio
+
+
+def settings_for(url: str, tmp_path: Path, **env: str) -> Settings:
+    base = {"TPU_DEVOPS_STATE_DIR": str(tmp_path)}
+    if url:
+        base["VLLM_URL"] = url
+    return load_settings(tmp_path / "none.env", environ={**base, **env})
+
+
+async def test_healthy_server_passes_every_probe(tmp_path: Path) -> None:
+    with FakeVllm() as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.healthy, result.render_text()
+    assert [p.name for p in result.probes] == ["health", "models", "chat", "tool_call"]
+    assert all(p.latency_ms is not None for p in result.probes)
+    assert "get_current_time" in (result.probes[-1].detail or "")
+    assert result.failure is None
+    assert result.headline().startswith("healthy")
+
+
+async def test_tool_probe_can_be_skipped(tmp_path: Path) -> None:
+    with FakeVllm(tool_parser=False) as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path), tools=False)
+    assert result.healthy
+    assert [p.name for p in result.probes] == ["health", "models", "chat"]
+
+
+async def test_no_endpoint(tmp_path: Path) -> None:
+    result = await verify_health(settings_for("", tmp_path))
+    assert not result.healthy
+    assert result.failure == "no_endpoint"
+    assert result.fix
+
+
+async def test_connection_refused_means_booting_or_crashed(tmp_path: Path) -> None:
+    result = await verify_health(settings_for(closed_port_url(), tmp_path))
+    assert result.failure == "connection_refused"
+    assert [p.name for p in result.probes] == ["health"]
+    assert "boot" in (result.probes[0].detail or "")
+
+
+async def test_503_while_booting(tmp_path: Path) -> None:
+    with FakeVllm(mode="booting") as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "booting"
+    assert "Application startup complete" in (result.fix or "")
+
+
+async def test_model_name_mismatch(tmp_path: Path) -> None:
+    with FakeVllm() as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path, MODEL_NAME="google/gemma-4-E4B-it"))
+    assert result.failure == "model_mismatch"
+    assert result.fix == "set MODEL_NAME=google/gemma-4-E2B-it"
+
+
+async def test_empty_content(tmp_path: Path) -> None:
+    with FakeVllm(empty_content=True) as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "empty_content"
+    assert "chat completions" in (result.fix or "")
+
+
+async def test_tool_parser_missing(tmp_path: Path) -> None:
+    with FakeVllm(tool_parser=False) as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "tool_parser_missing"
+    assert "--tool-call-parser gemma4" in (result.fix or "")
+    assert [p.ok for p in result.probes] == [True, True, True, False]
+
+
+async def test_raw_gemma_tool_syntax_in_content(tmp_path: Path) -> None:
+    with FakeVllm(raw_tool_syntax=True) as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "tool_call_unparsed"
+    assert "<|tool_call>call:get_current_time" in (result.probes[-1].detail or "")
+
+
+async def test_model_answers_in_text_instead_of_calling(tmp_path: Path) -> None:
+    with FakeVllm() as fake:
+        fake.queue(ScriptedTurn(content="ready"), ScriptedTurn(content="It is noon."))
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "tool_not_called"
+
+
+def test_gemma_syntax_helper() -> None:
+    assert (
+        gemma_tool_call_text("f", {"a": "x", "n": 2}) == '<|tool_call>call:f{a:<|"|>x<|"|>,n:2}<tool_call|>'
+    )

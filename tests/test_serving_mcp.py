@@ -1,0 +1,153 @@
+"""Serving tools end to end: the official MCP client starts server.py over stdio; the server talks to
+the vLLM-shaped fake (real openai client) and the fake Billing Catalog (real google-cloud-billing)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.gcp import FakeGcp
+from tests.fakes.openai_server import FakeVllm, closed_port_url
+from tests.mcp_session import mcp_client
+
+pytestmark = pytest.mark.anyio
+
+BENCH = Path(__file__).parent / "data" / "bench"
+
+
+@pytest.fixture
+def gcp() -> Iterator[FakeGcp]:
+    with FakeGcp() as fake:
+        yield fake
+
+
+def env_for(tmp_path: Path, gcp: FakeGcp, vllm_url: str = "") -> dict[str, str]:
+    return {
+        "TPU_DEVOPS_ENV_FILE": str(tmp_path / "none.env"),
+        "TPU_DEVOPS_STATE_DIR": str(tmp_path / "state"),
+        "TPU_DEVOPS_GCP_ENDPOINT": gcp.url,
+        "PROVISIONING_MODEL": "spot",
+        "VLLM_URL": vllm_url,
+    }
+
+
+async def call(client: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = await client.call_tool(name, args or {})
+    assert not result.is_error, result.content[0].text
+    assert result.content[0].text  # the readable rendering
+    return result.structured_content
+
+
+async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: Path, gcp: FakeGcp) -> None:
+    with FakeVllm(ttft_s=0.01, itl_s=0.002) as fake:
+        async with mcp_client(**env_for(tmp_path, gcp, fake.url)) as client:
+            health = await call(client, "verify_model_health")
+            assert health["healthy"] is True
+            assert [p["name"] for p in health["probes"]] == ["health", "models", "chat", "tool_call"]
+
+            stats = await call(client, "query_gemma_with_stats", {"prompt": "Say hi", "max_tokens": 8})
+            assert stats["stats"]["completion_tokens"] == 8
+            assert stats["stats"]["ttft_ms"] is not None and stats["stats"]["max_gap_ms"] is not None
+
+            answer = await call(client, "query_gemma", {"prompt": "Say hi", "max_tokens": 3})
+            assert answer["content"] == "tok tok tok" and answer["stats"] is None
+
+            fake.kv_usage = 0.5
+            fake.add_preemptions(1)
+            metrics = await call(client, "get_metrics")
+            assert metrics["kv_cache_usage"] == 0.5
+            assert metrics["preemptions_total"] == 1
+            assert metrics["generation_tokens_total"] >= 11
+
+            details = await call(client, "get_model_details")
+            assert details["max_model_len"] == 16384 and details["vllm_version"] == "0.13.0"
+
+            cost = await call(client, "estimate_deployment_cost", {"tokens_per_s": 1496.5})
+            assert cost["price"]["source"] == "live"
+            assert cost["usd_per_million_output_tokens"] == pytest.approx(0.107, abs=5e-4)
+
+            imported = await call(
+                client, "import_benchmark_results", {"results_path": str(BENCH / "v5e1-e2b-c128-u64.json")}
+            )
+            assert imported["cells"][0]["output_tokens_per_s"] == pytest.approx(1381.5, abs=0.05)
+            assert imported["cells"][0]["usd_per_million_output_tokens"] == pytest.approx(0.1162, abs=1e-4)
+
+            started = await call(
+                client,
+                "run_benchmark",
+                {"concurrency": [1, 2], "prompt_lengths": [32], "output_len": 4, "requests_per_cell": 2},
+            )
+            job_id = started["job_id"]
+            for _ in range(300):
+                job = await call(client, "get_job", {"job_id": job_id})
+                if job["state"] != "running":
+                    break
+                await asyncio.sleep(0.1)
+            assert job["state"] == "succeeded", job
+            files = job["result"]["files"]
+            assert {k: Path(v).exists() for k, v in files.items()} == {"csv": True, "json": True, "png": True}
+            assert Path(files["csv"]).parent.parent == tmp_path / "state" / "results"
+            assert [c["completed"] for c in job["result"]["cells"]] == [2, 2]
+
+
+async def test_health_failure_classes_over_mcp(tmp_path: Path, gcp: FakeGcp) -> None:
+    with FakeVllm() as fake:
+        async with mcp_client(**env_for(tmp_path, gcp, fake.url)) as client:
+
+            async def failure(args: dict[str, Any] | None = None) -> str | None:
+                health = await call(client, "verify_model_health", args)
+                assert health["healthy"] is (health["failure"] is None)
+                if health["failure"]:
+                    assert health["fix"], health
+                return health["failure"]
+
+            assert await failure() is None
+            assert await failure({"base_url": closed_port_url()}) == "connection_refused"
+            assert await failure({"model": "google/gemma-4-E4B-it"}) == "model_mismatch"
+            fake.mode = "booting"
+            assert await failure() == "booting"
+            fake.mode = "ready"
+            fake.empty_content = True
+            assert await failure() == "empty_content"
+            fake.empty_content = False
+            fake.tool_parser = False
+            assert await failure() == "tool_parser_missing"
+            fake.tool_parser = True
+            fake.raw_tool_syntax = True
+            assert await failure() == "tool_call_unparsed"
+
+
+async def test_no_endpoint_and_bad_input_are_clear_errors(tmp_path: Path, gcp: FakeGcp) -> None:
+    async with mcp_client(**env_for(tmp_path, gcp)) as client:
+        health = await call(client, "verify_model_health")
+        assert health["failure"] == "no_endpoint"
+        result = await client.call_tool("query_gemma", {"prompt": "hi"})
+        assert result.is_error
+        assert "Fix:" in result.content[0].text and "Traceback" not in result.content[0].text
+        result = await client.call_tool("run_benchmark", {"concurrency": [0]})
+        assert result.is_error and "concurrency" in result.content[0].text
+        result = await client.call_tool("estimate_deployment_cost", {"provisioning_model": "reserved"})
+        assert result.is_error and "provisioning_model" in result.content[0].text
+
+
+async def test_endpoint_discovered_from_our_active_tpu(tmp_path: Path, gcp: FakeGcp) -> None:
+    with FakeVllm() as fake:
+        port = fake.url.rsplit(":", 1)[1]
+        env = {**env_for(tmp_path, gcp), "GOOGLE_CLOUD_PROJECT": "demo-project", "VLLM_PORT": port}
+        ours = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+        gcp.tpu.external_ip = "127.0.0.1"
+        gcp.tpu.timings["PROVISIONING"] = 3600.0  # stays PROVISIONING until replaced below
+        gcp.tpu.add_foreign("us-west4-a", "gemma4-e2b", labels=ours, state="PROVISIONING")
+        async with mcp_client(**env) as client:
+            waiting = await call(client, "verify_model_health")
+            assert waiting["failure"] == "no_endpoint"
+            assert "PROVISIONING" in waiting["probes"][0]["detail"]
+            gcp.tpu.add_foreign("us-west4-a", "gemma4-e2b", labels=ours, state="ACTIVE")
+            health = await call(client, "verify_model_health", {"check_tool_calling": False})
+    assert health["healthy"] is True, health
+    assert health["endpoint_source"] == "discovery"
+    assert health["endpoint"] == f"http://127.0.0.1:{port}"

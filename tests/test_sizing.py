@@ -1,0 +1,277 @@
+"""sizing.py: KV bytes per token from config geometry, HBM budget, block rounding, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpu_devops import sizing
+from tpu_devops.errors import ConfigError, InputError
+
+CONFIGS = Path(__file__).parent / "data" / "model-configs"
+E2B = CONFIGS / "gemma-4-E2B-it.config.json"
+
+
+def geometry(name: str) -> sizing.ModelGeometry:
+    cfg, _, _ = sizing.load_model_config(str(CONFIGS / name))
+    return sizing.geometry_from_config(cfg, model=name)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("gemma-4-E2B-it.config.json", 18_432),
+        ("gemma-4-E4B-it.config.json", 57_344),
+        ("Llama-3.1-8B-Instruct.config.json", 131_072),
+        ("Qwen3-8B.config.json", 147_456),
+    ],
+)
+def test_kv_bytes_per_token_from_config(name: str, expected: int) -> None:
+    assert sizing.kv_breakdown(geometry(name)).bytes_per_token == expected
+
+
+def test_gemma4_groups_use_their_own_head_dims_and_skip_shared_layers() -> None:
+    kv = sizing.kv_breakdown(geometry("gemma-4-E2B-it.config.json"))
+    sliding, full = kv.groups
+    assert (sliding.kind, sliding.layers, sliding.head_dim, sliding.bytes_per_token) == (
+        "sliding",
+        12,
+        256,
+        12_288,
+    )
+    assert (full.kind, full.layers, full.head_dim, full.bytes_per_token) == ("full", 3, 512, 6_144)
+    assert full.layer_indexes == [4, 9, 14]
+    assert (kv.cache_owning_layers, kv.kv_shared_layers) == (15, 20)
+    # one head_dim for every layer would give 15 KiB: a 17% error the code must not make
+    assert kv.bytes_per_token != 15 * 1024
+    assert kv.single_head_dim_error_pct == pytest.approx(-16.7)
+
+
+def test_llama_head_dim_is_derived_only_when_the_config_lacks_it() -> None:
+    g = geometry("Llama-3.1-8B-Instruct.config.json")
+    assert g.head_dim == 128 and "hidden_size" in g.head_dim_source
+    assert geometry("gemma-4-E2B-it.config.json").head_dim == 256  # not 1536 / 8 = 192
+
+
+def test_seed_budget_on_v5e_at_16k() -> None:
+    plan = sizing.plan_capacity(str(E2B), "v5litepod-1", 0.92, 16_384)
+    assert plan.kv.bytes_per_token == 18_432
+    assert plan.kv_tokens == pytest.approx(321_376, rel=0.005)
+    assert plan.kv_tokens == 321_376
+    assert plan.block_size == 32 and plan.kv_blocks * 32 == plan.kv_tokens
+    b = plan.budget
+    assert (b.total_gib, b.cap_gib) == (15.75, 14.49)
+    assert b.weights_gib == pytest.approx(8.97, abs=0.005)
+    assert b.kv_pool_gib == pytest.approx(5.52, abs=0.005)
+    assert b.outside_cap_gib == pytest.approx(1.26)
+    assert plan.max_concurrency == pytest.approx(19.62)
+
+
+def test_block_size_scales_with_max_model_len() -> None:
+    assert [sizing.block_size_for(n) for n in (2048, 8192, 16_384, 32_768, 131_072)] == [16, 16, 32, 64, 256]
+    plan = sizing.plan_capacity("google/gemma-4-E2B-it", "v5litepod-1", 0.92, 32_768)
+    assert plan.block_size == 64
+    assert plan.kv_tokens == pytest.approx(321_344, rel=0.005)
+    assert plan.kv_tokens == 321_344
+
+
+def test_v6e_at_32k_matches_the_fixture_boot() -> None:
+    plan = sizing.plan_capacity("google/gemma-4-E2B-it", "v6e-1", 0.92, 32_768)
+    assert plan.kv_tokens == 1_151_744
+    assert plan.budget.cap_gib == pytest.approx(28.74, abs=0.005)
+    assert plan.budget.kv_pool_gib == pytest.approx(19.77, abs=0.005)
+
+
+def test_utilization_095_on_v5e_sizes_the_pool_of_the_failed_boot_and_warns() -> None:
+    plan = sizing.plan_capacity("google/gemma-4-E2B-it", "v5e-1", 0.95, 16_384)
+    assert plan.kv_tokens == 348_896  # fixtures/vllm-logs/v5e1-e2b-util095-program-oom.log
+    assert plan.accelerator_type == "v5litepod-1" and plan.notices
+    assert any("RuntimeProgramAllocationFailure" in w for w in plan.warnings)
+
+
+def test_tensor_parallel_with_one_kv_head_replicates_the_cache() -> None:
+    one = sizing.plan_capacity("google/gemma-4-E2B-it", "v5litepod-4", 0.92, 16_384, tensor_parallel_size=1)
+    four = sizing.plan_capacity("google/gemma-4-E2B-it", "v5litepod-4", 0.92, 16_384, tensor_parallel_size=4)
+    assert four.kv.bytes_per_token == 4 * one.kv.bytes_per_token
+    assert all(g.replication == 4 for g in four.kv.groups)
+    assert any("multiplied" in w for w in four.warnings)
+
+
+def test_clients_times_context_against_the_pool() -> None:
+    busy = sizing.plan_capacity(str(E2B), "v5litepod-1", clients=64, context_tokens=8192)
+    assert busy.concurrency is not None and not busy.concurrency.fits
+    assert busy.concurrency.safe_limit_tokens == pytest.approx(250_000, rel=0.01)
+    calm = sizing.plan_capacity(str(E2B), "v5litepod-1", clients=16, context_tokens=8192)
+    assert calm.concurrency is not None and calm.concurrency.fits
+
+
+def test_fp8_kv_on_v5e_gives_no_capacity() -> None:
+    plan = sizing.plan_capacity(str(E2B), "v5litepod-1", kv_cache_dtype="fp8")
+    assert plan.kv.bytes_per_token == 18_432 and "no capacity gain" in plan.warnings[0]
+
+
+def test_weights_estimate_from_a_local_safetensors_index(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text((CONFIGS / "Qwen3-8B.config.json").read_text())
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 16 * 2**30}})
+    )
+    plan = sizing.plan_capacity(str(tmp_path), "v6e-1", max_model_len=8192)
+    assert plan.budget.weights_gib == pytest.approx(16.0) and "estimate" in plan.budget.weights_source
+    with pytest.raises(InputError) as err:
+        sizing.plan_capacity(str(CONFIGS / "Qwen3-8B.config.json"), "v6e-1")
+    assert err.value.field == "weights_gib" and "weights_gib" in (err.value.fix or "")
+
+
+def test_weights_that_do_not_fit_leave_no_pool() -> None:
+    plan = sizing.plan_capacity(
+        str(CONFIGS / "Llama-3.1-8B-Instruct.config.json"), "v5litepod-1", weights_gib=14.96
+    )
+    assert plan.kv_tokens == 0 and any("do not fit" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize(
+    ("content", "field_part"),
+    [
+        ("{not json", "model"),
+        (json.dumps({"model_type": "llama", "hidden_size": 4096}), "model"),
+        (
+            json.dumps(
+                {
+                    "model_type": "gemma4",
+                    "num_hidden_layers": 35,
+                    "num_attention_heads": 8,
+                    "hidden_size": 1536,
+                }
+            ),
+            "model",
+        ),
+        (json.dumps({"num_hidden_layers": -3, "num_attention_heads": 8}), "model"),
+    ],
+)
+def test_bad_config_files_name_the_field(tmp_path: Path, content: str, field_part: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(InputError) as err:
+        sizing.plan_capacity(str(path), weights_gib=5)
+    assert field_part in (err.value.field or "") and err.value.fix
+
+
+def test_missing_attention_fields_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096}))
+    with pytest.raises(InputError) as err:
+        sizing.plan_capacity(str(path), weights_gib=5)
+    assert err.value.value == "num_hidden_layers"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"max_model_len": -1}, "max_model_len"),
+        ({"max_model_len": 10**9}, "max_model_len"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"tensor_parallel_size": 2}, "tensor_parallel_size"),
+        ({"weights_gib": -1.0}, "weights_gib"),
+        ({"clients": 4}, "context_tokens"),
+        ({"clients": 0, "context_tokens": 100}, "clients"),
+    ],
+)
+def test_bad_numbers_name_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        sizing.plan_capacity(str(E2B), "v5litepod-1", **kwargs)
+    assert err.value.field == field
+
+
+def test_unknown_accelerator_and_missing_file() -> None:
+    with pytest.raises(ConfigError) as err:
+        sizing.plan_capacity(str(E2B), "v9z-1")
+    assert err.value.field == "accelerator_type"
+    with pytest.raises(InputError) as err:
+        sizing.plan_capacity("/nonexistent/config.json")
+    assert err.value.field == "model" and "config.json" in (err.value.fix or "")
+    with pytest.raises(InputError):
+        sizing.plan_capacity("not a repo id")
+
+
+def test_offline_repo_id_that_is_not_bundled_says_to_pass_a_path(tmp_path: Path) -> None:
+    code = (
+        "from tpu_devops import sizing\n"
+        "from tpu_devops.errors import InputError\n"
+        "try:\n    sizing.plan_capacity('someone/unknown-model-xyz')\n"
+        "except InputError as e:\n    print(e.field, '|', e.fix)\n"
+    )
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert out.stdout.startswith("model |") and "local config.json" in out.stdout, out.stderr
+
+
+# ---- a repo id that is not bundled: the real huggingface_hub client against a local fake Hub ------
+
+
+def _fake_hub():
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    body = (CONFIGS / "Llama-3.1-8B-Instruct.config.json").read_bytes()
+
+    async def resolve(request: Request) -> Response:
+        repo = f"{request.path_params['owner']}/{request.path_params['name']}"
+        if repo == "acme/gated":
+            return JSONResponse(
+                {"error": f"Access to model {repo} is restricted."}, 403, {"X-Error-Code": "GatedRepo"}
+            )
+        if repo != "acme/tiny-llama":
+            return JSONResponse({"error": "Repository not found"}, 404, {"X-Error-Code": "RepoNotFound"})
+        headers = {"X-Repo-Commit": "a" * 40, "ETag": '"cafe"', "Content-Length": str(len(body))}
+        return Response(
+            b"" if request.method == "HEAD" else body, 200, headers, media_type="application/json"
+        )
+
+    return Starlette(routes=[Route("/{owner}/{name}/resolve/{rev}/{file}", resolve, methods=["GET", "HEAD"])])
+
+
+def test_repo_id_is_fetched_from_the_hub_with_huggingface_hub(tmp_path: Path) -> None:
+    from tests.fakes.http_runner import ServerThread
+
+    code = (
+        "import sys\n"
+        "from tpu_devops import sizing\n"
+        "from tpu_devops.errors import InputError\n"
+        "plan = sizing.plan_capacity('acme/tiny-llama', 'v6e-1', weights_gib=15.0, max_model_len=8192)\n"
+        "print(plan.kv.bytes_per_token, plan.config_source)\n"
+        "for repo in ('acme/gated', 'acme/nothing-here'):\n"
+        "    try:\n        sizing.plan_capacity(repo, weights_gib=1)\n"
+        "    except InputError as e:\n        print(e.field, '|', e.message)\n"
+    )
+    with ServerThread(_fake_hub()) as hub:
+        env = {
+            "HF_ENDPOINT": hub.url,
+            "HF_HOME": str(tmp_path / "hf"),
+            "PATH": "/usr/bin:/bin",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+    lines = out.stdout.splitlines()
+    assert lines[0] == "131072 huggingface.co/acme/tiny-llama/config.json", out.stderr[-2000:]
+    assert lines[1].startswith("model |") and "gated" in lines[1]
+    assert lines[2].startswith("model |") and "no such Hugging Face repository" in lines[2]

@@ -1,0 +1,293 @@
+"""startup.py: the single flag builder, the rendered startup script (bash -n, shellcheck, quoting,
+no token anywhere) and a full run of the rendered script against stand-in curl/docker/logger."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpu_devops import startup
+from tpu_devops.config import load_settings
+from tpu_devops.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"
+PLANTED = "hf_PLANTEDtokenValue0123456789"
+
+
+def settings(**env: str):
+    base = {"LIMIT_MM_PER_PROMPT": '{"image":4,"audio":1}', "MAX_NUM_BATCHED_TOKENS": "4096"}
+    base.update(env)
+    return load_settings(Path("/nonexistent/tpu.env"), base)
+
+
+def test_flags_are_built_once_and_cover_the_seed_command():
+    flags = startup.vllm_serve_flags(settings())
+    joined = shlex.join(flags)
+    assert "--max-model-len 16384" in joined
+    assert "--gpu-memory-utilization 0.92" in joined
+    assert "--tensor-parallel-size 1" in joined
+    assert "--enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4" in joined
+    assert flags[flags.index("--limit-mm-per-prompt") + 1] == '{"image":4,"audio":1}'
+    assert "--block-size" not in flags and "--max-num-seqs" not in flags
+    argv = startup.vllm_serve_argv(settings())
+    assert argv[:3] == ["vllm", "serve", "google/gemma-4-E2B-it"] and argv[3:] == flags
+
+
+def test_non_gemma_model_gets_no_gemma_parsers():
+    flags = startup.vllm_serve_flags(settings(MODEL_NAME="Qwen/Qwen3-8B", MAX_NUM_BATCHED_TOKENS=""))
+    assert "--tool-call-parser" not in flags and "--max-num-batched-tokens" not in flags
+
+
+def test_gemma4_gets_a_batch_budget_above_the_multimodal_floor_by_default():
+    flags = startup.vllm_serve_flags(load_settings(Path("/nonexistent/tpu.env"), {}))
+    assert flags[flags.index("--max-num-batched-tokens") + 1] == "4096"
+    from tpu_devops.lint import lint_vllm_flags
+
+    assert (
+        lint_vllm_flags(
+            shlex.join(startup.vllm_serve_argv(load_settings(Path("/nonexistent/tpu.env"), {})))
+        ).errors
+        == 0
+    )
+
+
+def render(tmp_path: Path, **env: str) -> Path:
+    result = startup.render_startup_script(settings(**env))
+    path = tmp_path / "startup.sh"
+    path.write_text(result.script)
+    return path
+
+
+def test_rendered_script_passes_bash_n_and_shellcheck(tmp_path):
+    path = render(tmp_path, GOOGLE_CLOUD_PROJECT="my-tpu-project")
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    proc = subprocess.run([str(SHELLCHECK), "-S", "style", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_literal_braces_survive_rendering(tmp_path):
+    text = render(tmp_path).read_text()
+    assert '"${VLLM_ARGS[@]}"' in text
+    assert "'{{.State.Running}}'" in text
+    assert "${MD}/instance/guest-attributes/tpu-devops/stage" in text
+    assert '\'{"image":4,"audio":1}\'' in text
+    assert "{{" not in text.replace("{{.State.Running}}", "")
+
+
+def test_token_never_in_script_output_or_record(tmp_path):
+    os.environ["HF_TOKEN"] = PLANTED
+    try:
+        s = load_settings(Path("/nonexistent/tpu.env"), {"HF_TOKEN": PLANTED, "VLLM_API_KEY": PLANTED})
+        rendered = startup.render_startup_script(s)
+        config = startup.deployment_config(s)
+    finally:
+        del os.environ["HF_TOKEN"]
+    assert PLANTED not in rendered.model_dump_json()
+    assert PLANTED not in rendered.render_text()
+    assert PLANTED not in config.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "google/gemma-4-E2B-it; touch /tmp/pwned",
+        "$(id)`whoami`",
+        'it\'s "quoted" & | > < * ? ! ${HOME}',
+    ],
+)
+def test_metacharacters_in_settings_are_quoted(tmp_path, value):
+    path = render(tmp_path, MODEL_NAME=value)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    text = path.read_text()
+    block = text[text.index("# ---- settings (rendered) ----") : text.index("# ---- end settings ----")]
+    probe = block + '\nprintf "%s\\n" "$MODEL_NAME"\nprintf "%s\\n" "${VLLM_ARGS[@]}"\n'
+    out = subprocess.run(
+        ["bash", "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0] == value
+    assert out[1:] == startup.vllm_serve_flags(settings(MODEL_NAME=value))
+
+
+def test_control_characters_are_rejected():
+    with pytest.raises(ConfigError) as err:
+        startup.render_startup_script(settings(MODEL_NAME="google/gemma\nrm -rf /"))
+    assert err.value.field == "MODEL_NAME"
+    with pytest.raises(ConfigError):
+        startup.apply_overrides(settings(), vllm_image="vllm/vllm-tpu:v1; rm -rf /")
+    with pytest.raises(ConfigError) as err:
+        startup.apply_overrides(settings(), max_model_len=-5)
+    assert err.value.field == "max_model_len"
+
+
+def test_deployment_config_lists_equivalent_commands():
+    cfg = startup.deployment_config(settings(GOOGLE_CLOUD_PROJECT="my-tpu-project"))
+    assert cfg.serve_command.startswith("vllm serve google/gemma-4-E2B-it ")
+    assert "--provisioning-model=flex-start --max-run-duration=14400s" in cfg.gcloud_commands["create"]
+    assert "--log-driver=gcplogs" in cfg.docker_command
+    assert "/root/.cache/vllm" in cfg.docker_command
+    assert "/v1/chat/completions" in cfg.health_check
+
+
+# ---- running the rendered script with stand-ins for curl, docker, logger and sleep ----------------
+
+FAKE_CURL = r"""#!/bin/bash
+printf 'curl %s\n' "$*" >>"$FAKE_DIR/argv.log"
+config=""
+for a in "$@"; do if [[ "$a" == "-" ]]; then config=$(cat); fi; done
+url=""
+for a in "$@"; do [[ "$a" == http* ]] && url="$a"; done
+if [[ -n "$config" ]]; then url=$(sed -n 's/^url = "\(.*\)"$/\1/p' <<<"$config"); fi
+case "$url" in
+  *service-accounts/default/token) echo '{"access_token":"ya29.fake-access","expires_in":3599}' ;;
+  *project/project-id) echo "metadata-project" ;;
+  *secretmanager.googleapis.com*)
+    n=$(cat "$FAKE_DIR/secret_calls" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" >"$FAKE_DIR/secret_calls"
+    echo "$url" >>"$FAKE_DIR/secret_urls"
+    grep -q 'Authorization: Bearer ya29.fake-access' <<<"$config" || exit 22
+    if (( n <= ${FAKE_SECRET_FAILURES:-0} )); then exit 22; fi
+    printf '{"name":"x","payload":{"data":"%s"}}\n' "$FAKE_TOKEN_B64" ;;
+  *guest-attributes*) cat "${@: -2:1}" >/dev/null 2>&1; echo "$url" >>"$FAKE_DIR/guest_attributes" ;;
+  *"/health") exit 0 ;;
+  *) exit 22 ;;
+esac
+"""
+
+FAKE_DOCKER = r"""#!/bin/bash
+printf 'docker %s\n' "$*" >>"$FAKE_DIR/argv.log"
+if [[ "$1" == run && -n "${FAKE_GCPLOGS_FAIL:-}" && "$*" == *gcplogs* ]]; then
+  echo "docker: Error response from daemon: failed to initialize logging driver: gcplogs" >&2
+  exit 125
+fi
+if [[ "$1" == run ]]; then
+  prev=""
+  for a in "$@"; do
+    if [[ "$prev" == --env-file ]]; then stat -c '%a' "$a" >"$FAKE_DIR/env_mode"; cp "$a" "$FAKE_DIR/env_copy"; fi
+    prev="$a"
+  done
+fi
+[[ "$1" == inspect ]] && echo true
+exit 0
+"""
+
+FAKE_LOGGER = """#!/bin/bash
+printf '%s\\n' "$*" >>"$FAKE_DIR/syslog"
+"""
+
+
+def run_script(
+    tmp_path: Path, secret_failures: int = 0, gcplogs_fail: bool = False
+) -> tuple[subprocess.CompletedProcess, Path]:
+    script = render(tmp_path, GOOGLE_CLOUD_PROJECT="my-tpu-project")
+    bin_dir, fake, fs = tmp_path / "bin", tmp_path / "fake", tmp_path / "fs"
+    for d in (bin_dir, fake, fs):
+        d.mkdir()
+    for name, body in {
+        "curl": FAKE_CURL,
+        "docker": FAKE_DOCKER,
+        "logger": FAKE_LOGGER,
+        "sleep": "#!/bin/bash\n",
+    }.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_DIR": str(fake),
+        "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
+        "FAKE_SECRET_FAILURES": str(secret_failures),
+        "FAKE_GCPLOGS_FAIL": "1" if gcplogs_fail else "",
+        "TPU_DEVOPS_FS_ROOT": str(fs),
+    }
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    return proc, fake
+
+
+def test_script_run_fetches_secret_starts_vllm_and_keeps_token_off_command_lines(tmp_path):
+    proc, fake = run_script(tmp_path, secret_failures=2)
+    assert proc.returncode == 0, proc.stderr
+    argv = (fake / "argv.log").read_text()
+    syslog = (fake / "syslog").read_text()
+    # the token reached only the 0600 env file handed to docker --env-file
+    assert PLANTED not in argv and PLANTED not in syslog and PLANTED not in proc.stdout + proc.stderr
+    assert (fake / "env_mode").read_text().strip() == "600"
+    assert f"HF_TOKEN={PLANTED}" in (fake / "env_copy").read_text()
+    assert not (tmp_path / "fs" / "run" / "tpu-devops" / "vllm.env").exists()
+    # retried while IAM was not granted yet, then succeeded
+    assert (fake / "secret_calls").read_text().strip() == "3"
+    assert "STAGE waiting-for-secret attempt 1" in syslog and "STAGE secret-fetched attempt 3" in syslog
+    assert (
+        "projects/my-tpu-project/secrets/hf-token/versions/latest:access"
+        in (fake / "secret_urls").read_text()
+    )
+    # pinned image, compile cache mount, gcplogs, the flags from vllm_serve_flags
+    run_line = next(line for line in argv.splitlines() if line.startswith("docker run"))
+    assert "--log-driver=gcplogs" in run_line
+    assert f"{tmp_path}/fs/root/.cache/vllm:/root/.cache/vllm" in run_line
+    assert "vllm/vllm-tpu:v0.13.0 vllm serve google/gemma-4-E2B-it --host 0.0.0.0" in run_line
+    assert "docker pull vllm/vllm-tpu:v0.13.0" in argv
+    record = json.loads((tmp_path / "fs" / "var" / "lib" / "tpu-devops" / "serving-flags.json").read_text())
+    assert record["flags"] == startup.vllm_serve_flags(settings(GOOGLE_CLOUD_PROJECT="my-tpu-project"))
+    assert "tpu-devops/serving-flags" in (fake / "guest_attributes").read_text()
+    assert "STAGE ready" in syslog
+    assert stat.S_IMODE((tmp_path / "fs" / "run" / "tpu-devops").stat().st_mode) == 0o700
+
+
+def test_script_gives_up_on_the_secret_after_the_deadline(tmp_path):
+    script = render(tmp_path)
+    text = script.read_text().replace("readonly SECRET_WAIT_S=1800", "readonly SECRET_WAIT_S=0")
+    script.write_text(text)
+    proc, fake = run_script_text(tmp_path, text)
+    assert proc.returncode != 0
+    syslog = (fake / "syslog").read_text()
+    assert "STAGE secret-failed" in syslog and "roles/secretmanager.secretAccessor" in syslog
+    assert "docker run" not in (fake / "argv.log").read_text()
+
+
+def run_script_text(tmp_path: Path, text: str) -> tuple[subprocess.CompletedProcess, Path]:
+    sub = tmp_path / "deadline"
+    sub.mkdir()
+    bin_dir, fake, fs = sub / "bin", sub / "fake", sub / "fs"
+    for d in (bin_dir, fake, fs):
+        d.mkdir()
+    for name, body in {
+        "curl": FAKE_CURL,
+        "docker": FAKE_DOCKER,
+        "logger": FAKE_LOGGER,
+        "sleep": "#!/bin/bash\n",
+    }.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    (sub / "startup.sh").write_text(text)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_DIR": str(fake),
+        "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
+        "FAKE_SECRET_FAILURES": "1000",
+        "TPU_DEVOPS_FS_ROOT": str(fs),
+    }
+    proc = subprocess.run(
+        ["bash", str(sub / "startup.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    return proc, fake
+
+
+def test_script_falls_back_to_local_logs_when_gcplogs_is_refused(tmp_path):
+    proc, fake = run_script(tmp_path, gcplogs_fail=True)
+    assert proc.returncode == 0, proc.stderr
+    runs = [line for line in (fake / "argv.log").read_text().splitlines() if line.startswith("docker run")]
+    assert "--log-driver=gcplogs" in runs[0] and "--log-driver=json-file" in runs[1]
+    syslog = (fake / "syslog").read_text()
+    assert (
+        "STAGE log-driver-fallback" in syslog
+        and "roles/logging.logWriter" in syslog
+        and "STAGE ready" in syslog
+    )
+    assert PLANTED not in (fake / "argv.log").read_text()

@@ -1,0 +1,701 @@
+"""vLLM-on-TPU flag checks (the `lint_vllm_flags` tool): the known traps, each with what happens, why,
+the source of the fact, and the fix.
+
+Input is a ``vllm serve ...`` command line (optionally inside ``docker run ... IMAGE vllm serve ...``)
+or a flag mapping. Flag names are normalised (``--max_model_len`` = ``--max-model-len``); ``--flag=value``
+and ``--flag value`` both work. Facts come from DESIGN §3 (seed measurements on v5e-1 with Gemma 4
+E2B), the fixture boot logs, and vLLM / tpu-inference sources cited per rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tpu_devops.catalog import AcceleratorType, resolve_accelerator_type
+from tpu_devops.errors import InputError
+from tpu_devops.results import ToolResult
+
+Severity = Literal["error", "warning", "info"]
+
+# vLLM's --kv-cache-dtype choices (CacheDType literal in vllm/config/cache.py; "float16" in some versions).
+KV_DTYPE_CHOICES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+GEMMA4_MM_ITEM_TOKENS = 2496  # max_tokens_per_mm_item for Gemma 4 at {"image":4,"audio":1} (seed ValueError)
+BOOLEAN_FLAGS = frozenset(
+    {
+        "enable-auto-tool-choice",
+        "disable-chunked-mm-input",
+        "enforce-eager",
+        "trust-remote-code",
+        "enable-prefix-caching",
+        "enable-chunked-prefill",
+        "disable-log-requests",
+        "disable-log-stats",
+        "enable-log-requests",
+        "async-scheduling",
+        "skip-tokenizer-init",
+        "disable-frontend-multiprocessing",
+        "headless",
+    }
+)
+SHORT_FLAGS = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "q": "quantization"}
+_SEED = "seed measurement on v5e-1, Gemma 4 E2B (DESIGN §3)"
+
+
+class Finding(BaseModel):
+    """One lint finding."""
+
+    id: str
+    severity: Severity
+    flag: str | None = Field(None, description="the flag at fault, e.g. --gpu-memory-utilization")
+    value: str | None = None
+    what_happens: str
+    why: str
+    source: str
+    fix: str
+
+
+class LintResult(ToolResult):
+    """`lint_vllm_flags` result."""
+
+    accelerator_type: str
+    model: str | None
+    image: str | None
+    flags: dict[str, Any] = Field(description="parsed flags, normalised names without dashes prefix")
+    errors: int
+    warnings: int
+    findings: list[Finding]
+    notices: list[str]
+
+    def headline(self) -> str:
+        """Counts and the verdict."""
+        verdict = "will not serve as intended" if self.errors else "no blocking problems"
+        return f"{self.errors} error(s), {self.warnings} warning(s) on {self.accelerator_type}: {verdict}"
+
+
+@dataclass
+class ServeSpec:
+    """A parsed serve command: model, flags (name -> value, True for booleans), image, raw text."""
+
+    model: str | None
+    flags: dict[str, Any]
+    image: str | None
+    in_container: bool
+    raw: str
+
+
+def _norm(name: str) -> str:
+    name = name.lstrip("-").replace("_", "-")
+    return SHORT_FLAGS.get(name, name)
+
+
+def parse_serve_command(command: str) -> ServeSpec:
+    """Parse ``[docker run ... IMAGE] vllm serve [MODEL] --flag value ...``.
+
+    Raises:
+        InputError: unbalanced quotes, or no ``vllm serve`` / ``--model`` in the text.
+    """
+    text = command.replace("\\\r\n", " ").replace("\\\n", " ")
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        raise InputError(
+            f"cannot split the command line: {exc}",
+            field="command",
+            value=command[:200],
+            fix="balance the quotes",
+        ) from None
+    start = None
+    for i, tok in enumerate(tokens):
+        if tok == "serve" and i > 0 and tokens[i - 1].endswith("vllm"):
+            start = i + 1
+            break
+        if tok.endswith("vllm.entrypoints.openai.api_server"):
+            start = i + 1
+            break
+    if start is None:
+        raise InputError(
+            "no 'vllm serve' in the command",
+            field="command",
+            value=command[:200],
+            fix="pass the command as you run it, e.g. vllm serve google/gemma-4-E2B-it --max-model-len 16384",
+        )
+    prefix = tokens[: start - 1]
+    in_container = "docker" in prefix or "podman" in prefix or "run" in prefix
+    image = None
+    if in_container:
+        before = [t for t in prefix if t != "vllm"]
+        image = before[-1] if before and not before[-1].startswith("-") else None
+    model = None
+    flags: dict[str, Any] = {}
+    rest = tokens[start:]
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        if tok.startswith("-") and len(tok) > 1:
+            if "=" in tok:
+                name, value = tok.split("=", 1)
+                flags[_norm(name)] = value
+            else:
+                name = _norm(tok)
+                nxt = rest[i + 1] if i + 1 < len(rest) else None
+                if name in BOOLEAN_FLAGS or name.startswith("no-") or nxt is None or (nxt.startswith("--")):
+                    flags[name] = True
+                else:
+                    flags[name] = nxt
+                    i += 1
+        elif model is None:
+            model = tok
+        i += 1
+    model = model or (str(flags["model"]) if "model" in flags else None)
+    mounts = " ".join(prefix)
+    if in_container:
+        flags.setdefault("_compile_cache_mounted", ".cache/vllm" in mounts)
+    return ServeSpec(model=model, flags=flags, image=image, in_container=in_container, raw=command)
+
+
+def spec_from_mapping(flags: Mapping[str, Any], model: str | None, image: str | None) -> ServeSpec:
+    """A `ServeSpec` from ``{"max_model_len": 16384, "enable_auto_tool_choice": True, ...}``."""
+    norm = {_norm(str(k)): v for k, v in flags.items()}
+    return ServeSpec(
+        model=model or (str(norm["model"]) if "model" in norm else None),
+        flags=norm,
+        image=image,
+        in_container=False,
+        raw="",
+    )
+
+
+# ---- rules -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    spec: ServeSpec
+    accel: AcceleratorType
+    kv_heads: int | None
+    health_check_path: str | None
+
+    @property
+    def gen(self) -> str:
+        return self.accel.generation.name
+
+    def get(self, name: str) -> Any:
+        return self.spec.flags.get(name)
+
+    @property
+    def is_gemma4(self) -> bool:
+        return bool(self.spec.model and re.search(r"gemma-?4", self.spec.model, re.IGNORECASE))
+
+
+def _num(ctx: Context, name: str, out: list[Finding], kind: type = float) -> Any:
+    raw = ctx.get(name)
+    if raw is None or raw is True:
+        return None
+    try:
+        return kind(str(raw).replace("_", ""))
+    except ValueError:
+        out.append(
+            Finding(
+                id="not-a-number",
+                severity="error",
+                flag=f"--{name}",
+                value=str(raw),
+                what_happens="vLLM's argument parser rejects the command",
+                why=f"--{name} takes a {'number' if kind is float else 'whole number'}",
+                source="vLLM CLI argument types",
+                fix=f"give --{name} a {kind.__name__} value",
+            )
+        )
+        return None
+
+
+def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
+    util = _num(ctx, "gpu-memory-utilization", out)
+    if util is None:
+        return
+    flag, value = "--gpu-memory-utilization", f"{util:g}"
+    if not 0 < util <= 1:
+        out.append(
+            Finding(
+                id="memory-utilization-range",
+                severity="error",
+                flag=flag,
+                value=value,
+                what_happens="vLLM refuses to start",
+                why="the flag is a fraction of HBM in (0, 1]",
+                source="vLLM CacheConfig.gpu_memory_utilization",
+                fix="use 0.92 on v5e",
+            )
+        )
+    elif ctx.gen == "v5e" and util > 0.92:
+        out.append(
+            Finding(
+                id="memory-utilization-above-0.92",
+                severity="error",
+                flag=flag,
+                value=value,
+                what_happens="boot fails ~14 min in, after KV init, with RuntimeProgramAllocationFailure loading a "
+                "compiled program (0.95: jit_structured_decode_fn wanted 384.11M, 346.77M free)",
+                why="the KV pool grows to fill the cap, and compiled XLA programs live in the HBM above the cap, "
+                "which shrinks from 1.26 GiB (0.92) to 0.79 GiB (0.95)",
+                source=f"{_SEED}; fixtures/vllm-logs/v5e1-e2b-util095-program-oom.log",
+                fix="--gpu-memory-utilization 0.92",
+            )
+        )
+    elif util > 0.95:
+        out.append(
+            Finding(
+                id="memory-utilization-high",
+                severity="warning",
+                flag=flag,
+                value=value,
+                what_happens="compiled programs may not fit above the cap (late RuntimeProgramAllocationFailure)",
+                why="HBM above the cap holds XLA programs; the flag does not govern it",
+                source=f"{_SEED} (v5e; not measured on {ctx.gen})",
+                fix="stay at or below 0.92-0.95 unless a boot proves otherwise",
+            )
+        )
+
+
+def rule_kv_cache_dtype(ctx: Context, out: list[Finding]) -> None:
+    raw = ctx.get("kv-cache-dtype")
+    if raw is None:
+        return
+    value = str(raw)
+    flag = "--kv-cache-dtype"
+    if value not in KV_DTYPE_CHOICES:
+        out.append(
+            Finding(
+                id="kv-cache-dtype-invalid",
+                severity="error",
+                flag=flag,
+                value=value,
+                what_happens=f"the CLI exits at once: argument --kv-cache-dtype: invalid choice: '{value}'",
+                why=f"accepted values are {', '.join(KV_DTYPE_CHOICES)} (int8 is not a KV cache dtype)",
+                source="vLLM CacheDType (vllm/config/cache.py); seed: int8 rejected by the CLI",
+                fix="drop --kv-cache-dtype (auto = model dtype, bf16)",
+            )
+        )
+    elif value in ("fp8_inc", "fp8_ds_mla"):
+        out.append(
+            Finding(
+                id="kv-cache-dtype-unsupported-on-tpu",
+                severity="error",
+                flag=flag,
+                value=value,
+                what_happens="the TPU backend cannot allocate this cache type",
+                why=f"{value} is for Intel Gaudi / DeepSeek MLA kernels, not the TPU Pallas attention",
+                source="vLLM CacheDType documentation",
+                fix="drop --kv-cache-dtype",
+            )
+        )
+    elif value.startswith("fp8") and ctx.gen == "v5e":
+        out.append(
+            Finding(
+                id="kv-cache-fp8-on-v5e",
+                severity="warning",
+                flag=flag,
+                value=value,
+                what_happens="1.000x KV capacity (no gain) and ~2% slower decode",
+                why="v5e has no fp8 in the MXU and stores fp8 KV in word-aligned blocks, so a token costs the same HBM",
+                source=_SEED,
+                fix="drop --kv-cache-dtype on v5e",
+            )
+        )
+    elif value.startswith("fp8"):
+        out.append(
+            Finding(
+                id="kv-cache-fp8-check-allocation",
+                severity="info",
+                flag=flag,
+                value=value,
+                what_happens="the log may say fp8 while the cache is allocated as bf16",
+                why="the v6e boot log prints 'Automatically using fp8_e5m2 for FP8 KV cache' yet Init kv-cache shows "
+                "regular_attn_dtype=bfloat16 and the token count matches 18,432 B/token (bf16)",
+                source="fixtures/vllm-logs/v6e1-e2b-boot-ok.log",
+                fix="check regular_attn_dtype in the boot log (diagnose_vllm_boot) before counting on 2x capacity",
+            )
+        )
+
+
+def rule_batched_tokens(ctx: Context, out: list[Finding]) -> None:
+    tokens = _num(ctx, "max-num-batched-tokens", out, int)
+    disabled_chunking = ctx.get("disable-chunked-mm-input") is True
+    flag = "--max-num-batched-tokens"
+    if tokens is not None and tokens <= 0:
+        out.append(
+            Finding(
+                id="batched-tokens-range",
+                severity="error",
+                flag=flag,
+                value=str(tokens),
+                what_happens="vLLM refuses to start",
+                why="a token budget must be positive",
+                source="vLLM SchedulerConfig",
+                fix="use a power of two such as 4096",
+            )
+        )
+        return
+    if ctx.is_gemma4 and disabled_chunking and (tokens is None or tokens < GEMMA4_MM_ITEM_TOKENS):
+        shown = "default (2048)" if tokens is None else str(tokens)
+        out.append(
+            Finding(
+                id="chunked-mm-floor",
+                severity="error",
+                flag=flag,
+                value=shown,
+                what_happens="boot fails: ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is "
+                f"larger than max_num_batched_tokens ({2048 if tokens is None else tokens})",
+                why="with --disable-chunked-mm-input one whole multimodal item (2496 tokens for Gemma 4) must fit in a batch",
+                source=f"vLLM scheduler ValueError; {_SEED}",
+                fix="--max-num-batched-tokens 4096",
+            )
+        )
+    if ctx.is_gemma4 and not disabled_chunking and tokens is None:
+        out.append(
+            Finding(
+                id="gemma4-batched-tokens-default",
+                severity="warning",
+                flag=flag,
+                value="default (2048)",
+                what_happens="the boot may fail with 'Chunked MM input disabled but max_tokens_per_mm_item (2496) "
+                "is larger than max_num_batched_tokens (2048)'",
+                why="vLLM's CUDA platform forces chunked multimodal input off for Gemma 4 ('Forcing "
+                "--disable_chunked_mm_input for models with multimodal-bidirectional attention'); the seed set it on "
+                "TPU too, and then one 2496-token item must fit the batch budget",
+                source="vllm/platforms/cuda.py check_and_update_config; seed serve command (4096)",
+                fix="--max-num-batched-tokens 4096",
+            )
+        )
+    if tokens is not None and tokens & (tokens - 1):
+        bucket = 1 << (tokens - 1).bit_length()
+        out.append(
+            Finding(
+                id="batched-tokens-not-power-of-two",
+                severity="warning",
+                flag=flag,
+                value=str(tokens),
+                what_happens=f"it compiles as the {bucket} bucket: the memory of {bucket} without its throughput "
+                "(2496 compiled as 4096 cost 24.7% throughput)",
+                why="the TPU runner pads token counts to power-of-two buckets ('Prepared token paddings: [16, ..., 4096]')",
+                source=_SEED,
+                fix=f"use {bucket} (or {bucket // 2} if it still fits one multimodal item)",
+            )
+        )
+
+
+def rule_block_size(ctx: Context, out: list[Finding]) -> None:
+    if ctx.get("block-size") is not None:
+        out.append(
+            Finding(
+                id="block-size-pinned",
+                severity="warning",
+                flag="--block-size",
+                value=str(ctx.get("block-size")),
+                what_happens="the TPU backend overrides or fights it; too small a block overflows SMEM",
+                why="tpu-inference sizes blocks from max_model_len to keep 512 blocks per request "
+                "(16,384 -> 32, 32,768 -> 64; log: 'Increase the page size from 16 to 32 to avoid SMEM OOM')",
+                source="tpu-inference PallasAttentionBackend.get_min_page_size; " + _SEED,
+                fix="drop --block-size",
+            )
+        )
+
+
+def rule_max_num_seqs(ctx: Context, out: list[Finding]) -> None:
+    if ctx.get("max-num-seqs") is not None:
+        out.append(
+            Finding(
+                id="max-num-seqs-set",
+                severity="info",
+                flag="--max-num-seqs",
+                value=str(ctx.get("max-num-seqs")),
+                what_happens="changes request padding buckets and the SMEM block-table budget",
+                why="the default (256) is what the seed measured; throughput was bound by the KV pool, not by this",
+                source=_SEED,
+                fix="leave --max-num-seqs at its default unless a benchmark says otherwise",
+            )
+        )
+
+
+def rule_tensor_parallel(ctx: Context, out: list[Finding]) -> None:
+    tp = _num(ctx, "tensor-parallel-size", out, int)
+    if tp is None:
+        return
+    flag = "--tensor-parallel-size"
+    if tp < 1 or tp > ctx.accel.chips:
+        out.append(
+            Finding(
+                id="tensor-parallel-exceeds-chips",
+                severity="error",
+                flag=flag,
+                value=str(tp),
+                what_happens="vLLM fails at start: it cannot place the shards",
+                why=f"{ctx.accel.name} has {ctx.accel.chips} chip(s)",
+                source="catalog: chips per accelerator type",
+                fix=f"--tensor-parallel-size {min(max(tp, 1), ctx.accel.chips)}",
+            )
+        )
+    elif tp > 1 and ctx.kv_heads is not None and tp > ctx.kv_heads:
+        out.append(
+            Finding(
+                id="tensor-parallel-replicates-kv",
+                severity="warning",
+                flag=flag,
+                value=str(tp),
+                what_happens=f"each chip keeps a full copy of the KV cache: the KV cost per token is {tp // ctx.kv_heads}x, not 1/{tp}",
+                why=f"the model has {ctx.kv_heads} KV head(s), which cannot be split over {tp} chips",
+                source="DESIGN §3 (KV per token)",
+                fix="run TP=1 replicas per chip instead, or a model with more KV heads",
+            )
+        )
+
+
+def rule_tool_calling(ctx: Context, out: list[Finding]) -> None:
+    auto = ctx.get("enable-auto-tool-choice") is True
+    parser = ctx.get("tool-call-parser")
+    if auto and not parser:
+        out.append(
+            Finding(
+                id="tool-parser-missing",
+                severity="error",
+                flag="--tool-call-parser",
+                value=None,
+                what_happens="vLLM refuses to start: --enable-auto-tool-choice needs --tool-call-parser",
+                why="auto tool choice parses the model's tool-call syntax with a named parser",
+                source="vLLM serve argument validation",
+                fix="--tool-call-parser gemma4" if ctx.is_gemma4 else "add --tool-call-parser",
+            )
+        )
+    if ctx.is_gemma4 and not auto:
+        out.append(
+            Finding(
+                id="tool-calling-disabled",
+                severity="warning",
+                flag="--enable-auto-tool-choice",
+                value=None,
+                what_happens='requests with tools fail: 400 "auto" tool choice requires --enable-auto-tool-choice and '
+                "--tool-call-parser to be set",
+                why="tool calling is off unless both flags are given",
+                source="vLLM OpenAI server error text; DESIGN §3",
+                fix="--enable-auto-tool-choice --tool-call-parser gemma4",
+            )
+        )
+    if ctx.is_gemma4 and parser and parser != "gemma4":
+        out.append(
+            Finding(
+                id="tool-parser-mismatch",
+                severity="warning",
+                flag="--tool-call-parser",
+                value=str(parser),
+                what_happens="tool calls come back as plain text",
+                why="Gemma 4 emits its own tool-call syntax",
+                source="seed serve command",
+                fix="--tool-call-parser gemma4",
+            )
+        )
+    if ctx.is_gemma4 and not ctx.get("reasoning-parser"):
+        out.append(
+            Finding(
+                id="reasoning-parser-missing",
+                severity="info",
+                flag="--reasoning-parser",
+                value=None,
+                what_happens="thinking text stays inside the answer content",
+                why="the reasoning parser splits Gemma 4's thinking into reasoning_content",
+                source="seed serve command",
+                fix="--reasoning-parser gemma4",
+            )
+        )
+
+
+def rule_limit_mm(ctx: Context, out: list[Finding]) -> None:
+    raw = ctx.get("limit-mm-per-prompt")
+    if raw is None or isinstance(raw, dict):
+        return
+    try:
+        value = json.loads(str(raw))
+        ok = isinstance(value, dict)
+    except json.JSONDecodeError:
+        ok = False
+    if not ok:
+        out.append(
+            Finding(
+                id="limit-mm-not-json",
+                severity="error",
+                flag="--limit-mm-per-prompt",
+                value=str(raw),
+                what_happens="the CLI rejects the value",
+                why="it takes a JSON object of modality -> count",
+                source="vLLM MultiModalConfig",
+                fix="""--limit-mm-per-prompt '{"image":4,"audio":1}' (quote it for the shell)""",
+            )
+        )
+
+
+def rule_quantization(ctx: Context, out: list[Finding]) -> None:
+    extra = str(ctx.get("additional-config") or "")
+    quant = ctx.get("quantization")
+    if "qwix" in extra or quant:
+        out.append(
+            Finding(
+                id="weight-quantization-path",
+                severity="warning",
+                flag="--additional-config" if "qwix" in extra else "--quantization",
+                value=(extra or str(quant))[:120],
+                what_happens="on this stack Gemma 4 fails to load: ValueError: There is no module or parameter named "
+                "'model.language_model.layers.0.mlp.down_proj.weight'",
+                why="the qwix int8 abstract-model path does not map Gemma 4's weights",
+                source="fixtures/vllm-logs/v5e1-e2b-qwix-int8-abstract-fail.log",
+                fix="serve bf16 weights (drop the quantization config)",
+            )
+        )
+
+
+def rule_completions_health(ctx: Context, out: list[Finding]) -> None:
+    path = ctx.health_check_path or ""
+    mentioned = "/v1/completions" in ctx.spec.raw or path.rstrip("/").endswith("/v1/completions")
+    model = ctx.spec.model or ""
+    if mentioned and model.lower().endswith("-it"):
+        out.append(
+            Finding(
+                id="completions-health-check",
+                severity="warning",
+                flag=None,
+                value=path or "/v1/completions",
+                what_happens="the check sees empty text and reports a healthy server as broken (or a broken one as fine)",
+                why="/v1/completions returns empty text on -it models; they answer through the chat template",
+                source=_SEED,
+                fix="check /health, then POST /v1/chat/completions with max_tokens 8",
+            )
+        )
+
+
+def rule_image(ctx: Context, out: list[Finding]) -> None:
+    image = ctx.spec.image
+    if not image:
+        return
+    last = image.rsplit("/", 1)[-1]
+    tag = None if "@sha256:" in image else (last.split(":", 1)[1] if ":" in last else "latest")
+    if tag is not None and (tag in ("latest", "nightly") or tag.startswith("nightly")):
+        out.append(
+            Finding(
+                id="image-unpinned",
+                severity="warning",
+                flag=None,
+                value=image,
+                what_happens="the next pull can bring a different vLLM and break the build",
+                why=f"'{tag}' moves; a nightly once broke the seed's builds",
+                source=_SEED,
+                fix="pin a tested tag or digest: vllm/vllm-tpu@sha256:...",
+            )
+        )
+
+
+def rule_compile_cache(ctx: Context, out: list[Finding]) -> None:
+    if ctx.spec.in_container and ctx.get("_compile_cache_mounted") is False:
+        out.append(
+            Finding(
+                id="compile-cache-not-mounted",
+                severity="warning",
+                flag=None,
+                value=None,
+                what_happens="every boot recompiles: cold start 857 s vs 497 s warm",
+                why="80% of a cold start is XLA compilation; the JAX cache lives in ~/.cache/vllm inside the container",
+                source=_SEED,
+                fix="-v /root/.cache/vllm:/root/.cache/vllm on docker run",
+            )
+        )
+
+
+RULES: list[Callable[[Context, list[Finding]], None]] = [
+    rule_memory_utilization,
+    rule_kv_cache_dtype,
+    rule_batched_tokens,
+    rule_block_size,
+    rule_max_num_seqs,
+    rule_tensor_parallel,
+    rule_tool_calling,
+    rule_limit_mm,
+    rule_quantization,
+    rule_completions_health,
+    rule_image,
+    rule_compile_cache,
+]
+
+
+def _kv_heads(model: str | None) -> int | None:
+    """KV heads from a bundled or local config (no network), else None."""
+    if not model:
+        return None
+    from tpu_devops import sizing
+
+    try:
+        if (
+            "/" in model
+            and not model.startswith((".", "/", "~"))
+            and sizing.bundled_config_path(model) is None
+        ):
+            return None
+        cfg, _, _ = sizing.load_model_config(model)
+        return sizing.geometry_from_config(cfg, model=model).kv_heads
+    except InputError:
+        return None
+
+
+def lint_vllm_flags(
+    command: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+    accelerator_type: str = "v5litepod-1",
+    model: str | None = None,
+    image: str | None = None,
+    health_check_path: str | None = None,
+) -> LintResult:
+    """Check a ``vllm serve`` command line (or a flag mapping) for the known vLLM-on-TPU traps.
+
+    Raises:
+        InputError: neither or both of command/flags given; unparsable command.
+        ConfigError: unknown accelerator type.
+    """
+    if (command is None or not command.strip()) == (flags is None):
+        raise InputError(
+            "give exactly one of command or flags",
+            field="command" if flags is None else "flags",
+            value=None,
+            fix='pass command="vllm serve google/gemma-4-E2B-it --max-model-len 16384 ..." or flags={"max_model_len": 16384}',
+        )
+    accel = resolve_accelerator_type(accelerator_type)
+    spec = parse_serve_command(command) if command else spec_from_mapping(flags or {}, model, image)
+    if model:
+        spec.model = model
+    if image:
+        spec.image = image
+    ctx = Context(spec=spec, accel=accel, kv_heads=_kv_heads(spec.model), health_check_path=health_check_path)
+    findings: list[Finding] = []
+    for rule in RULES:
+        rule(ctx, findings)
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings.sort(key=lambda f: order[f.severity])
+    return LintResult(
+        accelerator_type=accel.name,
+        model=spec.model,
+        image=spec.image,
+        flags={k: v for k, v in spec.flags.items() if not k.startswith("_")},
+        errors=sum(f.severity == "error" for f in findings),
+        warnings=sum(f.severity == "warning" for f in findings),
+        findings=findings,
+        notices=[accel.notice] if accel.notice else [],
+    )
+
+
+def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
+    """`lint_vllm_flags` with ``accelerator_type`` defaulting to ACCELERATOR_TYPE."""
+    if not args.get("accelerator_type"):
+        args["accelerator_type"] = settings.accelerator_type
+    return lint_vllm_flags(**args)

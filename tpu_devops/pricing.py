@@ -1,0 +1,397 @@
+"""TPU prices: live from the Cloud Billing Catalog, a dated fallback table, $/hour and $/M tokens.
+
+Live prices come from Compute Engine's public SKUs (service ``6F81-5844-456A``, `gcp.billing`), per
+chip-hour, matched by an *anchored* description pattern and the region in ``serviceRegions``:
+
+- on-demand: ``^TPU v5e running in <city>$`` (usageType ``OnDemand``);
+- spot: ``^Preemptible TPU v5e running in <city>$`` (usageType ``Preemptible``: Google prices spot
+  TPUs as "Preemptible", DESIGN §3);
+- flex-start: ``^(DWS )?Flex[- ]?Start TPU v5e running in <city>$`` (Dynamic Workload Scheduler).
+
+Anchoring keeps out the look-alikes: ``Commitment v1: TPU v5e in ... for 1 Year``, ``Reserved TPU v5e
+...``, ``DWS Calendar Mode TPU v5e ...``, other generations (``v5p``) and other regions; rows priced $0
+are skipped. The SKU list is cached per process (`clear_cache` resets it).
+
+When the catalog cannot be read, the fallback table answers instead, and every answer says which
+source was used. The table holds the seed's measured us-west4 v5e prices (DESIGN §3: on-demand $1.20,
+flex-start $0.60, spot $0.5779 per chip-hour, from the xbill9/gemma4-dev build log, 2026-08); it is a
+fallback, never the primary answer (a hard-coded 0.12 for v5e was once off by 10x).
+
+Formulas: $/hour = chips x $/chip-hour; $/month (24/7) = $/hour x 730; $/M output tokens =
+$/hour / (tok/s x 3600) x 1e6 (seed: $0.5779/h at 1,496.5 tok/s -> $0.107).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from dataclasses import dataclass
+
+from tpu_devops.catalog import PROVISIONING_MODELS, resolve_accelerator_type
+from tpu_devops.config import Settings
+from tpu_devops.errors import ConfigError, InputError, TpuDevopsError
+from tpu_devops.results import ToolResult
+
+log = logging.getLogger(__name__)
+
+HOURS_PER_MONTH = 730.0  # Google's billing month (365 x 24 / 12)
+WEEKEND_HOURS = 64.0  # Friday 17:00 to Monday 09:00
+COLD_START_MIN = 857 / 60  # seed: cold start 857 s (80% XLA compile)
+WARM_START_MIN = 497 / 60  # seed: warm start 497 s with the compile cache mounted
+FAILED_FETCH_RETRY_S = 300.0
+
+FALLBACK_DATE = "2026-08"
+FALLBACK_SOURCE = "seed build log (xbill9/gemma4-dev, us-west4), DESIGN §3"
+# (generation, region, provisioning model) -> USD per chip-hour
+FALLBACK_PRICES: dict[tuple[str, str, str], float] = {
+    ("v5e", "us-west4", "on-demand"): 1.20,
+    ("v5e", "us-west4", "flex-start"): 0.60,
+    ("v5e", "us-west4", "spot"): 0.5779,
+}
+
+# Region -> the city name Google's SKU descriptions use. Regions not listed match any city text.
+REGION_CITY = {
+    "us-west4": "Las Vegas",
+    "us-central1": "Iowa",
+    "us-east1": "South Carolina",
+    "us-east5": "Columbus",
+    "us-south1": "Dallas",
+    "europe-west4": "Netherlands",
+    "asia-northeast1": "Tokyo",
+    "asia-southeast1": "Singapore",
+}
+
+
+def description_pattern(generation: str, provisioning_model: str, region: str) -> re.Pattern[str]:
+    """The anchored SKU description regex for one (generation, provisioning model, region)."""
+    gen = re.escape(generation)
+    city = re.escape(REGION_CITY[region]) if region in REGION_CITY else r"[A-Za-z .()-]+"
+    prefix = {
+        "on-demand": "",
+        "spot": r"Preemptible ",
+        "flex-start": r"(?:DWS )?Flex[- ]?Start ",
+    }[provisioning_model]
+    return re.compile(rf"^{prefix}TPU {gen} running in {city}$", re.IGNORECASE)
+
+
+@dataclass
+class _Cache:
+    skus: list | None = None
+    fetched_at: float = 0.0
+    error: str | None = None
+    failed_at: float = 0.0
+
+
+_cache: dict[str, _Cache] = {}
+_locks: dict[int, asyncio.Lock] = {}  # one per event loop (tests run several loops)
+
+
+def clear_cache() -> None:
+    """Forget cached SKUs and failures (tests; a long-lived server after a price change)."""
+    _cache.clear()
+
+
+class PriceQuote(ToolResult):
+    """A per-chip-hour price and where it came from. ``source``: ``live`` (Billing Catalog),
+    ``fallback`` (dated table) or ``given`` (the caller's number). USD."""
+
+    accelerator_type: str
+    generation: str
+    chips: int
+    region: str
+    provisioning_model: str
+    usd_per_chip_hour: float
+    usd_per_hour: float
+    source: str
+    sku_id: str | None = None
+    sku_description: str | None = None
+    effective_time: str | None = None
+    fallback_date: str | None = None
+    fallback_source: str | None = None
+    notes: list[str] = []
+
+    def label(self) -> str:
+        """e.g. ``live Billing Catalog (SKU A1B2-..., 'Preemptible TPU v5e running in Las Vegas')``."""
+        if self.source == "live":
+            return f"live Billing Catalog (SKU {self.sku_id}, {self.sku_description!r})"
+        if self.source == "fallback":
+            return f"fallback table dated {self.fallback_date} ({self.fallback_source})"
+        return "price given by the caller"
+
+
+async def _skus(settings: Settings) -> list:
+    from tpu_devops.gcp import billing
+
+    key = settings.gcp_endpoint or "google"
+    lock = _locks.setdefault(id(asyncio.get_running_loop()), asyncio.Lock())
+    async with lock:
+        entry = _cache.setdefault(key, _Cache())
+        if entry.skus is not None:
+            return entry.skus
+        if entry.error and time.time() - entry.failed_at < FAILED_FETCH_RETRY_S:
+            raise ConfigError(
+                entry.error,
+                field="Cloud Billing Catalog",
+                value="(cached failure)",
+                fix="retry in a few minutes",
+            )
+        try:
+            entry.skus = await billing.list_tpu_skus(settings)
+            entry.fetched_at = time.time()
+            entry.error = None
+            return entry.skus
+        except TpuDevopsError as exc:
+            entry.error = str(exc)
+            entry.failed_at = time.time()
+            raise
+
+
+def _validate(provisioning_model: str) -> str:
+    pm = provisioning_model.strip().lower().replace("_", "-")
+    pm = {
+        "preemptible": "spot",
+        "ondemand": "on-demand",
+        "standard": "on-demand",
+        "flexstart": "flex-start",
+    }.get(pm, pm)
+    if pm not in PROVISIONING_MODELS:
+        raise InputError(
+            "unknown provisioning model",
+            field="provisioning_model",
+            value=provisioning_model,
+            fix=f"use one of {', '.join(PROVISIONING_MODELS)}",
+        )
+    return pm
+
+
+async def get_price(
+    settings: Settings,
+    *,
+    accelerator_type: str | None = None,
+    region: str | None = None,
+    provisioning_model: str | None = None,
+    usd_per_chip_hour: float | None = None,
+) -> PriceQuote:
+    """The price of one slice per hour: live, else fallback (the quote says which).
+
+    Args:
+        accelerator_type: e.g. ``v5litepod-1`` (default: ACCELERATOR_TYPE).
+        region: e.g. ``us-west4`` (default: GOOGLE_CLOUD_REGION).
+        provisioning_model: ``on-demand``, ``spot`` or ``flex-start`` (default: PROVISIONING_MODEL).
+        usd_per_chip_hour: use this price instead of looking one up (source ``given``).
+    Raises:
+        InputError: unknown accelerator type / provisioning model, or a negative price.
+        ConfigError: the catalog is unreachable and the fallback table has no row for the combination
+            (fix: pass usd_per_chip_hour).
+    """
+    accel = resolve_accelerator_type(
+        accelerator_type or settings.accelerator_type, field_name="accelerator_type"
+    )
+    gen = accel.generation.name
+    region = (region or settings.region).strip()
+    pm = _validate(provisioning_model or settings.provisioning_model)
+    base = dict(
+        accelerator_type=accel.name, generation=gen, chips=accel.chips, region=region, provisioning_model=pm
+    )
+    notes = [accel.notice] if accel.notice else []
+    if usd_per_chip_hour is not None:
+        if usd_per_chip_hour < 0:
+            raise InputError(
+                "a price cannot be negative",
+                field="usd_per_chip_hour",
+                value=usd_per_chip_hour,
+                fix="pass USD per chip-hour, e.g. 0.5779",
+            )
+        return PriceQuote(
+            **base,
+            usd_per_chip_hour=usd_per_chip_hour,
+            usd_per_hour=usd_per_chip_hour * accel.chips,
+            source="given",
+            notes=notes,
+        )
+    try:
+        skus = await _skus(settings)
+        match = match_sku(skus, gen, pm, region)
+        if match is not None:
+            sku, extra = match
+            return PriceQuote(
+                **base,
+                usd_per_chip_hour=sku.unit_price_usd,
+                usd_per_hour=sku.unit_price_usd * accel.chips,
+                source="live",
+                sku_id=sku.sku_id,
+                sku_description=sku.description,
+                effective_time=sku.effective_time,
+                notes=notes + extra,
+            )
+        reason = (
+            f"no Billing Catalog SKU matches {description_pattern(gen, pm, region).pattern!r} in {region}"
+        )
+    except TpuDevopsError as exc:
+        reason = f"Billing Catalog unavailable: {exc}"
+    log.info("pricing fallback: %s", reason)
+    price = FALLBACK_PRICES.get((gen, region, pm))
+    if price is None:
+        raise ConfigError(
+            f"{reason}; the fallback table has no {gen} {pm} price for {region}",
+            field="usd_per_chip_hour",
+            value=None,
+            fix="pass usd_per_chip_hour (from https://cloud.google.com/tpu/pricing), or enable the Cloud Billing API",
+        )
+    return PriceQuote(
+        **base,
+        usd_per_chip_hour=price,
+        usd_per_hour=price * accel.chips,
+        source="fallback",
+        fallback_date=FALLBACK_DATE,
+        fallback_source=FALLBACK_SOURCE,
+        notes=[*notes, reason],
+    )
+
+
+def match_sku(
+    skus: list, generation: str, provisioning_model: str, region: str
+) -> tuple[object, list[str]] | None:
+    """The SKU for (generation, provisioning model, region): anchored description, region listed,
+    hourly unit, price > 0. Returns (sku, notes) or None. Several priced matches: the highest price is
+    taken (conservative) and noted."""
+    pattern = description_pattern(generation, provisioning_model, region)
+    notes: list[str] = []
+    found = []
+    for s in skus:
+        if not pattern.match(s.description.strip()) or region not in s.service_regions:
+            continue
+        if s.usage_unit != "h":
+            continue
+        if provisioning_model == "spot" and s.usage_type not in ("Preemptible", ""):
+            continue
+        if s.unit_price_usd <= 0:
+            notes.append(f"skipped $0 SKU {s.sku_id} ({s.description!r})")
+            continue
+        found.append(s)
+    if not found:
+        return None
+    found.sort(key=lambda s: s.unit_price_usd, reverse=True)
+    if len({s.unit_price_usd for s in found}) > 1:
+        notes.append(f"{len(found)} SKUs matched with different prices; took the highest ({found[0].sku_id})")
+    return found[0], notes
+
+
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:
+    """$/M output tokens = $/hour / (tok/s x 3600) x 1e6.
+
+    Raises:
+        InputError: tokens_per_s <= 0.
+    """
+    if tokens_per_s <= 0:
+        raise InputError(
+            "throughput must be positive",
+            field="tokens_per_s",
+            value=tokens_per_s,
+            fix="pass measured output tokens per second, e.g. 1496.5",
+        )
+    return usd_per_hour / (tokens_per_s * 3600.0) * 1e6
+
+
+class CostEstimate(ToolResult):
+    """`estimate_deployment_cost` output. USD; hours; tokens per second.
+
+    ``preemption_cost_usd``: one lost node = a cold start (857 s, seed) paid again at this rate;
+    ``forgotten_weekend_usd``: a slice left running Friday 17:00 to Monday 09:00 (64 h) — for flex-start
+    capped at ``max_run_duration`` because it stops itself.
+    """
+
+    price: PriceQuote
+    usd_per_hour: float
+    usd_per_month_24x7: float
+    duration_hours: float | None = None
+    usd_for_duration: float | None = None
+    tokens_per_s: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    cold_start_minutes: float
+    preemption_cost_usd: float
+    forgotten_weekend_hours: float
+    forgotten_weekend_usd: float
+    notes: list[str] = []
+
+    def headline(self) -> str:
+        line = f"{self.price.accelerator_type} {self.price.provisioning_model} in {self.price.region}: ${self.usd_per_hour:.4f}/h"
+        if self.usd_per_million_output_tokens is not None:
+            line += f", ${self.usd_per_million_output_tokens:.3f}/M output tokens at {self.tokens_per_s:,.1f} tok/s"
+        return f"{line} [{self.price.label()}]"
+
+
+async def estimate_cost(
+    settings: Settings,
+    *,
+    accelerator_type: str | None = None,
+    region: str | None = None,
+    provisioning_model: str | None = None,
+    tokens_per_s: float | None = None,
+    duration_hours: float | None = None,
+    usd_per_chip_hour: float | None = None,
+    cold_start_minutes: float = COLD_START_MIN,
+) -> CostEstimate:
+    """Hourly, monthly, per-duration, per-million-token, per-preemption and forgotten-weekend costs.
+
+    Args:
+        tokens_per_s: aggregate output tokens/s (from run_benchmark or import_benchmark_results).
+        duration_hours: a run length to price (0 < h <= 8760).
+        cold_start_minutes: minutes a replacement node needs to serve again (default 14.3, seed cold
+            start; 8.3 with a warm compile cache).
+    Raises:
+        InputError: non-positive throughput or duration, or a bad provisioning model / accelerator.
+        ConfigError: no live price and no fallback row (pass usd_per_chip_hour).
+    """
+    if duration_hours is not None and not 0 < duration_hours <= 8760:
+        raise InputError(
+            "out of range", field="duration_hours", value=duration_hours, fix="use hours between 0 and 8760"
+        )
+    if not 0 <= cold_start_minutes <= 240:
+        raise InputError(
+            "out of range",
+            field="cold_start_minutes",
+            value=cold_start_minutes,
+            fix="use 0..240 minutes (seed: 14.3 cold, 8.3 warm)",
+        )
+    quote = await get_price(
+        settings,
+        accelerator_type=accelerator_type,
+        region=region,
+        provisioning_model=provisioning_model,
+        usd_per_chip_hour=usd_per_chip_hour,
+    )
+    per_hour = quote.usd_per_hour
+    per_m = usd_per_million_tokens(per_hour, tokens_per_s) if tokens_per_s is not None else None
+    notes: list[str] = []
+    weekend = WEEKEND_HOURS
+    if quote.provisioning_model == "flex-start":
+        cap = settings.max_run_duration_s / 3600
+        weekend = min(WEEKEND_HOURS, cap)
+        notes.append(
+            f"flex-start stops itself at MAX_RUN_DURATION ({cap:g} h): a forgotten weekend costs at most that"
+        )
+    else:
+        notes.append(
+            f"{quote.provisioning_model} bills until deleted: a forgotten weekend is {WEEKEND_HOURS:g} h of charges"
+        )
+    if quote.provisioning_model == "spot":
+        notes.append(
+            "spot nodes can be preempted at any time; each preemption costs a cold start before serving again"
+        )
+    return CostEstimate(
+        price=quote,
+        usd_per_hour=round(per_hour, 6),
+        usd_per_month_24x7=round(per_hour * HOURS_PER_MONTH, 2),
+        duration_hours=duration_hours,
+        usd_for_duration=round(per_hour * duration_hours, 4) if duration_hours is not None else None,
+        tokens_per_s=tokens_per_s,
+        usd_per_million_output_tokens=round(per_m, 6) if per_m is not None else None,
+        cold_start_minutes=round(cold_start_minutes, 2),
+        preemption_cost_usd=round(per_hour * cold_start_minutes / 60, 4),
+        forgotten_weekend_hours=weekend,
+        forgotten_weekend_usd=round(per_hour * weekend, 2),
+        notes=notes,
+    )

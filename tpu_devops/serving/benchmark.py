@@ -1,0 +1,745 @@
+"""Benchmark sweep: concurrency x prompt length against the endpoint, or imported `vllm bench serve` JSON.
+
+Per cell (one concurrency, one prompt length) the sweep sends ``requests`` streamed chat completions
+with at most ``concurrency`` in flight (request rate "inf", as ``vllm bench serve --max-concurrency``),
+each with ``max_tokens=output_len`` and ``ignore_eos`` (a vLLM sampling parameter, so every request
+generates exactly ``output_len`` tokens). Definitions follow ``vllm bench serve``:
+
+- output tok/s = total completion tokens / cell duration (first send to last token);
+- TTFT = send -> first output chunk; TPOT = (latency - TTFT) / (completion tokens - 1), per request;
+  medians and p99 over the cell's successful requests; per-stream tok/s = 1000 / median TPOT;
+- prompt and completion tokens are the server's ``usage`` (``stream_options.include_usage``), so the
+  prompt length reported is measured, not assumed. Prompts are random words, unique per request
+  (defeats prefix caching), sized by a two-probe calibration of tokens per word and template overhead.
+
+$/M output tokens = $/hour / (output tok/s x 3600) x 1e6 at the live price (`tpu_devops.pricing`).
+A cell whose clients x (prompt + output) exceeds the KV pool is flagged: the pool comes from the
+server's ``vllm:cache_config_info`` (num_gpu_blocks x block_size) when exposed, else from
+`tpu_devops.sizing.plan_capacity` for the configured deployment (seed: 64 clients x 8K context on a
+321K pool fell from 400 to 324 tok/s with 11.7 s median TTFT).
+
+Imported ``vllm bench serve`` JSON uses its own fields: ``max_concurrency``, ``total_input_tokens`` /
+``completed`` (prompt length), ``output_throughput``, ``median_ttft_ms``, ``p99_ttft_ms``,
+``median_tpot_ms``, ``failed``. Results are written as CSV + JSON + a PNG heatmap (matplotlib, Agg).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import logging
+import math
+import random
+import statistics
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from tpu_devops.config import Settings
+from tpu_devops.errors import InputError, TpuDevopsError
+from tpu_devops.pricing import PriceQuote, get_price, usd_per_million_tokens
+from tpu_devops.results import ToolResult
+from tpu_devops.serving.chat import choose_model, classify, resolve_endpoint, stream_chat
+from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONCURRENCY = (1, 4, 16, 64)
+DEFAULT_PROMPT_LENGTHS = (128, 1024, 8192)
+DEFAULT_OUTPUT_LEN = 128
+KV_SAFE_FRACTION = 0.78  # seed: keep clients x context below ~250K of a 321K pool
+MAX_CELLS = 64
+_WORDS = (
+    "time year people way day man thing woman life child world school state family student group country "
+    "problem hand part place case week company system program question work government number night point "
+    "home water room mother area money story fact month lot right study book eye job word business issue "
+    "side kind head house service friend father power hour game line end member law car city community name"
+).split()
+_VLLM_BENCH_FIELDS = (
+    "max_concurrency",
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "output_throughput",
+)
+
+
+class Cell(BaseModel):
+    """One benchmark cell. Times in ms, throughput in tokens/s, cost in USD per million output tokens."""
+
+    concurrency: int
+    prompt_tokens_target: int | None
+    prompt_tokens_measured: float | None
+    output_tokens_mean: float | None
+    requests: int
+    completed: int
+    failures: int
+    duration_s: float | None
+    output_tokens_per_s: float | None
+    median_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    median_tpot_ms: float | None
+    per_stream_tokens_per_s: float | None
+    usd_per_million_output_tokens: float | None
+    kv_tokens_demand: int | None
+    kv_warning: str | None = None
+    first_error: str | None = None
+    source: str
+
+
+class BenchmarkResult(ToolResult):
+    """A sweep (measured or imported): the cells, the price used, the KV pool checked, the files."""
+
+    endpoint: str | None
+    model: str | None
+    output_len: int | None
+    price: PriceQuote | None
+    kv_pool_tokens: int | None
+    kv_pool_source: str | None
+    cells: list[Cell]
+    best: str | None
+    files: dict[str, str]
+    notices: list[str] = []
+
+    def headline(self) -> str:
+        return f"{len(self.cells)} cell(s); {self.best or 'no successful requests'}"
+
+
+class BenchmarkStarted(ToolResult):
+    """`run_benchmark` answer: the job id to poll with get_job and what will run."""
+
+    job_id: str
+    endpoint: str
+    model: str
+    cells: int
+    total_requests: int
+    message: str
+
+    def headline(self) -> str:
+        return f"benchmark job {self.job_id} started: {self.cells} cells, {self.total_requests} requests. {self.message}"
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+
+
+def validate_sweep(
+    concurrency: list[int], prompt_lengths: list[int], output_len: int, requests_per_cell: int | None
+) -> None:
+    """Check the sweep before anything is sent.
+
+    Raises:
+        InputError: empty lists, values out of range (concurrency 1..256, prompt 1..1,048,576 tokens,
+            output 1..32,768, requests 1..10,000) or more than 64 cells.
+    """
+    if not concurrency:
+        raise InputError(
+            "no concurrency levels", field="concurrency", value=concurrency, fix="pass e.g. [1, 4, 16, 64]"
+        )
+    if not prompt_lengths:
+        raise InputError(
+            "no prompt lengths",
+            field="prompt_lengths",
+            value=prompt_lengths,
+            fix="pass e.g. [128, 1024, 8192]",
+        )
+    for c in concurrency:
+        if not 1 <= c <= MAX_CONNECTIONS:
+            raise InputError(
+                "out of range",
+                field="concurrency",
+                value=c,
+                fix=f"use 1..{MAX_CONNECTIONS} concurrent clients (the shared HTTP client's connection pool)",
+            )
+    for p in prompt_lengths:
+        if not 1 <= p <= 1_048_576:
+            raise InputError("out of range", field="prompt_lengths", value=p, fix="use 1..1,048,576 tokens")
+    if not 1 <= output_len <= 32768:
+        raise InputError("out of range", field="output_len", value=output_len, fix="use 1..32768 tokens")
+    if requests_per_cell is not None and not 1 <= requests_per_cell <= 10_000:
+        raise InputError(
+            "out of range", field="requests_per_cell", value=requests_per_cell, fix="use 1..10000"
+        )
+    if len(concurrency) * len(prompt_lengths) > MAX_CELLS:
+        raise InputError(
+            f"{len(concurrency) * len(prompt_lengths)} cells is too many",
+            field="concurrency x prompt_lengths",
+            value=f"{len(concurrency)} x {len(prompt_lengths)}",
+            fix=f"keep the sweep at {MAX_CELLS} cells or fewer",
+        )
+
+
+def requests_for(concurrency: int, requests_per_cell: int | None) -> int:
+    """Requests in a cell: the given number, else max(8, 2 x concurrency) (the fixtures' sizing)."""
+    return requests_per_cell or max(8, 2 * concurrency)
+
+
+def results_dir(settings: Settings, given: str | None) -> Path:
+    """A new timestamped directory under ``given`` or ``<state_dir>/results``.
+
+    Raises:
+        InputError: the directory cannot be created.
+    """
+    root = Path(given).expanduser() if given else Path(settings.state_dir) / "results"
+    path = root / datetime.now(UTC).strftime("benchmark-%Y%m%d-%H%M%S-%f")
+    try:
+        path.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise InputError(
+            f"cannot create the results directory: {exc.strerror}",
+            field="results_dir",
+            value=str(root),
+            fix="pass a writable directory",
+        ) from None
+    return path
+
+
+# ---- measuring ----------------------------------------------------------------------------------
+
+
+class _Prompter:
+    """Makes prompts of about N tokens: ``overhead + words x tokens_per_word`` (calibrated)."""
+
+    def __init__(self, overhead: float = 0.0, tokens_per_word: float = 1.0) -> None:
+        self.overhead = overhead
+        self.tokens_per_word = tokens_per_word
+        self._rng = random.Random(1234)
+
+    def words_for(self, tokens: int) -> int:
+        return max(1, round((tokens - self.overhead) / max(self.tokens_per_word, 1e-3)))
+
+    def prompt(self, tokens: int, tag: int) -> str:
+        n = self.words_for(tokens)
+        return f"{tag} " + " ".join(self._rng.choice(_WORDS) for _ in range(max(n - 1, 0)))
+
+
+async def _calibrate(url: str, model: str, api_key: str) -> tuple[_Prompter, list[str]]:
+    """Two probes (32 and 96 words) give tokens per word and the chat-template overhead from usage."""
+    prompter = _Prompter()
+    seen: list[int] = []
+    for words in (32, 96):
+        answer = await stream_chat(
+            url,
+            model,
+            [{"role": "user", "content": prompter.prompt(words, 0)}],
+            api_key=api_key,
+            max_tokens=1,
+        )
+        if answer.prompt_tokens is None:
+            return prompter, ["the server sent no usage: prompt lengths are word counts, not measured tokens"]
+        seen.append(answer.prompt_tokens)
+    per_word = max((seen[1] - seen[0]) / 64, 0.1)
+    overhead = seen[0] - 32 * per_word
+    return _Prompter(overhead, per_word), []
+
+
+async def stream_timed(url: str, model: str, api_key: str, prompt: str, output_len: int) -> dict[str, Any]:
+    """One benchmark request, streamed over the shared httpx client with a lean SSE reader.
+
+    The openai client builds a pydantic object per chunk (~0.3 ms): at 64 streams that saturates a core
+    and the client would measure itself. Like vLLM's own benchmark client (``vllm bench serve`` parses
+    the SSE lines of ``/v1/chat/completions`` itself), this reads ``data:`` lines with ``json.loads``.
+    The send time is taken from httpcore's trace hook (``http11.send_request_headers.started``), so time
+    spent by this process before the request reaches the wire is not counted as TTFT.
+
+    Returns ``{"ok": True, "sent", "end", "ttft", "tpot", "prompt_tokens", "completion_tokens"}`` (seconds,
+    perf_counter clock) or ``{"ok": False, "error": "<failure>: <message>"}``.
+    """
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": output_len,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
+    headers = {"Authorization": f"Bearer {api_key or 'EMPTY'}"}
+    marks: dict[str, float] = {}
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if event == "http11.send_request_headers.started":
+            marks["sent"] = time.perf_counter()
+
+    times: list[float] = []
+    usage: dict[str, Any] | None = None
+    started = time.perf_counter()
+    try:
+        async with http_client(url).stream(
+            "POST", "/v1/chat/completions", json=body, headers=headers, extensions={"trace": trace}
+        ) as response:
+            if response.status_code != 200:
+                await response.aread()
+                response.raise_for_status()
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                now = time.perf_counter()
+                chunk = json.loads(data)
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
+                        times.append(now)
+    except Exception as exc:
+        err = classify(exc, url, model)
+        return {"ok": False, "error": f"{err.failure}: {err.message}"}
+    if not times:
+        return {"ok": False, "error": "no output tokens"}
+    sent = marks.get("sent", started)
+    ttft = times[0] - sent
+    latency = times[-1] - sent
+    n_out = int(usage["completion_tokens"]) if usage else len(times)
+    return {
+        "ok": True,
+        "sent": sent,
+        "end": times[-1],
+        "ttft": ttft,
+        "tpot": (latency - ttft) / (n_out - 1) if n_out > 1 else None,
+        "prompt_tokens": usage.get("prompt_tokens") if usage else None,
+        "completion_tokens": n_out,
+    }
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    """Percentile with linear interpolation (numpy's default), q in 0..100."""
+    if not values:
+        return None
+    xs = sorted(values)
+    k = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+async def measure_cell(
+    url: str,
+    model: str,
+    api_key: str,
+    prompter: _Prompter,
+    concurrency: int,
+    prompt_tokens: int,
+    output_len: int,
+    requests: int,
+) -> tuple[Cell, list[dict[str, Any]]]:
+    """Run one cell and aggregate it (cost and KV fields are filled by the caller)."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def guarded(i: int) -> dict[str, Any]:
+        async with gate:
+            return await stream_timed(url, model, api_key, prompter.prompt(prompt_tokens, i + 1), output_len)
+
+    started = time.perf_counter()
+    rows = await asyncio.gather(*(guarded(i) for i in range(requests)))
+    ok = [r for r in rows if r["ok"]]
+    failures = [r for r in rows if not r["ok"]]
+    duration = (max(r["end"] for r in ok) - started) if ok else None
+    out_tokens = sum(r["completion_tokens"] for r in ok)
+    ttfts = [r["ttft"] * 1000 for r in ok]
+    tpots = [r["tpot"] * 1000 for r in ok if r["tpot"] is not None]
+    prompts = [r["prompt_tokens"] for r in ok if r["prompt_tokens"] is not None]
+    median_tpot = statistics.median(tpots) if tpots else None
+    cell = Cell(
+        concurrency=concurrency,
+        prompt_tokens_target=prompt_tokens,
+        prompt_tokens_measured=round(statistics.mean(prompts), 1) if prompts else None,
+        output_tokens_mean=round(out_tokens / len(ok), 1) if ok else None,
+        requests=requests,
+        completed=len(ok),
+        failures=len(failures),
+        duration_s=round(duration, 4) if duration else None,
+        output_tokens_per_s=round(out_tokens / duration, 3) if duration else None,
+        median_ttft_ms=_r(statistics.median(ttfts)) if ttfts else None,
+        p99_ttft_ms=_r(_pct(ttfts, 99)),
+        median_tpot_ms=_r(median_tpot),
+        per_stream_tokens_per_s=_r(1000 / median_tpot) if median_tpot else None,
+        usd_per_million_output_tokens=None,
+        kv_tokens_demand=None,
+        first_error=failures[0]["error"] if failures else None,
+        source="measured",
+    )
+    return cell, rows
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+# ---- KV pool and cost -------------------------------------------------------------------------------
+
+
+async def kv_pool(settings: Settings, url: str | None) -> tuple[int | None, str | None, list[str]]:
+    """KV pool in tokens: the server's ``vllm:cache_config_info``, else `sizing.plan_capacity`."""
+    notes: list[str] = []
+    if url:
+        from tpu_devops.serving.metrics import fetch_samples, kv_pool_tokens
+
+        try:
+            pool = kv_pool_tokens(await fetch_samples(url))
+            if pool:
+                return pool, "server /metrics vllm:cache_config_info (num_gpu_blocks x block_size)", notes
+        except TpuDevopsError as exc:
+            notes.append(f"/metrics unavailable for the KV pool: {exc.message}")
+    try:
+        from tpu_devops import sizing
+    except ImportError:
+        notes.append("KV-pool warning skipped: sizing (plan_capacity) is not available in this build")
+        return None, None, notes
+    try:
+        plan = await asyncio.to_thread(
+            sizing.plan_capacity,
+            settings.model_name,
+            accelerator_type=settings.accelerator_type,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            max_model_len=settings.max_model_len or 16384,
+            tensor_parallel_size=settings.tensor_parallel_size,
+        )
+        return (
+            int(plan.kv_tokens),
+            f"plan_capacity({settings.model_name}, {settings.accelerator_type})",
+            notes,
+        )
+    except Exception as exc:  # planning needs a config.json; never fail a benchmark over the warning
+        notes.append(f"KV-pool warning skipped: plan_capacity failed ({exc})")
+        return None, None, notes
+
+
+def annotate(cell: Cell, price: PriceQuote | None, pool: int | None, output_len: int | None) -> Cell:
+    """Fill $/M output tokens and the KV demand / warning of a cell."""
+    if price is not None and cell.output_tokens_per_s:
+        cell.usd_per_million_output_tokens = round(
+            usd_per_million_tokens(price.usd_per_hour, cell.output_tokens_per_s), 6
+        )
+    prompt = cell.prompt_tokens_measured or cell.prompt_tokens_target
+    out = cell.output_tokens_mean or output_len or 0
+    if prompt is not None:
+        cell.kv_tokens_demand = int(cell.concurrency * (prompt + out))
+        if pool:
+            if cell.kv_tokens_demand > pool:
+                cell.kv_warning = (
+                    f"{cell.concurrency} clients x {prompt + out:.0f} tokens = {cell.kv_tokens_demand:,} > KV pool {pool:,}: "
+                    "requests queue and get preempted (TTFT climbs, throughput falls)"
+                )
+            elif cell.kv_tokens_demand > KV_SAFE_FRACTION * pool:
+                cell.kv_warning = f"{cell.kv_tokens_demand:,} KV tokens is over {KV_SAFE_FRACTION:.0%} of the {pool:,} pool: close to preemption"
+    return cell
+
+
+async def price_or_none(
+    settings: Settings, provisioning_model: str | None, notices: list[str]
+) -> PriceQuote | None:
+    """The live (or fallback) price, or None with a notice when neither is available."""
+    try:
+        quote = await get_price(settings, provisioning_model=provisioning_model)
+    except TpuDevopsError as exc:
+        notices.append(f"no price, so no $/M column: {exc}")
+        return None
+    notices.append(f"price: ${quote.usd_per_hour:.4f}/h {quote.provisioning_model} from the {quote.label()}")
+    return quote
+
+
+def best_line(cells: list[Cell]) -> str | None:
+    """One line naming the highest-throughput cell and its cost."""
+    good = [c for c in cells if c.output_tokens_per_s]
+    if not good:
+        return None
+    b = max(good, key=lambda c: c.output_tokens_per_s or 0)
+    cost = (
+        f", ${b.usd_per_million_output_tokens:.3f}/M output tokens"
+        if b.usd_per_million_output_tokens is not None
+        else ""
+    )
+    prompt = b.prompt_tokens_measured or b.prompt_tokens_target
+    return (
+        f"best: {b.output_tokens_per_s:,.1f} output tok/s at {b.concurrency} clients x {prompt:.0f}-token prompts "
+        f"(median TTFT {b.median_ttft_ms} ms, TPOT {b.median_tpot_ms} ms){cost}"
+    )
+
+
+# ---- files --------------------------------------------------------------------------------------------
+
+
+def write_files(result: BenchmarkResult, directory: Path) -> dict[str, str]:
+    """Write ``results.csv``, ``results.json`` and ``heatmap.png`` (output tok/s) into ``directory``."""
+    files = {
+        "csv": str(directory / "results.csv"),
+        "json": str(directory / "results.json"),
+        "png": str(directory / "heatmap.png"),
+    }
+    rows = [c.model_dump() for c in result.cells]
+    with open(files["csv"], "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(Cell.model_fields))
+        writer.writeheader()
+        writer.writerows(rows)
+    result.files = files
+    Path(files["json"]).write_text(json.dumps(result.model_dump(mode="json"), indent=2), encoding="utf-8")
+    _heatmap(result.cells, files["png"])
+    return files
+
+
+def _heatmap(cells: list[Cell], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    conc = sorted({c.concurrency for c in cells})
+    prompts = sorted({c.prompt_tokens_target or round(c.prompt_tokens_measured or 0) for c in cells})
+    grid = [[math.nan for _ in conc] for _ in prompts]
+    for c in cells:
+        p = c.prompt_tokens_target or round(c.prompt_tokens_measured or 0)
+        grid[prompts.index(p)][conc.index(c.concurrency)] = c.output_tokens_per_s or math.nan
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(conc), 1.4 + 0.9 * len(prompts)))
+    image = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
+    ax.set_xticks(range(len(conc)), [str(c) for c in conc])
+    ax.set_yticks(range(len(prompts)), [str(p) for p in prompts])
+    ax.set_xlabel("concurrent clients")
+    ax.set_ylabel("prompt tokens")
+    ax.set_title("output tokens/s")
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="white", fontsize=9)
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ---- the sweep job --------------------------------------------------------------------------------------
+
+
+async def run_sweep(
+    settings: Settings,
+    record: Any,
+    *,
+    url: str,
+    model: str,
+    concurrency: list[int],
+    prompt_lengths: list[int],
+    output_len: int,
+    requests_per_cell: int | None,
+    provisioning_model: str | None,
+    out_dir: Path,
+    notices: list[str],
+) -> BenchmarkResult:
+    """The job body: calibrate, run every cell (prompt length outer, concurrency inner), annotate,
+    write the files. Progress goes to ``record.progress`` / ``record.message``."""
+    prompter, more = await _calibrate(url, model, settings.vllm_api_key)
+    notices.extend(more)
+    price = await price_or_none(settings, provisioning_model, notices)
+    pool, pool_source, more = await kv_pool(settings, url)
+    notices.extend(more)
+    cells: list[Cell] = []
+    total = len(concurrency) * len(prompt_lengths)
+    for p in prompt_lengths:
+        for c in concurrency:
+            record.message = f"cell {len(cells) + 1}/{total}: {c} clients x {p}-token prompts"
+            cell, _ = await measure_cell(
+                url,
+                model,
+                settings.vllm_api_key,
+                prompter,
+                c,
+                p,
+                output_len,
+                requests_for(c, requests_per_cell),
+            )
+            cells.append(annotate(cell, price, pool, output_len))
+            record.progress = {
+                "cells_done": len(cells),
+                "cells_total": total,
+                "last_cell": cell.model_dump(mode="json"),
+            }
+    result = BenchmarkResult(
+        endpoint=url,
+        model=model,
+        output_len=output_len,
+        price=price,
+        kv_pool_tokens=pool,
+        kv_pool_source=pool_source,
+        cells=cells,
+        best=best_line(cells),
+        files={},
+        notices=notices,
+    )
+    await asyncio.to_thread(write_files, result, out_dir)
+    record.message = result.best or "done (no successful requests)"
+    return result
+
+
+async def start_benchmark(
+    settings: Settings,
+    *,
+    concurrency: list[int] | None = None,
+    prompt_lengths: list[int] | None = None,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    requests_per_cell: int | None = None,
+    provisioning_model: str | None = None,
+    results_dir_path: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+) -> BenchmarkStarted:
+    """Validate, resolve the endpoint and model, then start the sweep as a job (returns at once).
+
+    Raises:
+        InputError: bad sweep values or results directory. ServingError: no endpoint / unreachable /
+        model not served (checked before the job starts, so the answer is immediate).
+    """
+    from tpu_devops.jobs import JOBS
+
+    conc = list(concurrency or DEFAULT_CONCURRENCY)
+    prompts = list(prompt_lengths or DEFAULT_PROMPT_LENGTHS)
+    validate_sweep(conc, prompts, output_len, requests_per_cell)
+    ep = await resolve_endpoint(settings, base_url)
+    choice = await choose_model(settings, ep.url, model)
+    out_dir = results_dir(settings, results_dir_path)
+    notices = list(choice.notices)
+    if choice.max_model_len and max(prompts) + output_len > choice.max_model_len:
+        notices.append(
+            f"prompts of {max(prompts)} + {output_len} output tokens exceed max_model_len {choice.max_model_len}: those requests will fail"
+        )
+    total_requests = sum(requests_for(c, requests_per_cell) for c in conc) * len(prompts)
+
+    async def body(record: Any) -> BenchmarkResult:
+        return await run_sweep(
+            settings,
+            record,
+            url=ep.url,
+            model=choice.model,
+            concurrency=conc,
+            prompt_lengths=prompts,
+            output_len=output_len,
+            requests_per_cell=requests_per_cell,
+            provisioning_model=provisioning_model,
+            out_dir=out_dir,
+            notices=notices,
+        )
+
+    record = JOBS.start("benchmark", f"{len(conc)}x{len(prompts)} sweep of {choice.model} at {ep.url}", body)
+    return BenchmarkStarted(
+        job_id=record.id,
+        endpoint=ep.url,
+        model=choice.model,
+        cells=len(conc) * len(prompts),
+        total_requests=total_requests,
+        message=f"poll get_job('{record.id}'); files go to {out_dir}",
+    )
+
+
+# ---- importing `vllm bench serve` results -----------------------------------------------------------------
+
+
+def _load_vllm_bench(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(
+            f"cannot read: {exc.strerror}",
+            field="results_path",
+            value=str(path),
+            fix="pass a readable vllm bench serve JSON file",
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"not JSON ({exc.msg} at line {exc.lineno})",
+            field="results_path",
+            value=str(path),
+            fix="pass the JSON that vllm bench serve --save-result writes",
+        ) from None
+    missing = [k for k in _VLLM_BENCH_FIELDS if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise InputError(
+            f"not a vllm bench serve result (missing {', '.join(missing)})",
+            field="results_path",
+            value=str(path),
+            fix="pass the JSON that vllm bench serve --save-result writes",
+        )
+    return data
+
+
+def cell_from_vllm_bench(data: dict[str, Any], source: str) -> Cell:
+    """One `Cell` from a ``vllm bench serve`` result dict (field names in the module docstring)."""
+    completed = int(data["completed"]) or 1
+    tpot = data.get("median_tpot_ms")
+    return Cell(
+        concurrency=int(data.get("max_concurrency") or 0),
+        prompt_tokens_target=None,
+        prompt_tokens_measured=round(data["total_input_tokens"] / completed, 1),
+        output_tokens_mean=round(data["total_output_tokens"] / completed, 1),
+        requests=int(data.get("num_prompts") or completed),
+        completed=int(data["completed"]),
+        failures=int(data.get("failed") or 0),
+        duration_s=data.get("duration"),
+        output_tokens_per_s=round(float(data["output_throughput"]), 3),
+        median_ttft_ms=_r(data.get("median_ttft_ms")),
+        p99_ttft_ms=_r(data.get("p99_ttft_ms")),
+        median_tpot_ms=_r(tpot),
+        per_stream_tokens_per_s=_r(1000 / tpot) if tpot else None,
+        usd_per_million_output_tokens=None,
+        kv_tokens_demand=None,
+        source=source,
+    )
+
+
+async def import_results(
+    settings: Settings,
+    results_path: str,
+    *,
+    provisioning_model: str | None = None,
+    results_dir_path: str | None = None,
+    write: bool = True,
+) -> BenchmarkResult:
+    """Read ``vllm bench serve`` JSON (a file, or every ``*.json`` in a directory), compute the same table
+    with $/M at the live price and the KV check, and (``write``) save CSV + JSON + PNG.
+
+    Raises:
+        InputError: missing path, no JSON files, or a file that is not a vllm bench serve result.
+    """
+    path = Path(results_path).expanduser()
+    if not path.exists():
+        raise InputError(
+            "no such file or directory",
+            field="results_path",
+            value=results_path,
+            fix="pass a vllm bench serve JSON file or a directory of them",
+        )
+    paths = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not paths:
+        raise InputError(
+            "no .json files in the directory",
+            field="results_path",
+            value=results_path,
+            fix="point at the directory holding vllm bench serve results",
+        )
+    records = [(p, _load_vllm_bench(p)) for p in paths]
+    notices: list[str] = []
+    price = await price_or_none(settings, provisioning_model, notices)
+    pool, pool_source, more = await kv_pool(settings, None)
+    notices.extend(more)
+    cells = [
+        annotate(cell_from_vllm_bench(d, f"vllm bench serve: {p.name}"), price, pool, None)
+        for p, d in records
+    ]
+    cells.sort(key=lambda c: (c.prompt_tokens_measured or 0, c.concurrency))
+    models = {str(d.get("model_id")) for _, d in records if d.get("model_id")}
+    result = BenchmarkResult(
+        endpoint=None,
+        model=", ".join(sorted(models)) or None,
+        output_len=None,
+        price=price,
+        kv_pool_tokens=pool,
+        kv_pool_source=pool_source,
+        cells=cells,
+        best=best_line(cells),
+        files={},
+        notices=notices,
+    )
+    if write:
+        await asyncio.to_thread(write_files, result, results_dir(settings, results_dir_path))
+    return result

@@ -1,0 +1,512 @@
+"""Talking to the serving endpoint: which URL, which model, one streamed chat completion with stats.
+
+Everything that reaches vLLM goes through here so that failures are classified once:
+
+- the endpoint comes from an explicit ``base_url``, else ``VLLM_URL`` (settings.vllm_url), else
+  discovery (`tpu_devops.serving.endpoint.get_vllm_endpoint`, imported lazily);
+- the model is the caller's, else ``MODEL_NAME`` when the server serves it, else the first model of
+  ``/v1/models`` (with a notice);
+- chat completions only: ``/v1/completions`` returns empty text on ``-it`` models (DESIGN §3);
+- every transport or HTTP failure becomes a `ServingError` whose ``failure`` names the class
+  (``connection_refused``, ``booting``, ``timeout``, ``model_mismatch``, ``tool_parser_missing``,
+  ``http_error``, ``no_endpoint``) with the fix.
+
+Streaming stats follow ``vllm bench serve``'s definitions: TTFT is the time from sending the request to
+the first chunk that carries output (content, reasoning or a tool call); TPOT is
+``(latency - TTFT) / (completion_tokens - 1)``; the inter-chunk gaps after the first token are the
+ITLs. Token counts are the server's ``usage`` (``stream_options.include_usage``), not counted chunks.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from tpu_devops.config import Settings
+from tpu_devops.errors import EndpointError, InputError, TpuDevopsError
+from tpu_devops.results import ToolResult
+from tpu_devops.serving.client import http_client, normalize_base_url, openai_client
+
+# A gap this much longer than the median inter-token gap (and at least STALL_MIN_MS) is a stall.
+STALL_FACTOR = 10.0
+STALL_MIN_MS = 500.0
+_URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
+_TOOL_PARSER_MISSING = "tool choice requires --enable-auto-tool-choice"
+_MODEL_MISSING = re.compile(r"The model `([^`]*)` does not exist")
+
+
+class ServingError(EndpointError):
+    """An endpoint failure with its class (``failure``) so health checks can report it as data."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        failure: str,
+        field: str | None = None,
+        value: Any = None,
+        fix: str | None = None,
+    ):
+        super().__init__(message, field=field, value=value, fix=fix)
+        self.failure = failure
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "failure": self.failure}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A resolved endpoint: ``url`` like ``http://10.0.0.5:8000`` and where it came from."""
+
+    url: str
+    source: str  # "argument", "VLLM_URL" or "discovery"
+
+
+async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> Endpoint:
+    """The vLLM base URL: ``base_url``, else ``VLLM_URL``, else discovery of the ACTIVE TPU we own.
+
+    Raises:
+        InputError: ``base_url`` is not an http(s) URL.
+        ServingError(failure="no_endpoint"): nothing configured and discovery unavailable or empty.
+    """
+    if base_url:
+        if not _URL.match(base_url.strip()):
+            raise InputError(
+                "not an http(s) URL", field="base_url", value=base_url, fix="pass e.g. http://10.0.0.5:8000"
+            )
+        return Endpoint(normalize_base_url(base_url), "argument")
+    if settings.vllm_url:
+        return Endpoint(normalize_base_url(settings.vllm_url), "VLLM_URL")
+    try:
+        from tpu_devops.serving import endpoint as discovery
+    except ImportError:
+        raise ServingError(
+            "no serving endpoint is configured and endpoint discovery is not available in this build",
+            failure="no_endpoint",
+            field="VLLM_URL",
+            value="",
+            fix="set VLLM_URL to the vLLM server, e.g. http://EXTERNAL_IP:8000",
+        ) from None
+    try:
+        found = await discovery.get_vllm_endpoint(settings)
+    except TpuDevopsError as exc:  # no project, no ACTIVE TPU, several, still provisioning, ...
+        raise ServingError(
+            f"endpoint discovery: {exc.message}",
+            failure="no_endpoint",
+            field=exc.field or "VLLM_URL",
+            value=exc.value,
+            fix=exc.fix or "set VLLM_URL to the vLLM server, e.g. http://EXTERNAL_IP:8000",
+        ) from exc
+    url = found if isinstance(found, str) else getattr(found, "url", None)
+    if not url:
+        status = getattr(found, "status", "none")
+        state = getattr(found, "state", None)
+        raise ServingError(
+            f"endpoint discovery found no serving TPU (status {status}{f', state {state}' if state else ''})",
+            failure="no_endpoint",
+            field="VLLM_URL",
+            value="",
+            fix=getattr(found, "next_step", None) or "create a TPU and wait for ACTIVE, or set VLLM_URL",
+        )
+    return Endpoint(normalize_base_url(url), "discovery")
+
+
+def classify(exc: BaseException, url: str, model: str | None = None) -> ServingError:
+    """Turn an openai / httpx exception into a `ServingError` with its failure class and fix.
+
+    Error strings matched are vLLM's: ``"auto" tool choice requires --enable-auto-tool-choice and
+    --tool-call-parser to be set`` (400) and ``The model `X` does not exist.`` (404).
+    """
+    import httpx
+    import openai
+
+    if isinstance(exc, ServingError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        return ServingError(
+            f"{url} did not answer in time",
+            failure="timeout",
+            field="VLLM_URL",
+            value=url,
+            fix="check the firewall allows tcp:8000 from here and that the VM is up; a busy server answers slowly under a benchmark",
+        )
+    if isinstance(
+        exc, openai.APIConnectionError | httpx.ConnectError | httpx.RemoteProtocolError | httpx.ReadError
+    ):
+        return ServingError(
+            f"connection to {url} refused or dropped: the TPU VM may still be booting (cold start ~14 min: image "
+            "pull, weights, XLA compile) or vLLM exited",
+            failure="connection_refused",
+            field="VLLM_URL",
+            value=url,
+            fix="wait and retry; if it persists past ~20 min, read the boot log (diagnose the vLLM log) for the failure",
+        )
+    status = getattr(exc, "status_code", None)
+    if status is None and isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+    text = _error_text(exc)
+    if status == 503:
+        return ServingError(
+            f"{url} answered 503: the engine is starting or unhealthy",
+            failure="booting",
+            field="VLLM_URL",
+            value=url,
+            fix="wait for 'Application startup complete' in the vLLM log, then retry",
+        )
+    if status == 404 and (m := _MODEL_MISSING.search(text)):
+        return ServingError(
+            f"the server does not serve model {m.group(1)!r}",
+            failure="model_mismatch",
+            field="MODEL_NAME",
+            value=m.group(1),
+            fix="set MODEL_NAME (or the model argument) to the id listed by /v1/models",
+        )
+    if status == 400 and _TOOL_PARSER_MISSING in text:
+        return ServingError(
+            "the server rejects tool_choice=auto: tool calling is not enabled",
+            failure="tool_parser_missing",
+            field="vllm serve flags",
+            value="missing --enable-auto-tool-choice --tool-call-parser",
+            fix="restart vLLM with --enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4",
+        )
+    return ServingError(
+        f"{url} answered HTTP {status}: {text[:300]}",
+        failure="http_error",
+        field="VLLM_URL",
+        value=url,
+        fix="read the message above; check MODEL_NAME, max_tokens and the prompt length against max_model_len",
+    )
+
+
+def _error_text(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    response = getattr(exc, "response", None)
+    if response is not None:
+        try:
+            return response.text
+        except Exception:  # a streamed response may not be readable
+            pass
+    return str(exc)
+
+
+async def served_models(url: str) -> list[dict[str, Any]]:
+    """The model cards of ``GET /v1/models`` (vLLM adds ``max_model_len`` to each).
+
+    Raises:
+        ServingError: classified transport or HTTP failure.
+    """
+    try:
+        response = await http_client(url).get("/v1/models")
+        response.raise_for_status()
+        return list(response.json().get("data") or [])
+    except Exception as exc:
+        raise classify(exc, url) from exc
+
+
+@dataclass
+class ModelChoice:
+    """The model a request will use and why (``notices`` explain substitutions)."""
+
+    model: str
+    served: list[str]
+    max_model_len: int | None
+    notices: list[str] = field(default_factory=list)
+
+
+def looks_instruction_tuned(model: str) -> bool:
+    """True for ``-it`` / instruct / chat checkpoints (chat template present)."""
+    name = model.lower()
+    return bool(re.search(r"(-it\b|-it-|instruct|chat)", name))
+
+
+async def choose_model(settings: Settings, url: str, model: str | None = None) -> ModelChoice:
+    """Pick the model: ``model`` argument, else ``MODEL_NAME`` if served, else the first served one.
+
+    Raises:
+        ServingError: ``/v1/models`` failed, or an explicitly requested model is not served
+            (failure ``model_mismatch``).
+    """
+    cards = await served_models(url)
+    served = [str(c.get("id")) for c in cards]
+    lens = {str(c.get("id")): c.get("max_model_len") for c in cards}
+    notices: list[str] = []
+    if model:
+        if served and model not in served:
+            raise ServingError(
+                f"the server does not serve model {model!r} (it serves {', '.join(served)})",
+                failure="model_mismatch",
+                field="model",
+                value=model,
+                fix=f"use one of: {', '.join(served)}",
+            )
+        chosen = model
+    elif settings.model_name in served or not served:
+        chosen = settings.model_name
+    else:
+        chosen = served[0]
+        notices.append(
+            f"MODEL_NAME {settings.model_name!r} is not served here; using {chosen!r} from /v1/models"
+        )
+    if not looks_instruction_tuned(chosen):
+        notices.append(
+            f"{chosen!r} does not look instruction-tuned (-it): chat completions need a chat template; "
+            "base models answer poorly or are rejected"
+        )
+    return ModelChoice(chosen, served, lens.get(chosen), notices)
+
+
+class ChatStats(BaseModel):
+    """Timing of one streamed answer. Milliseconds; tokens from the server's ``usage``.
+
+    ``tpot_mean_ms`` = (latency - TTFT) / (completion_tokens - 1) as ``vllm bench serve`` defines it;
+    ``itl_median_ms`` and ``max_gap_ms`` are over the gaps between output chunks after the first;
+    ``output_tokens_per_s`` = completion_tokens / latency; ``decode_tokens_per_s`` = 1000 / TPOT.
+    """
+
+    ttft_ms: float | None
+    latency_ms: float
+    tpot_mean_ms: float | None
+    itl_median_ms: float | None
+    max_gap_ms: float | None
+    max_gap_after_token: int | None
+    output_tokens_per_s: float | None
+    decode_tokens_per_s: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    output_chunks: int
+    tokens_from: str  # "server usage" or "counted chunks (server sent no usage)"
+    stalled: bool
+
+
+@dataclass
+class StreamedAnswer:
+    """Raw result of `stream_chat`: text, tool calls, reasons and per-chunk times (perf_counter s)."""
+
+    content: str
+    reasoning: str
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    sent_at: float
+    chunk_times: list[float]
+    done_at: float
+
+    def stats(self) -> ChatStats:
+        """Compute `ChatStats` from the chunk times and usage."""
+        times = self.chunk_times
+        latency = (times[-1] if times else self.done_at) - self.sent_at
+        ttft = times[0] - self.sent_at if times else None
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        n_out = self.completion_tokens if self.completion_tokens is not None else len(times)
+        tpot = (latency - ttft) / (n_out - 1) if ttft is not None and n_out and n_out > 1 else None
+        median_gap = statistics.median(gaps) if gaps else None
+        max_gap = max(gaps) if gaps else None
+        stalled = bool(
+            max_gap is not None
+            and median_gap is not None
+            and max_gap * 1000 >= STALL_MIN_MS
+            and max_gap >= STALL_FACTOR * max(median_gap, 1e-6)
+        )
+        return ChatStats(
+            ttft_ms=_ms(ttft),
+            latency_ms=round(latency * 1000, 3),
+            tpot_mean_ms=_ms(tpot),
+            itl_median_ms=_ms(median_gap),
+            max_gap_ms=_ms(max_gap),
+            max_gap_after_token=(gaps.index(max_gap) + 1) if gaps and max_gap is not None else None,
+            output_tokens_per_s=round(n_out / latency, 3) if n_out and latency > 0 else None,
+            decode_tokens_per_s=round(1 / tpot, 3) if tpot else None,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=n_out,
+            output_chunks=len(times),
+            tokens_from="server usage"
+            if self.completion_tokens is not None
+            else "counted chunks (server sent no usage)",
+            stalled=stalled,
+        )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+async def stream_chat(
+    url: str,
+    model: str,
+    messages: list[dict[str, Any]],
+    *,
+    api_key: str = "",
+    max_tokens: int = 256,
+    temperature: float | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | None = None,
+    extra_body: dict[str, Any] | None = None,
+) -> StreamedAnswer:
+    """One streamed chat completion with ``stream_options.include_usage``; times every output chunk.
+
+    Raises:
+        ServingError: classified failure (refused, 503, 404 model, 400 tool parser, ...).
+    """
+    client = openai_client(url, api_key)
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if tools:
+        kwargs["tools"] = tools
+        kwargs["tool_choice"] = tool_choice or "auto"
+    if extra_body:
+        kwargs["extra_body"] = extra_body
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish = None
+    prompt_tokens = completion_tokens = None
+    times: list[float] = []
+    sent = time.perf_counter()
+    try:
+        stream = await client.chat.completions.create(**kwargs)
+        async for chunk in stream:
+            now = time.perf_counter()
+            if chunk.usage is not None:
+                prompt_tokens = chunk.usage.prompt_tokens
+                completion_tokens = chunk.usage.completion_tokens
+            for choice in chunk.choices:
+                delta = choice.delta
+                produced = False
+                if delta.content:
+                    content.append(delta.content)
+                    produced = True
+                extra = getattr(delta, "model_extra", None) or {}
+                piece = extra.get("reasoning_content") or extra.get("reasoning")
+                if piece:
+                    reasoning.append(str(piece))
+                    produced = True
+                for tc in delta.tool_calls or []:
+                    entry = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                    if tc.id:
+                        entry["id"] = tc.id
+                        produced = True
+                    if tc.function is not None:
+                        entry["name"] += tc.function.name or ""
+                        entry["arguments"] += tc.function.arguments or ""
+                if produced:
+                    times.append(now)
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+    except Exception as exc:
+        raise classify(exc, url, model) from exc
+    return StreamedAnswer(
+        content="".join(content),
+        reasoning="".join(reasoning),
+        tool_calls=[calls[i] for i in sorted(calls)],
+        finish_reason=finish,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        sent_at=sent,
+        chunk_times=times,
+        done_at=time.perf_counter(),
+    )
+
+
+class ChatResult(ToolResult):
+    """`query_gemma` / `query_gemma_with_stats` output. ``stats`` only with stats requested."""
+
+    endpoint: str
+    endpoint_source: str
+    model: str
+    content: str
+    reasoning: str | None = None
+    finish_reason: str | None
+    stats: ChatStats | None = None
+    notices: list[str] = []
+
+    def headline(self) -> str:
+        if self.stats is None:
+            return self.content if self.content else f"(empty answer, finish_reason={self.finish_reason})"
+        s = self.stats
+        line = (
+            f"{s.completion_tokens} tokens: TTFT {s.ttft_ms} ms, TPOT {s.tpot_mean_ms} ms "
+            f"(median {s.itl_median_ms}), {s.output_tokens_per_s} tok/s, largest gap {s.max_gap_ms} ms"
+        )
+        return line + (" - STREAM STALLED (KV-cache preemption looks like this)" if s.stalled else "")
+
+
+async def query(
+    settings: Settings,
+    prompt: str,
+    *,
+    system: str | None = None,
+    max_tokens: int = 512,
+    temperature: float | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    with_stats: bool = False,
+) -> ChatResult:
+    """Ask the served Gemma one question (streamed) and return the answer, optionally with stats.
+
+    Args:
+        prompt: the user message (non-empty).
+        system: optional system message.
+        max_tokens: output cap, 1..32768 tokens.
+        temperature: sampling temperature 0..2 (None: the server's default).
+    Raises:
+        InputError: empty prompt, max_tokens or temperature out of range.
+        ServingError: endpoint or model failures, classified with the fix.
+    """
+    if not prompt or not prompt.strip():
+        raise InputError("the prompt is empty", field="prompt", value=prompt, fix="pass the question to ask")
+    if not 1 <= max_tokens <= 32768:
+        raise InputError("out of range", field="max_tokens", value=max_tokens, fix="use 1..32768")
+    if temperature is not None and not 0 <= temperature <= 2:
+        raise InputError("out of range", field="temperature", value=temperature, fix="use 0..2")
+    ep = await resolve_endpoint(settings, base_url)
+    choice = await choose_model(settings, ep.url, model)
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": prompt}
+    ]
+    answer = await stream_chat(
+        ep.url,
+        choice.model,
+        messages,
+        api_key=settings.vllm_api_key,
+        max_tokens=max_tokens,
+        temperature=temperature,
+    )
+    notices = list(choice.notices)
+    if not answer.content and not answer.tool_calls:
+        notices.append(
+            "empty content: on -it models use chat completions (this tool does); if reasoning is on, "
+            "raise max_tokens; check the prompt fits max_model_len"
+        )
+    stats = answer.stats() if with_stats else None
+    if stats and stats.stalled:
+        notices.append(
+            f"the stream stalled {stats.max_gap_ms} ms after token {stats.max_gap_after_token}: from outside this "
+            "is KV-cache preemption; get_metrics shows vllm:num_preemptions_total"
+        )
+    return ChatResult(
+        endpoint=ep.url,
+        endpoint_source=ep.source,
+        model=choice.model,
+        content=answer.content,
+        reasoning=answer.reasoning or None,
+        finish_reason=answer.finish_reason,
+        stats=stats,
+        notices=notices,
+    )

@@ -1,0 +1,115 @@
+"""`get_model_details`: what the endpoint serves and how it was started.
+
+Sources, each named in the answer:
+- ``GET /v1/models``: served model ids and ``max_model_len`` (a vLLM extension of the model card);
+- ``GET /version``: ``{"version": "..."}`` (vLLM's API server);
+- ``GET /metrics``: ``vllm:cache_config_info`` labels (``block_size``, ``num_gpu_blocks``,
+  ``gpu_memory_utilization``, ``cache_dtype``, ...) are the flags the engine really runs with; the
+  KV pool in tokens is ``num_gpu_blocks x block_size``;
+- the serving flags the startup script renders from ``tpu.env`` (`tpu_devops.startup.vllm_serve_flags`,
+  imported lazily): what this rig asked for, not read back from the server, and labelled so.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tpu_devops.config import Settings
+from tpu_devops.errors import TpuDevopsError
+from tpu_devops.results import ToolResult
+from tpu_devops.serving.chat import ServingError, classify, resolve_endpoint, served_models
+from tpu_devops.serving.client import http_client
+from tpu_devops.serving.metrics import fetch_samples, kv_pool_tokens
+
+log = logging.getLogger(__name__)
+
+
+class ModelDetails(ToolResult):
+    """`get_model_details` output. Lengths and pools in tokens."""
+
+    endpoint: str
+    endpoint_source: str
+    served_models: list[str]
+    model: str | None
+    max_model_len: int | None
+    vllm_version: str | None
+    engine_cache_config: dict[str, str] | None
+    kv_pool_tokens: int | None
+    configured_flags: list[str] | None
+    configured_flags_source: str | None
+    notices: list[str] = []
+
+    def headline(self) -> str:
+        return (
+            f"{self.model or '?'} on vLLM {self.vllm_version or '?'}: max_model_len {self.max_model_len}, "
+            f"KV pool {self.kv_pool_tokens if self.kv_pool_tokens is not None else '?'} tokens"
+        )
+
+
+async def get_details(settings: Settings, base_url: str | None = None) -> ModelDetails:
+    """Collect the details (module docstring). ``/version`` and ``/metrics`` are optional (noted when
+    missing); ``/v1/models`` is required.
+
+    Raises:
+        ServingError: no endpoint, or ``/v1/models`` failed (classified, with the fix).
+    """
+    ep = await resolve_endpoint(settings, base_url)
+    cards = await served_models(ep.url)
+    notices: list[str] = []
+    served = [str(c.get("id")) for c in cards]
+    card = next((c for c in cards if c.get("id") == settings.model_name), cards[0] if cards else None)
+    if card and card.get("id") != settings.model_name:
+        notices.append(f"MODEL_NAME {settings.model_name!r} is not served; showing {card.get('id')!r}")
+    version = None
+    try:
+        response = await http_client(ep.url).get("/version")
+        response.raise_for_status()
+        version = str(response.json().get("version"))
+    except Exception as exc:
+        notices.append(f"/version unavailable: {classify(exc, ep.url).message}")
+    cache_config: dict[str, str] | None = None
+    pool = None
+    try:
+        samples = await fetch_samples(ep.url)
+        rows = samples.get("vllm:cache_config_info", [])
+        cache_config = dict(rows[0][0]) if rows else None
+        pool = kv_pool_tokens(samples)
+    except (ServingError, TpuDevopsError) as exc:
+        notices.append(f"/metrics unavailable: {exc.message}")
+    flags, flags_source = _configured_flags(settings, notices)
+    return ModelDetails(
+        endpoint=ep.url,
+        endpoint_source=ep.source,
+        served_models=served,
+        model=str(card.get("id")) if card else None,
+        max_model_len=card.get("max_model_len") if card else None,
+        vllm_version=version,
+        engine_cache_config=cache_config,
+        kv_pool_tokens=pool,
+        configured_flags=flags,
+        configured_flags_source=flags_source,
+        notices=notices,
+    )
+
+
+def _configured_flags(settings: Settings, notices: list[str]) -> tuple[list[str] | None, str | None]:
+    try:
+        from tpu_devops import startup
+    except ImportError:
+        notices.append("serving flags: the startup-script module is not available in this build")
+        return None, None
+    try:
+        flags: Any = startup.vllm_serve_flags(settings)
+    except TpuDevopsError as exc:
+        notices.append(f"serving flags could not be rendered from tpu.env: {exc}")
+        return None, None
+    except Exception as exc:  # a foreign module's signature may differ; never fail the tool over it
+        log.warning("vllm_serve_flags failed: %s", exc)
+        notices.append("serving flags could not be rendered (see the server's stderr)")
+        return None, None
+    if isinstance(flags, str):
+        flags = flags.split()
+    return [
+        str(f) for f in flags
+    ], "rendered from tpu.env by the startup script (what was asked for, not read from the server)"

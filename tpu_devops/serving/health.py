@@ -1,0 +1,261 @@
+"""`verify_model_health`: is the endpoint up, serving the right model, answering, calling tools?
+
+Four probes in order, each timed; the first failure stops the ones that depend on it:
+
+1. ``GET /health`` (vLLM answers 200 with an empty body once the engine is up);
+2. ``GET /v1/models``: the configured model must be listed (else ``model_mismatch``);
+3. one short chat completion: must return non-empty content (else ``empty_content``);
+4. one tool-calling probe (``tool_choice="auto"``, a one-argument function): must come back as a
+   structured ``tool_calls`` entry. A 400 ``"auto" tool choice requires --enable-auto-tool-choice and
+   --tool-call-parser to be set`` (vLLM's message) is ``tool_parser_missing``; raw Gemma 4 syntax
+   (``<|tool_call>call:NAME{...}<tool_call|>``) in ``content`` is ``tool_call_unparsed`` (wrong or no
+   parser; Gemma 4 needs ``--tool-call-parser gemma4``).
+
+Failure classes (``failure``): ``no_endpoint``, ``connection_refused`` (booting or crashed), ``booting``
+(503), ``timeout``, ``model_mismatch``, ``empty_content``, ``tool_parser_missing``,
+``tool_call_unparsed``, ``tool_not_called``, ``http_error``. Each comes with the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from tpu_devops.config import Settings
+from tpu_devops.results import ToolResult
+from tpu_devops.serving.chat import (
+    ServingError,
+    classify,
+    looks_instruction_tuned,
+    resolve_endpoint,
+    stream_chat,
+)
+from tpu_devops.serving.client import http_client
+
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_current_time",
+        "description": "Get the current time in a time zone.",
+        "parameters": {
+            "type": "object",
+            "properties": {"timezone": {"type": "string", "description": "IANA time zone, e.g. UTC"}},
+            "required": ["timezone"],
+        },
+    },
+}
+GEMMA_TOOL_CALL_OPEN = "<|tool_call>"
+
+
+class Probe(BaseModel):
+    """One probe: ``ok``, latency in ms, what was seen, and the failure class + fix when not ok."""
+
+    name: str
+    ok: bool
+    latency_ms: float | None = None
+    detail: str | None = None
+    failure: str | None = None
+    fix: str | None = None
+
+
+class HealthResult(ToolResult):
+    """`verify_model_health` output. ``failure`` is the first failing probe's class (None if healthy)."""
+
+    healthy: bool
+    endpoint: str | None
+    endpoint_source: str | None
+    model: str
+    failure: str | None
+    fix: str | None
+    probes: list[Probe]
+    notices: list[str] = []
+
+    def headline(self) -> str:
+        if self.healthy:
+            total = sum(p.latency_ms or 0 for p in self.probes)
+            return (
+                f"healthy: {self.model} at {self.endpoint} passed {len(self.probes)} probes in {total:.0f} ms"
+            )
+        return f"UNHEALTHY ({self.failure}): {self.probes[-1].detail if self.probes else ''} Fix: {self.fix}"
+
+
+def _failed(name: str, err: ServingError, started: float) -> Probe:
+    return Probe(
+        name=name,
+        ok=False,
+        latency_ms=round((time.perf_counter() - started) * 1000, 1),
+        detail=err.message,
+        failure=err.failure,
+        fix=err.fix,
+    )
+
+
+async def verify_health(
+    settings: Settings, *, model: str | None = None, base_url: str | None = None, tools: bool = True
+) -> HealthResult:
+    """Run the probes (module docstring) and return each with its latency; never raises for an
+    endpoint failure: the failure is the answer.
+
+    Raises:
+        InputError: ``base_url`` is malformed.
+    """
+    want = model or settings.model_name
+    probes: list[Probe] = []
+    notices: list[str] = []
+
+    def result(ep_url: str | None, source: str | None) -> HealthResult:
+        bad = next((p for p in probes if not p.ok), None)
+        return HealthResult(
+            healthy=bad is None,
+            endpoint=ep_url,
+            endpoint_source=source,
+            model=want,
+            failure=bad.failure if bad else None,
+            fix=bad.fix if bad else None,
+            probes=probes,
+            notices=notices,
+        )
+
+    started = time.perf_counter()
+    try:
+        ep = await resolve_endpoint(settings, base_url)
+    except ServingError as err:
+        probes.append(_failed("endpoint", err, started))
+        return result(None, None)
+
+    # 1. /health
+    started = time.perf_counter()
+    try:
+        response = await http_client(ep.url).get("/health")
+        response.raise_for_status()
+        probes.append(
+            Probe(name="health", ok=True, latency_ms=_ms(started), detail=f"HTTP {response.status_code}")
+        )
+    except Exception as exc:
+        probes.append(_failed("health", classify(exc, ep.url), started))
+        return result(ep.url, ep.source)
+
+    # 2. /v1/models
+    started = time.perf_counter()
+    try:
+        response = await http_client(ep.url).get("/v1/models")
+        response.raise_for_status()
+        cards = response.json().get("data") or []
+    except Exception as exc:
+        probes.append(_failed("models", classify(exc, ep.url), started))
+        return result(ep.url, ep.source)
+    served = [str(c.get("id")) for c in cards]
+    if want not in served:
+        probes.append(
+            Probe(
+                name="models",
+                ok=False,
+                latency_ms=_ms(started),
+                detail=f"the server serves {', '.join(served) or 'nothing'}, not {want!r}",
+                failure="model_mismatch",
+                fix=f"set MODEL_NAME={served[0]}"
+                if served
+                else "check the vllm serve command's model argument",
+            )
+        )
+        return result(ep.url, ep.source)
+    max_len = next((c.get("max_model_len") for c in cards if c.get("id") == want), None)
+    probes.append(
+        Probe(
+            name="models", ok=True, latency_ms=_ms(started), detail=f"serves {want} (max_model_len {max_len})"
+        )
+    )
+    if not looks_instruction_tuned(want):
+        notices.append(f"{want!r} does not look instruction-tuned (-it); chat answers may be poor")
+
+    # 3. one short chat completion
+    started = time.perf_counter()
+    try:
+        answer = await stream_chat(
+            ep.url,
+            want,
+            [{"role": "user", "content": "Reply with the single word: ready"}],
+            api_key=settings.vllm_api_key,
+            max_tokens=32,
+            temperature=0,
+        )
+    except ServingError as err:
+        probes.append(_failed("chat", err, started))
+        return result(ep.url, ep.source)
+    if not answer.content.strip():
+        probes.append(
+            Probe(
+                name="chat",
+                ok=False,
+                latency_ms=_ms(started),
+                detail=f"empty content (finish_reason={answer.finish_reason}, completion_tokens={answer.completion_tokens})",
+                failure="empty_content",
+                fix="use chat completions on -it models (not /v1/completions); if a reasoning parser eats the "
+                "answer raise max_tokens; check the chat template and --reasoning-parser gemma4",
+            )
+        )
+        return result(ep.url, ep.source)
+    stats = answer.stats()
+    probes.append(
+        Probe(
+            name="chat",
+            ok=True,
+            latency_ms=_ms(started),
+            detail=f"{answer.content.strip()[:60]!r} (TTFT {stats.ttft_ms} ms, {stats.completion_tokens} tokens)",
+        )
+    )
+
+    # 4. tool-calling probe
+    if tools:
+        probes.append(await _tool_probe(settings, ep.url, want))
+    return result(ep.url, ep.source)
+
+
+async def _tool_probe(settings: Settings, url: str, model: str) -> Probe:
+    started = time.perf_counter()
+    try:
+        answer = await stream_chat(
+            url,
+            model,
+            [{"role": "user", "content": "What time is it in UTC? Use the tool."}],
+            api_key=settings.vllm_api_key,
+            max_tokens=128,
+            temperature=0,
+            tools=[PROBE_TOOL],
+            tool_choice="auto",
+        )
+    except ServingError as err:
+        return _failed("tool_call", err, started)
+    if GEMMA_TOOL_CALL_OPEN in answer.content or "call:get_current_time" in answer.content:
+        return Probe(
+            name="tool_call",
+            ok=False,
+            latency_ms=_ms(started),
+            detail=f"the model wrote a raw tool call in content: {answer.content[:80]!r}",
+            failure="tool_call_unparsed",
+            fix="restart vLLM with --enable-auto-tool-choice --tool-call-parser gemma4 (the parser turns Gemma "
+            "syntax into tool_calls)",
+        )
+    call = next((c for c in answer.tool_calls if c.get("name") == PROBE_TOOL["function"]["name"]), None)
+    if call is None:
+        return Probe(
+            name="tool_call",
+            ok=False,
+            latency_ms=_ms(started),
+            detail=f"no tool call came back (finish_reason={answer.finish_reason}, content={answer.content[:60]!r})",
+            failure="tool_not_called",
+            fix="check --tool-call-parser gemma4 and the chat template; small models sometimes answer in text: retry",
+        )
+    args: Any
+    try:
+        args = json.loads(call.get("arguments") or "{}")
+    except json.JSONDecodeError:
+        args = call.get("arguments")
+    return Probe(name="tool_call", ok=True, latency_ms=_ms(started), detail=f"called {call['name']}({args})")
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)

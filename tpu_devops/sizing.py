@@ -1,0 +1,692 @@
+"""HBM budget and KV-cache arithmetic from a model's ``config.json`` (the `plan_capacity` tool).
+
+How the numbers are built (DESIGN §3, sources inline):
+
+- **KV bytes per token** come from the attention geometry in ``config.json``, never from a boot log's
+  ``regular_attn_shape`` (that shows the first layer only). Per layer that owns a cache:
+  ``kv_heads x 2 (K and V) x head_dim x dtype bytes``. Gemma 4 shares the KV cache of the last
+  ``num_kv_shared_layers`` layers with earlier ones, so only the first
+  ``num_hidden_layers - num_kv_shared_layers`` layers own a cache; its ``layer_types`` marks full
+  attention layers, which use ``global_head_dim`` (512) instead of ``head_dim`` (256). Gemma 4 E2B:
+  12 x 1 x 2 x 256 x 2 + 3 x 1 x 2 x 512 x 2 = 18,432 B/token. ``head_dim`` is never derived as
+  ``hidden_size / num_attention_heads`` for a model that states it (Gemma 4: 1536 / 8 = 192 is wrong).
+- **Tensor parallelism** splits KV heads across chips; with fewer KV heads than chips each chip keeps
+  a full copy, so the slice-wide cost per token grows (TP=4 with one KV head costs 4x, not 1/4).
+- **HBM budget**: runtime-visible HBM x chips (catalog), times ``--gpu-memory-utilization`` = the cap;
+  the cap minus the weights is the KV pool; what is above the cap holds compiled XLA programs and is
+  not governed by the flag (v5e E2B: 15.75 x 0.92 = 14.49 GiB cap, 8.97 weights, 5.52 KV, 1.26 outside).
+- **Block rounding**: tpu-inference's Pallas backend keeps the block table per request under half of
+  the 1 MiB SMEM: ``min_page_size = next_pow2(ceil(max_model_len / (1 MiB / 2 / max_num_seqs / 4)))``
+  with ``max_num_seqs`` 256, i.e. 512 blocks per request, and never below 16 tokens per block
+  (``PallasAttentionBackend.get_min_page_size`` in tpu-inference; boot log "Increase the page size
+  from 16 to 32 to avoid SMEM OOM"). 16,384 -> 32 tokens per block, 32,768 -> 64.
+- Known results: E2B v5litepod-1 0.92 16,384 -> 321,376 tokens measured (this model: 321,536, +0.05%);
+  v6e-1 32,768 -> 1,151,744 (exact). E4B 57,344 B/token, Llama 3.1 8B 131,072, Qwen3 8B 147,456.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tpu_devops.catalog import GIB, AcceleratorType, resolve_accelerator_type
+from tpu_devops.errors import ConfigError, InputError
+from tpu_devops.results import ToolResult
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
+# Keep clients x context under ~78% of the pool: the seed's 64 x 8,192 run (524K > 321K pool) queued,
+# while <= ~250,000 tokens on the 321K pool (77.8%) held throughput (DESIGN §3, Throughput).
+SAFE_POOL_FRACTION = 0.78
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs on TPU ("Prepared request paddings ... 256")
+SMEM_BYTES = 1024 * 1024  # per-core SMEM on TPU up to v6e (tpu-inference PallasAttentionBackend comment)
+MIN_BLOCK_SIZE = 16
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Model geometry
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelGeometry:
+    """Attention geometry of a decoder, read from ``config.json``.
+
+    ``layer_kinds[i]`` is ``"full"`` or ``"sliding"`` for every layer; ``cache_owning_layers`` is how
+    many of the first layers own a KV cache (the rest reuse it); head dims in elements.
+    """
+
+    model: str
+    model_type: str
+    num_layers: int
+    cache_owning_layers: int
+    layer_kinds: tuple[str, ...]
+    head_dim: int
+    full_head_dim: int
+    kv_heads: int
+    full_kv_heads: int
+    dtype: str
+    max_position_embeddings: int | None
+    is_gemma4: bool
+    head_dim_source: str
+
+
+def _need(cfg: dict[str, Any], key: str, source: str) -> Any:
+    value = cfg.get(key)
+    if value is None:
+        raise InputError(
+            f"config.json has no {key!r}, which the KV-cache size depends on",
+            field=f"model ({source})",
+            value=key,
+            fix="pass a decoder config.json with num_hidden_layers, num_attention_heads, num_key_value_heads "
+            "(and head_dim when it is not hidden_size / num_attention_heads)",
+        )
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InputError(
+            f"config.json field {key!r} must be a positive integer",
+            field=f"model ({source})",
+            value=value,
+            fix="check the config.json: this field is a count",
+        )
+    return value
+
+
+def geometry_from_config(cfg: dict[str, Any], *, model: str = "model") -> ModelGeometry:
+    """Read the attention geometry from a parsed ``config.json`` (multimodal configs: ``text_config``).
+
+    Raises:
+        InputError: a field needed for the KV size is missing or not a positive integer.
+    """
+    if not isinstance(cfg, dict):
+        raise InputError(
+            "config.json is not a JSON object", field="model", value=model, fix="pass a model config.json"
+        )
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    model_type = str(text.get("model_type") or cfg.get("model_type") or "")
+    is_gemma4 = model_type.startswith("gemma4") or str(cfg.get("model_type", "")).startswith("gemma4")
+    layers = _need(text, "num_hidden_layers", model)
+    heads = _need(text, "num_attention_heads", model)
+    kv_heads = text.get("num_key_value_heads")
+    kv_heads = heads if kv_heads is None else _need(text, "num_key_value_heads", model)
+    if text.get("head_dim") is not None:
+        head_dim = _need(text, "head_dim", model)
+        head_dim_source = "config head_dim"
+    elif is_gemma4:
+        raise InputError(
+            "a Gemma 4 config must state head_dim (hidden_size / heads gives the wrong value)",
+            field=f"model ({model})",
+            value="head_dim",
+            fix="use the model's published config.json, which has head_dim and global_head_dim",
+        )
+    else:
+        hidden = _need(text, "hidden_size", model)
+        head_dim = hidden // heads
+        head_dim_source = f"hidden_size / num_attention_heads = {hidden} / {heads}"
+    full_head_dim = int(text.get("global_head_dim") or head_dim)
+    full_kv_heads = int(text.get("num_global_key_value_heads") or kv_heads)
+    shared = int(text.get("num_kv_shared_layers") or 0)
+    if not 0 <= shared < layers:
+        raise InputError(
+            "num_kv_shared_layers must be between 0 and num_hidden_layers - 1",
+            field=f"model ({model})",
+            value=shared,
+            fix="check the config.json",
+        )
+    types = text.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        kinds = tuple("full" if str(t).startswith("full") else "sliding" for t in types)
+    elif is_gemma4:
+        raise InputError(
+            "a Gemma 4 config must list layer_types (sliding vs full attention per layer)",
+            field=f"model ({model})",
+            value="layer_types",
+            fix="use the model's published config.json",
+        )
+    else:
+        kinds = ("full",) * layers
+    dtype = str(text.get("torch_dtype") or cfg.get("torch_dtype") or "bfloat16")
+    return ModelGeometry(
+        model=model,
+        model_type=model_type,
+        num_layers=layers,
+        cache_owning_layers=layers - shared,
+        layer_kinds=kinds,
+        head_dim=head_dim,
+        full_head_dim=full_head_dim,
+        kv_heads=kv_heads,
+        full_kv_heads=full_kv_heads,
+        dtype=dtype,
+        max_position_embeddings=text.get("max_position_embeddings"),
+        is_gemma4=is_gemma4,
+        head_dim_source=head_dim_source,
+    )
+
+
+class LayerGroup(BaseModel):
+    """One group of cache-owning layers with the same attention kind."""
+
+    kind: str = Field(description="'sliding' or 'full' attention")
+    layers: int = Field(description="number of cache-owning layers of this kind")
+    layer_indexes: list[int]
+    head_dim: int
+    kv_heads: int = Field(description="KV heads in the config")
+    kv_heads_per_chip: int = Field(description="KV heads each chip stores (>= 1: replicated when TP > heads)")
+    replication: float = Field(description="slice-wide copies of each KV head (1.0 = no replication)")
+    bytes_per_token: int = Field(description="slice-wide bytes per token for this group")
+
+
+class KvBreakdown(BaseModel):
+    """KV bytes per token, slice-wide, with how they were derived."""
+
+    bytes_per_token: int
+    kv_dtype: str
+    dtype_bytes: int
+    total_layers: int
+    cache_owning_layers: int
+    kv_shared_layers: int = Field(description="layers that reuse an earlier layer's cache (cost 0)")
+    groups: list[LayerGroup]
+    single_head_dim_error_pct: float | None = Field(
+        None, description="how wrong one head_dim for every layer would be (Gemma 4: -16.7%)"
+    )
+    formula: str
+
+
+def kv_breakdown(
+    geom: ModelGeometry, *, tensor_parallel_size: int = 1, kv_dtype: str = "bfloat16"
+) -> KvBreakdown:
+    """Slice-wide KV bytes per token, grouped by attention kind.
+
+    Per group: layers x kv_heads_per_chip x TP x 2 x head_dim x dtype bytes, where
+    kv_heads_per_chip = ceil(kv_heads / TP) (a head cannot be split, so TP > heads replicates it).
+    """
+    dtype_bytes = DTYPE_BYTES.get(kv_dtype, 2)
+    groups: list[LayerGroup] = []
+    terms: list[str] = []
+    for kind in ("sliding", "full"):
+        idx = [i for i in range(geom.cache_owning_layers) if geom.layer_kinds[i] == kind]
+        if not idx:
+            continue
+        dim = geom.full_head_dim if kind == "full" else geom.head_dim
+        heads = geom.full_kv_heads if kind == "full" else geom.kv_heads
+        per_chip = math.ceil(heads / tensor_parallel_size)
+        total_heads = per_chip * tensor_parallel_size
+        per_token = len(idx) * total_heads * 2 * dim * dtype_bytes
+        groups.append(
+            LayerGroup(
+                kind=kind,
+                layers=len(idx),
+                layer_indexes=idx,
+                head_dim=dim,
+                kv_heads=heads,
+                kv_heads_per_chip=per_chip,
+                replication=total_heads / heads,
+                bytes_per_token=per_token,
+            )
+        )
+        terms.append(f"{len(idx)} x {total_heads} x 2 x {dim} x {dtype_bytes} B")
+    total = sum(g.bytes_per_token for g in groups)
+    single_err = None
+    if geom.full_head_dim != geom.head_dim:
+        uniform = sum(
+            g.layers * g.kv_heads_per_chip * tensor_parallel_size * 2 * geom.head_dim * dtype_bytes
+            for g in groups
+        )
+        single_err = round((uniform - total) / total * 100, 1)
+    return KvBreakdown(
+        bytes_per_token=total,
+        kv_dtype=kv_dtype,
+        dtype_bytes=dtype_bytes,
+        total_layers=geom.num_layers,
+        cache_owning_layers=geom.cache_owning_layers,
+        kv_shared_layers=geom.num_layers - geom.cache_owning_layers,
+        groups=groups,
+        single_head_dim_error_pct=single_err,
+        formula=" + ".join(terms) + f" = {total:,} B/token",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading configs and weights
+# ---------------------------------------------------------------------------------------------
+
+
+def bundled_config_path(repo_id: str) -> Path | None:
+    """Path of the bundled copy of a published ``config.json`` (``data/config__OWNER__NAME.json``), or None.
+
+    Bundled: google/gemma-4-E2B-it, google/gemma-4-E4B-it, meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen3-8B
+    (field values as published on their model pages; fixtures/model-configs).
+    """
+    path = DATA_DIR / f"config__{repo_id.replace('/', '__')}.json"
+    return path if path.is_file() else None
+
+
+def _read_json(path: Path, field: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            field=field,
+            value=str(path),
+            fix="pass a valid config.json (download it again if it was truncated)",
+        ) from None
+    except OSError as exc:
+        raise InputError(
+            f"cannot read the file: {exc.strerror}", field=field, value=str(path), fix="check the path"
+        ) from None
+
+
+def load_model_config(model: str) -> tuple[dict[str, Any], str, Path | None]:
+    """Find and parse a model's ``config.json``.
+
+    ``model`` is a local ``config.json`` path, a directory holding one, or a Hugging Face repo id. A
+    repo id uses a bundled copy of the published config when there is one (Gemma 4 E2B/E4B, Llama 3.1
+    8B, Qwen3 8B), else downloads ``config.json`` with ``huggingface_hub`` (network; gated repos need
+    ``HF_TOKEN`` in the server's environment).
+
+    Returns: (parsed config, where it came from, local directory or None).
+
+    Raises:
+        InputError: missing file, malformed JSON, not a repo id, or the download failed.
+    """
+    text = (model or "").strip()
+    if not text:
+        raise InputError(
+            "no model given",
+            field="model",
+            value=model,
+            fix="pass a config.json path or a repo id such as google/gemma-4-E2B-it",
+        )
+    path = Path(text).expanduser()
+    looks_local = text.startswith((".", "/", "~")) or text.endswith(".json") or path.exists()
+    if looks_local:
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise InputError(
+                "no such file",
+                field="model",
+                value=text,
+                fix="pass the path of the model's config.json (or a directory containing it), or a Hugging Face repo id",
+            )
+        return _read_json(path, "model"), f"local file {path}", path.parent
+    if not _REPO_ID.match(text):
+        raise InputError(
+            "neither an existing path nor a Hugging Face repo id (owner/name)",
+            field="model",
+            value=text,
+            fix="pass e.g. google/gemma-4-E2B-it or /path/to/config.json",
+        )
+    bundled = bundled_config_path(text)
+    if bundled:
+        return _read_json(bundled, "model"), f"bundled copy of the published config.json of {text}", None
+    return _fetch_hf_config(text), f"huggingface.co/{text}/config.json", None
+
+
+def _fetch_hf_config(repo_id: str) -> dict[str, Any]:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        local = hf_hub_download(repo_id, "config.json")
+    except GatedRepoError:
+        raise InputError(
+            "the repository is gated: accept its license on huggingface.co and set HF_TOKEN for this server",
+            field="model",
+            value=repo_id,
+            fix="or download config.json yourself and pass its path",
+        ) from None
+    except RepositoryNotFoundError:
+        raise InputError(
+            "no such Hugging Face repository (or it is private)",
+            field="model",
+            value=repo_id,
+            fix="check the spelling (e.g. google/gemma-4-E2B-it) or pass a local config.json path",
+        ) from None
+    except Exception as exc:  # network errors of many kinds: offline use needs a path
+        raise InputError(
+            f"could not download config.json from Hugging Face ({type(exc).__name__})",
+            field="model",
+            value=repo_id,
+            fix="offline: pass the path of a local config.json instead of a repo id",
+        ) from None
+    return _read_json(Path(local), "model")
+
+
+@lru_cache(maxsize=1)
+def measured_weights() -> dict[str, dict[str, Any]]:
+    """Known measured HBM of loaded weights, ``{repo_id: {"weights_gib", "source", ...}}`` (data file)."""
+    data = json.loads((DATA_DIR / "measured_weights.json").read_text(encoding="utf-8"))
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def _match_known(model: str) -> str | None:
+    known = measured_weights()
+    if model in known:
+        return model
+    lowered = Path(model).name.lower() if model else ""
+    parent = Path(model).parent.name.lower()
+    for repo in known:
+        short = repo.split("/")[-1].lower()
+        if lowered.startswith(short + ".") or lowered == short or parent == short:
+            return repo
+    return None
+
+
+def resolve_weights(
+    model: str, local_dir: Path | None, weights_gib: float | None, generation: str | None = None
+) -> tuple[float, str]:
+    """HBM taken by weights (GiB) and where the number came from.
+
+    Order: the explicit ``weights_gib``; a measured value for a known model (per TPU generation when
+    measured there, see ``data/measured_weights.json``); the checkpoint size from a
+    local ``model.safetensors.index.json`` (``metadata.total_size``, an estimate: on-disk size can
+    differ from HBM use, e.g. E2B 9.54 GiB on disk vs 8.97 GiB in HBM).
+
+    Raises:
+        InputError: negative / absurd ``weights_gib``, or no way to know the weights.
+    """
+    if weights_gib is not None:
+        if not 0 < weights_gib < 100_000:
+            raise InputError(
+                "must be a positive number of GiB",
+                field="weights_gib",
+                value=weights_gib,
+                fix="pass e.g. 8.97",
+            )
+        return float(weights_gib), "given (weights_gib)"
+    repo = _match_known(model)
+    if repo:
+        entry = measured_weights()[repo]
+        by_gen = entry.get("by_generation") or {}
+        if generation in by_gen:
+            return float(by_gen[generation]), f"{entry['source']} ({generation} value)"
+        return float(entry["weights_gib"]), entry["source"]
+    if local_dir is not None:
+        index = local_dir / "model.safetensors.index.json"
+        if index.is_file():
+            data = _read_json(index, "model")
+            total = (data.get("metadata") or {}).get("total_size") if isinstance(data, dict) else None
+            if isinstance(total, int | float) and total > 0:
+                return total / GIB, f"estimate: checkpoint size from {index.name} (HBM use may differ)"
+    raise InputError(
+        "the HBM taken by the weights is unknown for this model",
+        field="weights_gib",
+        value=None,
+        fix="pass weights_gib (GiB; a boot log's total_hbm_used_gb after loading), or put "
+        "model.safetensors.index.json next to config.json for an estimate",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning
+# ---------------------------------------------------------------------------------------------
+
+
+def block_size_for(max_model_len: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
+    """Tokens per KV block the TPU Pallas backend picks (tpu-inference ``get_min_page_size``)."""
+    pages_per_request = SMEM_BYTES // 2 // max_num_seqs // 4
+    need = -(-max_model_len // pages_per_request)
+    return max(MIN_BLOCK_SIZE, 1 << (need - 1).bit_length())
+
+
+class HbmBudget(BaseModel):
+    """The HBM budget lines, GiB (1024^3 bytes), slice-wide."""
+
+    chips: int
+    hbm_per_chip_gib: float
+    hbm_source: str
+    total_gib: float
+    gpu_memory_utilization: float
+    cap_gib: float = Field(description="total x gpu_memory_utilization: what vLLM may allocate")
+    weights_gib: float
+    weights_source: str
+    kv_pool_gib: float = Field(description="cap - weights")
+    outside_cap_gib: float = Field(
+        description="total - cap: compiled XLA programs live here, not governed by the flag"
+    )
+
+
+class ConcurrencyCheck(BaseModel):
+    """Whether ``clients`` requests of ``context_tokens`` each fit the KV pool."""
+
+    clients: int
+    context_tokens: int
+    demand_tokens: int
+    safe_limit_tokens: int = Field(description=f"{SAFE_POOL_FRACTION:.0%} of the KV pool")
+    fits: bool
+    verdict: str
+
+
+class PlanResult(ToolResult):
+    """`plan_capacity` result: KV bytes per token, HBM budget, KV tokens, concurrency."""
+
+    model: str
+    config_source: str
+    accelerator_type: str
+    notices: list[str]
+    max_model_len: int
+    tensor_parallel_size: int
+    kv: KvBreakdown
+    budget: HbmBudget
+    block_size: int = Field(description="tokens per KV block (Pallas keeps 512 blocks per request)")
+    kv_blocks: int
+    kv_tokens: int = Field(description="KV pool in tokens, rounded down to whole blocks")
+    max_concurrency: float = Field(description="kv_tokens / max_model_len")
+    concurrency: ConcurrencyCheck | None = None
+    warnings: list[str]
+
+    def headline(self) -> str:
+        """One line: tokens, bytes per token, pool size."""
+        fits = "" if self.kv_tokens > 0 else " - DOES NOT FIT"
+        return (
+            f"{self.model} on {self.accelerator_type}: {self.kv_tokens:,} KV tokens "
+            f"({self.kv.bytes_per_token:,} B/token, {self.budget.kv_pool_gib:.2f} GiB pool, "
+            f"{self.max_concurrency:.2f}x at {self.max_model_len:,}){fits}"
+        )
+
+
+def _check_number(value: float, field: str, lo: float, hi: float, fix: str) -> None:
+    if isinstance(value, bool) or not (lo <= value <= hi):
+        raise InputError(f"out of range [{lo:g}, {hi:g}]", field=field, value=value, fix=fix)
+
+
+def plan_from_geometry(
+    geom: ModelGeometry,
+    accel: AcceleratorType,
+    *,
+    weights_gib: float,
+    weights_source: str,
+    gpu_memory_utilization: float = 0.92,
+    max_model_len: int = 16384,
+    tensor_parallel_size: int = 1,
+    kv_dtype: str = "bfloat16",
+    clients: int | None = None,
+    context_tokens: int | None = None,
+    config_source: str = "",
+) -> PlanResult:
+    """The arithmetic behind `plan_capacity`, for a known geometry (the boot diagnosis reuses it).
+
+    Raises:
+        InputError: utilization, lengths or TP out of range.
+    """
+    _check_number(gpu_memory_utilization, "gpu_memory_utilization", 0.05, 1.0, "use 0.92 on v5e")
+    _check_number(max_model_len, "max_model_len", 16, 10_485_760, "use e.g. 16384")
+    if tensor_parallel_size < 1 or tensor_parallel_size > accel.chips:
+        raise InputError(
+            f"{accel.name} has {accel.chips} chip(s)",
+            field="tensor_parallel_size",
+            value=tensor_parallel_size,
+            fix=f"use 1..{accel.chips}",
+        )
+    warnings: list[str] = []
+    if geom.max_position_embeddings and max_model_len > geom.max_position_embeddings:
+        warnings.append(
+            f"max_model_len {max_model_len:,} exceeds the model's max_position_embeddings "
+            f"{geom.max_position_embeddings:,}: vLLM refuses it unless overridden"
+        )
+    if accel.generation.name == "v5e" and gpu_memory_utilization > 0.92:
+        warnings.append(
+            "gpu_memory_utilization above 0.92 on v5e fails ~14 min into boot "
+            "(RuntimeProgramAllocationFailure: too little HBM left outside the cap for compiled programs)"
+        )
+    kv = kv_breakdown(geom, tensor_parallel_size=tensor_parallel_size, kv_dtype=kv_dtype)
+    if tensor_parallel_size > 1 and any(g.replication > 1 for g in kv.groups):
+        warnings.append(
+            f"TP={tensor_parallel_size} with {geom.kv_heads} KV head(s): each chip keeps a copy, so the KV "
+            "cost per token is multiplied, not divided"
+        )
+    per_chip = accel.generation.hbm_gib_visible
+    chips = tensor_parallel_size
+    total = per_chip * chips
+    cap = total * gpu_memory_utilization
+    pool = cap - weights_gib
+    block = block_size_for(max_model_len)
+    if pool <= 0:
+        warnings.append(
+            f"weights ({weights_gib:.2f} GiB) do not fit under the cap ({cap:.2f} GiB): no room for a KV cache"
+        )
+        blocks = 0
+    else:
+        blocks = int(pool * GIB // kv.bytes_per_token // block)
+    tokens = blocks * block
+    if 0 < tokens < max_model_len:
+        warnings.append(
+            f"the pool ({tokens:,} tokens) is smaller than one request of max_model_len {max_model_len:,}"
+        )
+    check = None
+    if clients is not None or context_tokens is not None:
+        if clients is None or context_tokens is None:
+            raise InputError(
+                "clients and context_tokens go together",
+                field="clients" if clients is None else "context_tokens",
+                value=None,
+                fix="pass both, e.g. clients=16 and context_tokens=8192",
+            )
+        _check_number(clients, "clients", 1, 1_000_000, "pass a positive number of concurrent requests")
+        _check_number(
+            context_tokens, "context_tokens", 1, 10_485_760, "pass tokens per request (prompt + output)"
+        )
+        demand = clients * context_tokens
+        safe = int(tokens * SAFE_POOL_FRACTION)
+        fits = demand <= safe
+        verdict = f"{clients} x {context_tokens:,} = {demand:,} tokens " + (
+            f"fits under {safe:,} ({SAFE_POOL_FRACTION:.0%} of the pool)"
+            if fits
+            else f"exceeds {safe:,} ({SAFE_POOL_FRACTION:.0%} of the pool): requests queue, TTFT and throughput suffer"
+        )
+        check = ConcurrencyCheck(
+            clients=clients,
+            context_tokens=context_tokens,
+            demand_tokens=demand,
+            safe_limit_tokens=safe,
+            fits=fits,
+            verdict=verdict,
+        )
+    return PlanResult(
+        model=geom.model,
+        config_source=config_source,
+        accelerator_type=accel.name,
+        notices=[accel.notice] if accel.notice else [],
+        max_model_len=max_model_len,
+        tensor_parallel_size=tensor_parallel_size,
+        kv=kv,
+        budget=HbmBudget(
+            chips=chips,
+            hbm_per_chip_gib=per_chip,
+            hbm_source=accel.generation.hbm_visible_source,
+            total_gib=round(total, 4),
+            gpu_memory_utilization=gpu_memory_utilization,
+            cap_gib=round(cap, 4),
+            weights_gib=round(weights_gib, 4),
+            weights_source=weights_source,
+            kv_pool_gib=round(pool, 4),
+            outside_cap_gib=round(total - cap, 4),
+        ),
+        block_size=block,
+        kv_blocks=blocks,
+        kv_tokens=tokens,
+        max_concurrency=round(tokens / max_model_len, 2),
+        concurrency=check,
+        warnings=warnings,
+    )
+
+
+def plan_capacity(
+    model: str,
+    accelerator_type: str = "v5litepod-1",
+    gpu_memory_utilization: float = 0.92,
+    max_model_len: int = 16384,
+    tensor_parallel_size: int = 1,
+    weights_gib: float | None = None,
+    clients: int | None = None,
+    context_tokens: int | None = None,
+    kv_cache_dtype: str = "bfloat16",
+) -> PlanResult:
+    """Plan what one deployment holds: KV bytes/token, HBM budget, KV tokens, concurrency.
+
+    Args:
+        model: local config.json path (or its directory) or Hugging Face repo id.
+        accelerator_type: any spelling `catalog.resolve_accelerator_type` accepts (v5e-1 -> v5litepod-1).
+        gpu_memory_utilization: fraction of HBM vLLM may use (0.05-1.0).
+        max_model_len: tokens per request (16-10,485,760).
+        tensor_parallel_size: chips the model is split over (1..chips of the type).
+        weights_gib: HBM of the loaded weights; default a measured value or a checkpoint estimate.
+        clients, context_tokens: optional load to check against the pool.
+        kv_cache_dtype: bfloat16 (default) or an fp8 variant (1 byte; on v5e it gains nothing).
+
+    Raises:
+        InputError / ConfigError: bad path, JSON, fields or ranges (field, value and fix in the message).
+    """
+    accel = resolve_accelerator_type(accelerator_type)
+    if kv_cache_dtype in ("auto", ""):
+        kv_cache_dtype = "bfloat16"
+    if kv_cache_dtype not in DTYPE_BYTES:
+        raise ConfigError(
+            "unknown KV cache dtype", field="kv_cache_dtype", value=kv_cache_dtype, fix="use bfloat16 or fp8"
+        )
+    extra: list[str] = []
+    if accel.generation.name == "v5e" and kv_cache_dtype.startswith("fp8"):
+        # v5e has no fp8 in the MXU and stores fp8 KV in word-aligned blocks: 1.000x capacity, ~2% slower (seed).
+        extra.append(f"kv_cache_dtype {kv_cache_dtype} on v5e gives no capacity gain (planned as bfloat16)")
+        kv_cache_dtype = "bfloat16"
+    cfg, source, local_dir = load_model_config(model)
+    geom = geometry_from_config(cfg, model=model)
+    weights, weights_source = resolve_weights(model, local_dir, weights_gib, accel.generation.name)
+    plan = plan_from_geometry(
+        geom,
+        accel,
+        weights_gib=weights,
+        weights_source=weights_source,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+        tensor_parallel_size=tensor_parallel_size,
+        kv_dtype=kv_cache_dtype,
+        clients=clients,
+        context_tokens=context_tokens,
+        config_source=source,
+    )
+    plan.warnings[:0] = extra
+    return plan
+
+
+def plan_capacity_with_defaults(settings: Any, **args: Any) -> PlanResult:
+    """`plan_capacity` with unset arguments (None / "") taken from `Settings` (MODEL_NAME, ACCELERATOR_TYPE,
+    GPU_MEMORY_UTILIZATION, MAX_MODEL_LEN (else 16,384), TENSOR_PARALLEL_SIZE)."""
+    defaults = {
+        "model": settings.model_name,
+        "accelerator_type": settings.accelerator_type,
+        "gpu_memory_utilization": settings.gpu_memory_utilization,
+        "max_model_len": settings.max_model_len or 16384,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+    }
+    merged = {k: v for k, v in args.items() if v not in (None, "")}
+    return plan_capacity(**{**defaults, **merged})

@@ -1,0 +1,386 @@
+"""The TPU VM startup script and the one place vLLM serving flags are built.
+
+`vllm_serve_flags` is the single builder of ``vllm serve`` flags: the startup script, the human-readable
+deployment config and the create path (queued-resource metadata) all call it, so what is planned,
+linted and deployed cannot drift apart.
+
+`render_startup_script` fills ``startup_script.sh.tmpl`` (repository root) with ``str.format``; every
+value is passed through `shlex.quote` first, and values with control characters (newline, NUL, ...)
+are refused because no quoting makes a multi-line setting safe to show in a log. The script itself
+never contains the Hugging Face token: the VM fetches it from Secret Manager at boot (DESIGN §2).
+
+Where the serving flags are recorded on the VM (read later by endpoint tools): the guest attribute
+``tpu-devops/serving-flags`` (TPU API ``nodes.getGuestAttributes``; JSON of `serving_flags_record`),
+``/var/lib/tpu-devops/serving-flags.json``, and a ``SERVING_FLAGS {json}`` syslog line (tag
+``tpu-devops``). Boot progress is the guest attribute ``tpu-devops/stage`` plus ``STAGE <name>`` syslog
+lines. Container logs reach Cloud Logging as log ``gcplogs-docker-driver`` (Docker ``gcplogs`` driver).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from tpu_devops import __version__
+from tpu_devops.config import Settings
+from tpu_devops.errors import ConfigError
+from tpu_devops.results import ToolResult
+
+TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "startup_script.sh.tmpl"
+GEMMA4_PARSER = "gemma4"  # vLLM tool-call and reasoning parser name for Gemma 4 (seed serve command)
+# Gemma 4 needs a batch budget of at least one multimodal item (2496 tokens): vLLM disables chunked MM
+# input for it and refuses to boot at the 2048 default. 4096 is the seed's measured power-of-two value.
+GEMMA4_BATCHED_TOKENS = 4096
+COMPILE_CACHE_MOUNT = "/root/.cache/vllm"
+GUEST_ATTRIBUTE_FLAGS = "tpu-devops/serving-flags"
+GUEST_ATTRIBUTE_STAGE = "tpu-devops/stage"
+CONTAINER_LOG_NAME = "gcplogs-docker-driver"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+
+
+def is_gemma4(model: str) -> bool:
+    """True for Gemma 4 repo ids / paths (``google/gemma-4-E2B-it``, ``.../gemma-4-31b``)."""
+    return bool(re.search(r"gemma-?4", model, re.IGNORECASE))
+
+
+def vllm_serve_flags(settings: Settings) -> list[str]:
+    """The ``vllm serve MODEL`` flags for these settings (the model itself is not included).
+
+    Always: ``--host 0.0.0.0 --port P --served-model-name MODEL --tensor-parallel-size N
+    --gpu-memory-utilization U``; when set: ``--max-model-len``, ``--max-num-batched-tokens``,
+    ``--limit-mm-per-prompt`` (compact JSON); for Gemma 4: ``--enable-auto-tool-choice
+    --tool-call-parser gemma4 --reasoning-parser gemma4`` (tool calling needs both, DESIGN §3) and
+    ``--max-num-batched-tokens 4096`` unless MAX_NUM_BATCHED_TOKENS is set (below the 2496-token
+    multimodal item the boot fails with "Chunked MM input disabled ...").
+    Not set on purpose: ``--block-size``, ``--max-num-seqs``, ``--kv-cache-dtype`` (seed: leave them).
+    """
+    flags = [
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(settings.vllm_port),
+        "--served-model-name",
+        settings.model_name,
+        "--tensor-parallel-size",
+        str(settings.tensor_parallel_size),
+        "--gpu-memory-utilization",
+        f"{settings.gpu_memory_utilization:g}",
+    ]
+    if settings.max_model_len:
+        flags += ["--max-model-len", str(settings.max_model_len)]
+    batched = settings.max_num_batched_tokens or (
+        GEMMA4_BATCHED_TOKENS if is_gemma4(settings.model_name) else None
+    )
+    if batched:
+        flags += ["--max-num-batched-tokens", str(batched)]
+    if settings.limit_mm_per_prompt is not None:
+        flags += ["--limit-mm-per-prompt", json.dumps(settings.limit_mm_per_prompt, separators=(",", ":"))]
+    if is_gemma4(settings.model_name):
+        flags += [
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            GEMMA4_PARSER,
+            "--reasoning-parser",
+            GEMMA4_PARSER,
+        ]
+    return flags
+
+
+def vllm_serve_argv(settings: Settings) -> list[str]:
+    """``["vllm", "serve", MODEL, *vllm_serve_flags(settings)]``."""
+    return ["vllm", "serve", settings.model_name, *vllm_serve_flags(settings)]
+
+
+def serving_flags_record(settings: Settings) -> dict[str, Any]:
+    """What the VM records about how it serves: ``{model, image, port, argv, flags, rendered_by}``."""
+    return {
+        "model": settings.model_name,
+        "image": settings.vllm_image,
+        "port": settings.vllm_port,
+        "argv": vllm_serve_argv(settings),
+        "flags": vllm_serve_flags(settings),
+        "rendered_by": f"tpu-devops {__version__}",
+    }
+
+
+def apply_overrides(
+    settings: Settings,
+    *,
+    model_name: str | None = None,
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    vllm_image: str | None = None,
+) -> Settings:
+    """A copy of ``settings`` with the given fields replaced, validated like `config.load_settings`.
+
+    Raises:
+        ConfigError: a value out of range, an image reference that is not one, a control character.
+    """
+    update: dict[str, Any] = {}
+    if model_name is not None:
+        _reject_control("model_name", model_name)
+        if not model_name.strip():
+            raise ConfigError(
+                "empty model name",
+                field="model_name",
+                value=model_name,
+                fix="pass e.g. google/gemma-4-E2B-it",
+            )
+        update["model_name"] = model_name.strip()
+    if max_model_len is not None:
+        if not 256 <= max_model_len <= 1_048_576:
+            raise ConfigError(
+                "out of range", field="max_model_len", value=max_model_len, fix="use 256..1048576, e.g. 16384"
+            )
+        update["max_model_len"] = max_model_len
+    if gpu_memory_utilization is not None:
+        if not 0.1 <= gpu_memory_utilization <= 0.99:
+            raise ConfigError(
+                "not a fraction between 0.1 and 0.99",
+                field="gpu_memory_utilization",
+                value=gpu_memory_utilization,
+                fix="use 0.92 on v5e",
+            )
+        update["gpu_memory_utilization"] = gpu_memory_utilization
+    if vllm_image is not None:
+        if not _IMAGE.match(vllm_image):
+            raise ConfigError(
+                "not a container image reference",
+                field="vllm_image",
+                value=vllm_image,
+                fix="use e.g. vllm/vllm-tpu:v0.13.0 or vllm/vllm-tpu@sha256:...",
+            )
+        update["vllm_image"] = vllm_image
+    return settings.model_copy(update=update) if update else settings
+
+
+def _reject_control(field: str, value: str) -> None:
+    if _CONTROL.search(value):
+        raise ConfigError(
+            "contains a control character (newline, tab, NUL, ...)",
+            field=field,
+            value=value.encode("unicode_escape").decode(),
+            fix="remove it: settings rendered into the startup script must be one plain line",
+        )
+
+
+def _q(field: str, value: Any) -> str:
+    text = str(value)
+    _reject_control(field, text)
+    return shlex.quote(text)
+
+
+class RenderedScript(ToolResult):
+    """`render_startup_script` result: the script plus what it will run."""
+
+    metadata_key: str = Field("startup-script", description="instance metadata key the script goes under")
+    script: str
+    sha256: str
+    bytes: int
+    image: str
+    serve_command: str = Field(description="the vllm serve command line inside the container")
+    flags: list[str]
+    records: dict[str, str] = Field(description="where the VM records flags, progress and container logs")
+    notes: list[str]
+
+    def headline(self) -> str:
+        """One line: size, digest, what it serves."""
+        return f"startup script: {self.bytes:,} bytes, sha256 {self.sha256[:12]}, serves {self.serve_command}"
+
+    def render_text(self) -> str:
+        """Headline, notes, then the script."""
+        notes = "\n".join(f"- {n}" for n in self.notes)
+        return f"{self.headline()}\n{notes}\n\n{self.script}"
+
+
+def render_startup_script(settings: Settings) -> RenderedScript:
+    """Render ``startup_script.sh.tmpl`` for ``settings``.
+
+    Raises:
+        ConfigError: a setting contains a control character; the template is missing.
+    """
+    try:
+        template = TEMPLATE_PATH.read_text(encoding="utf-8")
+    except OSError:
+        raise ConfigError(
+            "startup script template not found",
+            field="template",
+            value=str(TEMPLATE_PATH),
+            fix="reinstall tpu-devops from a full checkout",
+        ) from None
+    _reject_control("MODEL_NAME", settings.model_name)
+    flags = vllm_serve_flags(settings)
+    for i, flag in enumerate(flags):
+        _reject_control(f"vllm flag {i}", flag)
+    record = json.dumps(serving_flags_record(settings), separators=(",", ":"))
+    script = template.format(
+        project_id=_q("GOOGLE_CLOUD_PROJECT", settings.project),
+        hf_secret_id=_q("HF_SECRET_ID", settings.hf_secret_id),
+        vllm_image=_q("VLLM_IMAGE", settings.vllm_image),
+        model_name=_q("MODEL_NAME", settings.model_name),
+        vllm_port=_q("VLLM_PORT", settings.vllm_port),
+        resource_id=_q("RESOURCE_ID", settings.resource_id),
+        serving_flags_json=_q("serving flags", record),
+        vllm_args="\n".join(f"  {line}" for line in _paired(flags)),
+    )
+    notes = [
+        "The Hugging Face token is not in this script: the VM reads secret "
+        f"{settings.hf_secret_id!r} from Secret Manager at boot (retrying up to 30 min) with its service account, "
+        "which needs roles/secretmanager.secretAccessor on that secret.",
+        f"Image {settings.vllm_image}"
+        + (
+            " is a floating tag: pin a digest you have tested."
+            if _floating(settings.vllm_image)
+            else " is pinned."
+        ),
+        f"The JAX compile cache persists in {COMPILE_CACHE_MOUNT} on the VM (warm boots skip most XLA compilation).",
+        f"Container logs go to Cloud Logging (log {CONTAINER_LOG_NAME}) when the VM's service account has "
+        "roles/logging.logWriter; otherwise the script falls back to local logs (docker logs vllm) and says so "
+        "in the tpu-devops/stage guest attribute.",
+    ]
+    if not settings.project:
+        notes.append(
+            "GOOGLE_CLOUD_PROJECT is not set: the script reads the project id from the metadata server."
+        )
+    return RenderedScript(
+        script=script,
+        sha256=hashlib.sha256(script.encode()).hexdigest(),
+        bytes=len(script.encode()),
+        image=settings.vllm_image,
+        serve_command=shlex.join(vllm_serve_argv(settings)),
+        flags=flags,
+        records={
+            "serving_flags": f"guest attribute {GUEST_ATTRIBUTE_FLAGS}; /var/lib/tpu-devops/serving-flags.json; syslog 'SERVING_FLAGS'",
+            "progress": f"guest attribute {GUEST_ATTRIBUTE_STAGE}; syslog tag tpu-devops 'STAGE <name>'; serial console",
+            "container_logs": f"Cloud Logging log {CONTAINER_LOG_NAME} (Docker gcplogs driver), label tpu-devops.rig={settings.resource_id}",
+        },
+        notes=notes,
+    )
+
+
+def _paired(flags: list[str]) -> list[str]:
+    """Quoted flags, one ``--flag value`` pair per line (boolean flags alone)."""
+    lines: list[str] = []
+    for token in flags:
+        if lines and not token.startswith("--") and lines[-1].startswith("--") and " " not in lines[-1]:
+            lines[-1] += " " + shlex.quote(token)
+        else:
+            lines.append(shlex.quote(token))
+    return lines
+
+
+def _floating(image: str) -> bool:
+    if "@sha256:" in image:
+        return False
+    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
+    return tag in ("latest", "nightly") or tag.startswith("nightly")
+
+
+class DeploymentConfig(ToolResult):
+    """`get_vllm_deployment_config` result: the equivalent human-readable commands."""
+
+    model: str
+    accelerator_type: str
+    zone: str
+    provisioning_model: str
+    image: str
+    serve_command: str
+    docker_command: str
+    gcloud_commands: dict[str, str] = Field(
+        description="what the tools do, as gcloud commands for a human (the server uses client libraries)"
+    )
+    health_check: str
+    flags: list[str]
+    notes: list[str]
+
+    def headline(self) -> str:
+        """The serve command."""
+        return self.serve_command
+
+
+def deployment_config(settings: Settings) -> DeploymentConfig:
+    """Human-readable equivalents of a deployment with these settings (no secrets, nothing executed).
+
+    The gcloud lines follow the ``gcloud alpha compute tpus queued-resources create`` reference
+    (``--provisioning-model``, ``--max-run-duration``, ``--spot``, ``--valid-until-duration``,
+    ``--metadata-from-file``); they are for a person: this server calls the APIs through client libraries.
+    """
+    q = shlex.quote
+    zone, rid, project = (
+        settings.zone,
+        settings.resource_id,
+        settings.project or "$(gcloud config get-value project)",
+    )
+    argv = vllm_serve_argv(settings)
+    docker = " \\\n  ".join(
+        [
+            "sudo docker run -d --name vllm --privileged --net host --shm-size 16G",
+            "--env-file /run/tpu-devops/vllm.env",
+            f"-v /root/.cache/vllm:{COMPILE_CACHE_MOUNT}",
+            "-v /root/.cache/huggingface:/root/.cache/huggingface",
+            "--log-driver=gcplogs",
+            q(settings.vllm_image) + " " + shlex.join(argv),
+        ]
+    )
+    create = [
+        f"gcloud alpha compute tpus queued-resources create {q(rid)}",
+        f"--node-id {q(rid)} --zone {q(zone)}",
+        f"--accelerator-type {q(settings.accelerator_type)} --runtime-version {q(settings.runtime_version)}",
+    ]
+    if settings.provisioning_model == "flex-start":
+        create.append(f"--provisioning-model=flex-start --max-run-duration={settings.max_run_duration_s}s")
+    elif settings.provisioning_model == "spot":
+        create.append("--spot")
+    if settings.valid_until_duration_s:
+        create.append(f"--valid-until-duration={settings.valid_until_duration_s}s")
+    if settings.network:
+        create.append(f"--network {q(settings.network)}")
+    if settings.subnetwork:
+        create.append(f"--subnetwork {q(settings.subnetwork)}")
+    create.append(f"--labels managed-by=tpu-devops,rig={q(rid)}")
+    create.append("--metadata-from-file startup-script=startup.sh")
+    secret = q(settings.hf_secret_id)
+    gcloud = {
+        "store_token": f'printf %s "$HF_TOKEN" | gcloud secrets create {secret} --data-file=- --project {q(project)}',
+        "grant_vm_access": (
+            f"gcloud secrets add-iam-policy-binding {secret} --project {q(project)} "
+            "--member=serviceAccount:PROJECT_NUMBER-compute@developer.gserviceaccount.com "
+            "--role=roles/secretmanager.secretAccessor"
+        ),
+        "render_startup_script": "use the render_startup_script tool and save its script as startup.sh",
+        "create": " \\\n  ".join(create),
+        "describe": f"gcloud alpha compute tpus queued-resources describe {q(rid)} --zone {q(zone)}",
+        "boot_progress": f"gcloud compute tpus tpu-vm get-guest-attributes {q(rid)} --zone {q(zone)} --query-path=tpu-devops/",
+        "container_logs": f"gcloud logging read 'logName=\"projects/{project}/logs/{CONTAINER_LOG_NAME}\"' --limit 200",
+        "delete": f"gcloud alpha compute tpus queued-resources delete {q(rid)} --zone {q(zone)} --force",
+    }
+    health = (
+        f"curl -s http://EXTERNAL_IP:{settings.vllm_port}/v1/chat/completions -H 'Content-Type: application/json' "
+        f'-d \'{{"model": {json.dumps(settings.model_name)}, "messages": [{{"role": "user", "content": "ping"}}], "max_tokens": 8}}\''
+    )
+    notes = [
+        "Health checks use /v1/chat/completions: /v1/completions returns empty text on -it models.",
+        "EXTERNAL_IP changes with every recreate: use the endpoint discovery tool instead of hard-coding it.",
+    ]
+    if settings.provisioning_model != "flex-start":
+        notes.append(f"{settings.provisioning_model} bills until deleted: delete when done.")
+    return DeploymentConfig(
+        model=settings.model_name,
+        accelerator_type=settings.accelerator_type,
+        zone=zone,
+        provisioning_model=settings.provisioning_model,
+        image=settings.vllm_image,
+        serve_command=shlex.join(argv),
+        docker_command=docker,
+        gcloud_commands=gcloud,
+        health_check=health,
+        flags=vllm_serve_flags(settings),
+        notes=notes,
+    )
