@@ -1,0 +1,63 @@
+"""Accelerator catalog: canonical spellings, prose translation, machine-type mix-ups, quota families."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpu_devops.catalog import check_machine_type, resolve_accelerator_type
+from tpu_devops.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("spelling", "canonical", "chips", "translated"),
+    [
+        ("v5litepod-1", "v5litepod-1", 1, False),
+        ("v5e-1", "v5litepod-1", 1, True),
+        ("v5e", "v5litepod-1", 1, True),
+        ("TPU v5e 4", "v5litepod-4", 4, True),
+        ("ct5lp-hightpu-1t", "v5litepod-1", 1, True),
+        ("ct5lp-hightpu-8t", "v5litepod-8", 8, True),
+        ("v6e-1", "v6e-1", 1, False),
+        ("ct6e-standard-4t", "v6e-4", 4, True),
+        ("v5p-8", "v5p-8", 4, False),
+    ],
+)
+def test_spellings_resolve_to_the_api_name(
+    spelling: str, canonical: str, chips: int, translated: bool
+) -> None:
+    accel = resolve_accelerator_type(spelling)
+    assert (accel.name, accel.chips) == (canonical, chips)
+    assert (accel.notice is not None) == translated
+    if translated:
+        assert canonical in accel.notice
+
+
+def test_v5e_facts_are_the_seed_figures() -> None:
+    accel = resolve_accelerator_type("v5litepod-1")
+    assert accel.generation.runtime_version == "v2-alpha-tpuv5-lite"
+    assert accel.machine_type == "ct5lp-hightpu-1t"
+    assert accel.generation.hbm_gib_visible == 15.75
+    assert accel.hbm_gib_visible_total == 15.75
+    assert "fp8" not in accel.generation.native_low_precision
+
+
+def test_spot_and_flex_start_use_the_preemptible_quota_family() -> None:
+    accel = resolve_accelerator_type("v5litepod-1")
+    assert accel.quota_ids_for("on-demand")[0] == "TPUV5sLitepodPerProjectPerZoneForTPUAPI"
+    assert accel.quota_ids_for("spot") == accel.quota_ids_for("flex-start")
+    assert accel.quota_ids_for("spot")[0] == "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"
+
+
+@pytest.mark.parametrize("bad", ["h100-8", "v5e-3", "v6e-1000", "", "tpu"])
+def test_unknown_types_fail_with_the_fix(bad: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_accelerator_type(bad)
+    assert info.value.field == "accelerator_type"
+    assert info.value.fix
+
+
+def test_v6e_machine_type_for_a_v5e_plan_is_an_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        check_machine_type(resolve_accelerator_type("v5litepod-1"), "ct6e-standard-1t")
+    assert "ct5lp-hightpu-1t" in str(info.value)
+    check_machine_type(resolve_accelerator_type("v5litepod-1"), "ct5lp-hightpu-1t")
