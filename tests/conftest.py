@@ -17,3 +17,37 @@ FIXTURES = ROOT / "tests" / "data"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# ---- Google Cloud fakes (capacity and provisioning area) -------------------------------------
+
+PROJECT = "demo-project"
+
+
+@pytest.fixture
+def fake_gcp():
+    """A started `FakeGcp` (TPU, Cloud Quotas, Secret Manager, ... on one loopback URL)."""
+    from tests.fakes.gcp import FakeGcp
+
+    with FakeGcp() as fake:
+        yield fake
+
+
+def gcp_environ(fake_gcp, state_dir, **extra: str) -> dict[str, str]:
+    """Environment for a server / `load_settings` pointed at ``fake_gcp`` (no tpu.env)."""
+    env = {
+        "GOOGLE_CLOUD_PROJECT": PROJECT,
+        "TPU_DEVOPS_GCP_ENDPOINT": fake_gcp.url,
+        "TPU_DEVOPS_STATE_DIR": str(state_dir),
+        "TPU_DEVOPS_ENV_FILE": str(Path(state_dir) / "no-tpu.env"),
+    }
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def gcp_settings(fake_gcp, tmp_path):
+    """`Settings` pointed at ``fake_gcp`` with a private state directory."""
+    from tpu_devops.config import load_settings
+
+    return load_settings(environ=gcp_environ(fake_gcp, tmp_path))

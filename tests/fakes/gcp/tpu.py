@@ -1,0 +1,524 @@
+"""Fake of the Cloud TPU REST surface (v2 and v2alpha1): queued resources, nodes, locations.
+
+It keeps state and walks the real queued-resource state machine
+(ACCEPTED -> WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE; FAILED with ``failedData.error``;
+SUSPENDING -> SUSPENDED once a flex-start ``runDuration.maxRunDuration`` elapses, or when the node is
+deleted). States advance lazily on every read, by a controllable clock (`FakeClock`) and per-state
+dwell times (``timings``), so tests can run instantly or step through each state.
+
+Scripting (per zone, see `FakeTpu.script`): the create outcome a zone produces, using the error
+payload shape Google returns (``{"error": {"code", "message", "status", "details"}}``):
+
+- ``"ok"``: the request is fulfilled.
+- ``"unsupported"``: flex-start refused synchronously (400 INVALID_ARGUMENT,
+  ``FLEX_START provisioning model is not supported for accelerator type "..." in location "..."``).
+- ``"stockout"``: accepted, then FAILED with "There is no more capacity in the zone".
+- ``"quota"``: accepted, then FAILED with "Quota '...' exhausted. Limit N in region R".
+- ``"permission_denied"``: 403 PERMISSION_DENIED on create.
+- ``"invalid_accelerator"``: 400 INVALID_ARGUMENT naming the accelerator type.
+- ``"wait"``: stays in WAITING_FOR_RESOURCES forever.
+
+A network that is not in ``networks`` always yields 404 "network ... not found" (the seed's lost
+afternoon). ``fail_next(status, times)`` makes the next calls answer 429 / 503 once-then-succeed;
+``latency_s`` delays every call (asynchronously, so concurrent calls overlap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+# 44 zones: the count of zones where the seed quota scan found v5e quota (DESIGN §3).
+DEFAULT_ZONES: tuple[str, ...] = (
+    "us-west4-a", "us-west4-b", "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f",
+    "us-east1-b", "us-east1-c", "us-east1-d", "us-east4-a", "us-east4-b", "us-east4-c",
+    "us-east5-a", "us-east5-b", "us-east5-c", "us-south1-a", "us-south1-b", "us-south1-c",
+    "us-west1-a", "us-west1-b", "us-west1-c", "europe-west4-a", "europe-west4-b", "europe-west4-c",
+    "europe-west1-b", "europe-west1-c", "europe-west1-d", "europe-west2-a", "europe-west2-b",
+    "europe-west3-a", "europe-west3-b", "europe-north1-a", "asia-southeast1-a", "asia-southeast1-b",
+    "asia-southeast1-c", "asia-northeast1-a", "asia-northeast1-b", "asia-northeast1-c",
+    "asia-east1-a", "asia-east1-b", "asia-east1-c", "asia-south1-a", "asia-south1-b", "me-west1-a",
+)  # fmt: skip
+
+OUTCOMES = ("ok", "unsupported", "stockout", "quota", "permission_denied", "invalid_accelerator", "wait")
+STATE_ORDER = ("ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE")
+
+
+class FakeClock:
+    """A manual clock: ``clock()`` returns the current fake time; ``advance(s)`` moves it."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self.now = time.time() if start is None else start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def google_error(
+    code: int, status: str, message: str, details: list[dict[str, Any]] | None = None
+) -> JSONResponse:
+    """A response with Google's JSON error shape."""
+    body = {"error": {"code": code, "message": message, "status": status, "details": details or []}}
+    return JSONResponse(body, status_code=code)
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _duration_s(text: str | None) -> float | None:
+    if not text:
+        return None
+    return float(str(text).rstrip("s"))
+
+
+@dataclass
+class QueuedRecord:
+    project: str
+    zone: str
+    qr_id: str
+    body: dict[str, Any]
+    outcome: str
+    state: str = "ACCEPTED"
+    entered_at: float = 0.0
+    created_at: float = 0.0
+    active_at: float | None = None
+    failed_error: dict[str, Any] | None = None
+    history: list[str] = field(default_factory=list)
+
+
+class FakeTpu:
+    """State and routes of the fake TPU API.
+
+    Args:
+        project: the project the fake answers for (others get 403 PERMISSION_DENIED).
+        zones: locations offered by ``projects/{p}/locations``.
+        clock: callable returning the current time (a `FakeClock` for step-by-step tests).
+    """
+
+    def __init__(
+        self,
+        project: str = "demo-project",
+        zones: tuple[str, ...] = DEFAULT_ZONES,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.project = project
+        self.zones = list(zones)
+        self.clock: Callable[[], float] = clock or time.time
+        self.timings: dict[str, float] = {"ACCEPTED": 0.0, "WAITING_FOR_RESOURCES": 0.0, "PROVISIONING": 0.0}
+        self.networks = {"default"}
+        self.scripts: dict[str, str] = {}
+        self.latency_s = 0.0
+        self.external_ip = "203.0.113.10"
+        self.queued: dict[tuple[str, str], QueuedRecord] = {}
+        self.nodes: dict[tuple[str, str], dict[str, Any]] = {}
+        self.requests: list[dict[str, Any]] = []  # every call: method, path, query, headers, body text
+        self._failures: list[int] = []
+        self._lock = threading.Lock()
+        self._ops = itertools.count(1)
+        self._ip = itertools.count(10)
+
+    # ---- scripting -----------------------------------------------------------------------------
+
+    def script(self, zone: str, outcome: str) -> None:
+        """Make creates in ``zone`` produce ``outcome`` (one of `OUTCOMES`)."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}; use one of {OUTCOMES}")
+        self.scripts[zone] = outcome
+
+    def fail_next(self, status: int = 503, times: int = 1) -> None:
+        """The next ``times`` calls answer ``status`` (429 RESOURCE_EXHAUSTED or 503 UNAVAILABLE)."""
+        self._failures.extend([status] * times)
+
+    def add_foreign(
+        self, zone: str, qr_id: str, labels: dict[str, str] | None = None, state: str = "ACTIVE"
+    ) -> None:
+        """Plant a queued resource this server did not create (someone else's), in ``state``."""
+        body = {
+            "tpu": {
+                "nodeSpec": [
+                    {
+                        "parent": f"projects/{self.project}/locations/{zone}",
+                        "nodeId": qr_id,
+                        "node": {
+                            "acceleratorType": "v5litepod-1",
+                            "runtimeVersion": "v2-alpha-tpuv5-lite",
+                            "labels": labels or {},
+                        },
+                    }
+                ]
+            }
+        }
+        now = self.clock()
+        rec = QueuedRecord(self.project, zone, qr_id, body, "ok", state=state, entered_at=now, created_at=now)
+        self.queued[(zone, qr_id)] = rec
+        if state == "ACTIVE":
+            rec.active_at = now
+            self._make_node(rec)
+
+    # ---- state machine -------------------------------------------------------------------------
+
+    def _is_flex(self, body: dict[str, Any]) -> bool:
+        for spec in body.get("tpu", {}).get("nodeSpec", []):
+            if spec.get("node", {}).get("schedulingConfig", {}).get("provisioningModel") == "FLEX_START":
+                return True
+        return False
+
+    def _enter(self, rec: QueuedRecord, state: str, at: float) -> None:
+        rec.state = state
+        rec.entered_at = at
+        rec.history.append(state)
+        if state == "ACTIVE":
+            rec.active_at = at
+            self._make_node(rec)
+        if state in ("SUSPENDED", "FAILED"):
+            for spec in rec.body.get("tpu", {}).get("nodeSpec", []):
+                self.nodes.pop((rec.zone, spec.get("nodeId", rec.qr_id)), None)
+
+    def _advance(self, rec: QueuedRecord) -> None:
+        now = self.clock()
+        for _ in range(10):
+            if rec.state in ("ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING"):
+                if rec.outcome == "wait" and rec.state == "WAITING_FOR_RESOURCES":
+                    valid = _duration_s(rec.body.get("queueingPolicy", {}).get("validUntilDuration"))
+                    if valid is not None and now >= rec.created_at + valid:
+                        rec.failed_error = {
+                            "code": 4,
+                            "message": "The request could not be fulfilled before validUntilDuration expired.",
+                        }
+                        self._enter(rec, "FAILED", rec.created_at + valid)
+                        continue
+                    return
+                due = rec.entered_at + self.timings.get(rec.state, 0.0)
+                if now < due:
+                    return
+                if rec.outcome in ("stockout", "quota") and rec.state == "WAITING_FOR_RESOURCES":
+                    rec.failed_error = self._failure_payload(rec)
+                    self._enter(rec, "FAILED", due)
+                    continue
+                self._enter(rec, STATE_ORDER[STATE_ORDER.index(rec.state) + 1], due)
+                continue
+            if rec.state == "ACTIVE" and self._is_flex(rec.body) and rec.active_at is not None:
+                max_run = _duration_s(rec.body.get("runDuration", {}).get("maxRunDuration"))
+                if max_run is not None and now >= rec.active_at + max_run:
+                    self._enter(rec, "SUSPENDING", rec.active_at + max_run)
+                    self._enter(rec, "SUSPENDED", rec.active_at + max_run)
+                    continue
+            return
+
+    def _failure_payload(self, rec: QueuedRecord) -> dict[str, Any]:
+        region = rec.zone.rsplit("-", 1)[0]
+        if rec.outcome == "stockout":
+            return {
+                "code": 8,
+                "message": f'There is no more capacity in the zone "{rec.zone}"; you can try in another zone '
+                "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) [EID: 0x5a1d]",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "stockout"}],
+            }
+        return {
+            "code": 8,
+            "message": f"Quota 'TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI' exhausted. Limit 4 in region {region}",
+            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "QUOTA_EXCEEDED"}],
+        }
+
+    def _make_node(self, rec: QueuedRecord) -> None:
+        for spec in rec.body.get("tpu", {}).get("nodeSpec", []):
+            node_id = spec.get("nodeId", rec.qr_id)
+            node = copy.deepcopy(spec.get("node", {}))
+            node.update(
+                {
+                    "name": f"projects/{rec.project}/locations/{rec.zone}/nodes/{node_id}",
+                    "state": "READY",
+                    "health": "HEALTHY",
+                    "queuedResource": f"projects/{rec.project}/locations/{rec.zone}/queuedResources/{rec.qr_id}",
+                    "createTime": _rfc3339(rec.active_at or self.clock()),
+                    "networkEndpoints": [
+                        {
+                            "ipAddress": f"10.128.0.{next(self._ip)}",
+                            "port": 8470,
+                            "accessConfig": {"externalIp": self.external_ip},
+                        }
+                    ],
+                }
+            )
+            self.nodes[(rec.zone, node_id)] = node
+
+    def _qr_json(self, rec: QueuedRecord) -> dict[str, Any]:
+        self._advance(rec)
+        out = copy.deepcopy(rec.body)
+        out["name"] = f"projects/{rec.project}/locations/{rec.zone}/queuedResources/{rec.qr_id}"
+        out["createTime"] = _rfc3339(rec.created_at)
+        state: dict[str, Any] = {"state": rec.state}
+        if rec.state == "FAILED" and rec.failed_error:
+            state["failedData"] = {"error": rec.failed_error}
+        if rec.state == "SUSPENDED":
+            state["stateInitiator"] = "SERVICE"
+        out["state"] = state
+        return out
+
+    # ---- HTTP plumbing -------------------------------------------------------------------------
+
+    async def _prelude(self, request: Request) -> JSONResponse | None:
+        body = (await request.body()).decode("utf-8", "replace")
+        self.requests.append(
+            {
+                "method": request.method,
+                "path": request.url.path,
+                "query": str(request.url.query),
+                "headers": dict(request.headers),
+                "body": body,
+            }
+        )
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if self._failures:
+            status = self._failures.pop(0)
+            if status == 429:
+                return google_error(
+                    429, "RESOURCE_EXHAUSTED", "Too many requests: rate limit exceeded, retry later."
+                )
+            return google_error(status, "UNAVAILABLE", "The service is currently unavailable.")
+        project = request.path_params.get("project")
+        if project is not None and project != self.project:
+            return google_error(403, "PERMISSION_DENIED", f"Permission denied on resource project {project}.")
+        return None
+
+    def _operation(self, project: str, zone: str, verb: str, target: str) -> dict[str, Any]:
+        return {
+            "name": f"projects/{project}/locations/{zone}/operations/operation-{next(self._ops)}",
+            "metadata": {
+                "@type": "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata",
+                "createTime": _rfc3339(self.clock()),
+                "target": target,
+                "verb": verb,
+                "apiVersion": "v2",
+            },
+            "done": False,
+        }
+
+    def routes(self) -> list[Route]:
+        out: list[Route] = []
+        for v in ("v2", "v2alpha1"):
+            base = f"/{v}/projects/{{project}}/locations"
+            out += [
+                Route(f"/{v}/projects/{{project}}/locations", self.list_locations, methods=["GET"]),
+                Route(f"{base}/{{zone}}/queuedResources", self.list_queued, methods=["GET"]),
+                Route(f"{base}/{{zone}}/queuedResources", self.create_queued, methods=["POST"]),
+                Route(f"{base}/{{zone}}/queuedResources/{{qr_id}}", self.get_queued, methods=["GET"]),
+                Route(f"{base}/{{zone}}/queuedResources/{{qr_id}}", self.delete_queued, methods=["DELETE"]),
+                Route(f"{base}/{{zone}}/nodes", self.list_nodes, methods=["GET"]),
+                Route(f"{base}/{{zone}}/nodes/{{node_id}}", self.get_node, methods=["GET"]),
+                Route(f"{base}/{{zone}}/nodes/{{node_id}}", self.delete_node, methods=["DELETE"]),
+            ]
+        return out
+
+    def _zone_check(self, zone: str) -> JSONResponse | None:
+        if zone not in self.zones:
+            return google_error(404, "NOT_FOUND", f'Location "{zone}" not found or not supported.')
+        return None
+
+    async def list_locations(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        p = request.path_params["project"]
+        locs = [{"name": f"projects/{p}/locations/{z}", "locationId": z} for z in self.zones]
+        return JSONResponse({"locations": locs})
+
+    async def list_queued(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        zone = request.path_params["zone"]
+        if err := self._zone_check(zone):
+            return err
+        with self._lock:
+            items = [self._qr_json(r) for (z, _), r in sorted(self.queued.items()) if z == zone]
+        return JSONResponse({"queuedResources": items})
+
+    async def get_queued(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        zone, qr_id = request.path_params["zone"], request.path_params["qr_id"]
+        with self._lock:
+            rec = self.queued.get((zone, qr_id))
+            if rec is None:
+                return google_error(
+                    404,
+                    "NOT_FOUND",
+                    f"Resource 'projects/{self.project}/locations/{zone}/queuedResources/{qr_id}' was not found",
+                )
+            return JSONResponse(self._qr_json(rec))
+
+    async def create_queued(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        project, zone = request.path_params["project"], request.path_params["zone"]
+        if err := self._zone_check(zone):
+            return err
+        qr_id = request.query_params.get("queuedResourceId") or request.query_params.get("queued_resource_id")
+        if not qr_id:
+            return google_error(400, "INVALID_ARGUMENT", "queued_resource_id is required")
+        body = json.loads((await request.body()) or b"{}")
+        specs = body.get("tpu", {}).get("nodeSpec", [])
+        if not specs:
+            return google_error(400, "INVALID_ARGUMENT", "tpu.node_spec is required")
+        node = specs[0].get("node", {})
+        network = (node.get("networkConfig") or {}).get("network") or "default"
+        net_name = network.rsplit("/", 1)[-1]
+        if net_name not in self.networks:
+            return google_error(
+                404,
+                "NOT_FOUND",
+                f"The resource 'projects/{project}/global/networks/{net_name}' was not found",
+            )
+        outcome = self.scripts.get(zone, "ok")
+        accel = node.get("acceleratorType", "")
+        if outcome == "permission_denied":
+            return google_error(
+                403,
+                "PERMISSION_DENIED",
+                f"Permission 'tpu.queuedResources.create' denied on resource 'projects/{project}/locations/{zone}' (or it may not exist).",
+            )
+        if outcome == "invalid_accelerator":
+            return google_error(
+                400, "INVALID_ARGUMENT", f'Accelerator type "{accel}" is not available in zone "{zone}".'
+            )
+        if outcome == "unsupported" and self._is_flex(body):
+            return google_error(
+                400,
+                "INVALID_ARGUMENT",
+                f'FLEX_START provisioning model is not supported for accelerator type "{accel}" in location "{zone}".',
+            )
+        with self._lock:
+            if (zone, qr_id) in self.queued:
+                return google_error(
+                    409,
+                    "ALREADY_EXISTS",
+                    f"Resource 'projects/{project}/locations/{zone}/queuedResources/{qr_id}' already exists",
+                )
+            now = self.clock()
+            rec = QueuedRecord(
+                project, zone, qr_id, body, outcome, entered_at=now, created_at=now, history=["ACCEPTED"]
+            )
+            self.queued[(zone, qr_id)] = rec
+        target = f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
+        return JSONResponse(self._operation(project, zone, "create", target))
+
+    async def delete_queued(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        project, zone, qr_id = (request.path_params[k] for k in ("project", "zone", "qr_id"))
+        force = request.query_params.get("force", "").lower() == "true"
+        with self._lock:
+            rec = self.queued.get((zone, qr_id))
+            if rec is None:
+                return google_error(
+                    404,
+                    "NOT_FOUND",
+                    f"Resource 'projects/{project}/locations/{zone}/queuedResources/{qr_id}' was not found",
+                )
+            self._advance(rec)
+            if rec.state == "PROVISIONING":
+                return google_error(
+                    400,
+                    "FAILED_PRECONDITION",
+                    "Cannot delete a queued resource in state PROVISIONING; wait until it is ACTIVE or FAILED.",
+                )
+            node_ids = [s.get("nodeId", qr_id) for s in rec.body.get("tpu", {}).get("nodeSpec", [])]
+            live = [n for n in node_ids if (zone, n) in self.nodes]
+            if live and not force:
+                return google_error(
+                    400,
+                    "FAILED_PRECONDITION",
+                    f"Queued resource {qr_id} still has node(s) {live}; delete them first or set force=true.",
+                )
+            for n in live:
+                self.nodes.pop((zone, n), None)
+            del self.queued[(zone, qr_id)]
+        return JSONResponse(
+            self._operation(
+                project, zone, "delete", f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
+            )
+        )
+
+    async def list_nodes(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        zone = request.path_params["zone"]
+        with self._lock:
+            for rec in list(self.queued.values()):
+                self._advance(rec)
+            nodes = [n for (z, _), n in sorted(self.nodes.items()) if z == zone]
+        return JSONResponse({"nodes": nodes})
+
+    async def get_node(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        zone, node_id = request.path_params["zone"], request.path_params["node_id"]
+        with self._lock:
+            for rec in list(self.queued.values()):
+                self._advance(rec)
+            node = self.nodes.get((zone, node_id))
+        if node is None:
+            return google_error(
+                404,
+                "NOT_FOUND",
+                f"Resource 'projects/{self.project}/locations/{zone}/nodes/{node_id}' was not found",
+            )
+        return JSONResponse(node)
+
+    async def delete_node(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        project, zone, node_id = (request.path_params[k] for k in ("project", "zone", "node_id"))
+        with self._lock:
+            node = self.nodes.pop((zone, node_id), None)
+            if node is None:
+                return google_error(
+                    404,
+                    "NOT_FOUND",
+                    f"Resource 'projects/{project}/locations/{zone}/nodes/{node_id}' was not found",
+                )
+            qr_name = node.get("queuedResource", "")
+            for rec in self.queued.values():
+                if rec.zone == zone and qr_name.endswith(f"/{rec.qr_id}") and rec.state == "ACTIVE":
+                    now = self.clock()
+                    self._enter(rec, "SUSPENDING", now)
+                    self._enter(rec, "SUSPENDED", now)
+        return JSONResponse(
+            self._operation(project, zone, "delete", f"projects/{project}/locations/{zone}/nodes/{node_id}")
+        )
+
+    # ---- inspection helpers for tests ----------------------------------------------------------
+
+    def state_of(self, zone: str, qr_id: str) -> str | None:
+        """Current state of a queued resource (advanced to now), or None when it does not exist."""
+        with self._lock:
+            rec = self.queued.get((zone, qr_id))
+            if rec is None:
+                return None
+            self._advance(rec)
+            return rec.state
+
+    def creates(self) -> list[dict[str, Any]]:
+        """The create calls received, in order: ``{"zone", "path", "body"}``."""
+        out = []
+        for r in self.requests:
+            if r["method"] == "POST" and r["path"].endswith("/queuedResources"):
+                zone = r["path"].split("/locations/")[1].split("/")[0]
+                out.append({"zone": zone, "path": r["path"], "body": json.loads(r["body"] or "{}")})
+        return out

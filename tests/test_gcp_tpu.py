@@ -1,0 +1,154 @@
+"""The TPU adapter through the real google-cloud-tpu REST client (and the v2alpha1 REST path) against FakeTpu."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.gcp.tpu import DEFAULT_ZONES, FakeClock
+from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
+from tpu_devops.gcp.tpu import TpuApi
+
+ZONE = "us-west4-a"
+
+
+def body(model: str = "spot", labels: dict[str, str] | None = None) -> dict:
+    node = {
+        "acceleratorType": "v5litepod-1",
+        "runtimeVersion": "v2-alpha-tpuv5-lite",
+        "labels": labels or {"managed-by": "tpu-devops", "rig": "r1"},
+    }
+    out: dict = {
+        "tpu": {
+            "nodeSpec": [{"parent": f"projects/demo-project/locations/{ZONE}", "nodeId": "r1", "node": node}]
+        }
+    }
+    if model == "flex-start":
+        node["schedulingConfig"] = {"provisioningModel": "FLEX_START"}
+        out["runDuration"] = {"maxRunDuration": "3600s"}
+    elif model == "spot":
+        out["spot"] = {}
+    return out
+
+
+def test_list_zones_reads_tpu_locations(gcp_settings) -> None:
+    assert TpuApi(gcp_settings).list_zones() == sorted(DEFAULT_ZONES)
+
+
+def test_spot_create_goes_through_v2_client_and_walks_to_active(fake_gcp, gcp_settings) -> None:
+    clock = FakeClock()
+    fake_gcp.tpu.clock = clock
+    fake_gcp.tpu.timings = {"ACCEPTED": 10, "WAITING_FOR_RESOURCES": 10, "PROVISIONING": 10}
+    api = TpuApi(gcp_settings)
+    op = api.create_queued_resource(ZONE, "r1", body("spot"))
+    assert op["name"].startswith(f"projects/demo-project/locations/{ZONE}/operations/")
+    create = fake_gcp.tpu.creates()[-1]
+    assert create["path"].startswith("/v2/") and "spot" in create["body"]
+    seen = []
+    for _ in range(4):
+        seen.append(api.get_queued_resource(ZONE, "r1")["state"]["state"])
+        clock.advance(10)
+    assert seen == ["ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"]
+    node = api.get_node(ZONE, "r1")
+    assert node["networkEndpoints"][0]["accessConfig"]["externalIp"] == fake_gcp.tpu.external_ip
+    assert node["labels"] == {"managed-by": "tpu-devops", "rig": "r1"}
+
+
+def test_flex_start_create_goes_as_v2alpha1_rest_json_and_suspends_at_max_run(fake_gcp, gcp_settings) -> None:
+    clock = FakeClock()
+    fake_gcp.tpu.clock = clock
+    api = TpuApi(gcp_settings)
+    api.create_queued_resource(ZONE, "r1", body("flex-start"))
+    create = fake_gcp.tpu.creates()[-1]
+    assert create["path"] == f"/v2alpha1/projects/demo-project/locations/{ZONE}/queuedResources"
+    sent = create["body"]
+    assert sent["runDuration"] == {"maxRunDuration": "3600s"}
+    assert sent["tpu"]["nodeSpec"][0]["node"]["schedulingConfig"] == {"provisioningModel": "FLEX_START"}
+    assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "ACTIVE"
+    clock.advance(3600)
+    assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "SUSPENDED"
+    with pytest.raises(NotFoundError):
+        api.get_node(ZONE, "r1")
+
+
+def test_errors_are_typed_with_google_status_and_message(fake_gcp, gcp_settings) -> None:
+    api = TpuApi(gcp_settings)
+    with pytest.raises(NotFoundError) as nf:
+        api.get_queued_resource(ZONE, "missing")
+    assert nf.value.status == "NOT_FOUND" and "http://" not in nf.value.google_message
+    fake_gcp.tpu.script(ZONE, "permission_denied")
+    with pytest.raises(PermissionError_) as pd:
+        api.create_queued_resource(ZONE, "r1", body("spot"))
+    assert pd.value.http_code == 403 and "tpu.queuedResources.create" in pd.value.google_message
+    fake_gcp.tpu.script(ZONE, "unsupported")
+    with pytest.raises(CloudError) as us:
+        api.create_queued_resource(ZONE, "r1", body("flex-start"))
+    assert us.value.status == "INVALID_ARGUMENT"
+    assert us.value.google_message.startswith("FLEX_START provisioning model is not supported")
+
+
+def test_429_and_503_are_retried_once_then_succeed(fake_gcp, gcp_settings) -> None:
+    api = TpuApi(gcp_settings)
+    fake_gcp.tpu.fail_next(429)
+    fake_gcp.tpu.fail_next(503)
+    assert api.list_queued_resources(ZONE) == []
+    statuses = [r["path"] for r in fake_gcp.tpu.requests]
+    assert len(statuses) == 3  # two failures, then the answer
+    fake_gcp.tpu.fail_next(503)
+    api.create_queued_resource(ZONE, "r1", body("flex-start"))  # the v2alpha1 path retries too
+    assert fake_gcp.tpu.state_of(ZONE, "r1") == "ACTIVE"
+
+
+def test_4xx_is_never_retried(fake_gcp, gcp_settings) -> None:
+    api = TpuApi(gcp_settings)
+    fake_gcp.tpu.script(ZONE, "invalid_accelerator")
+    before = len(fake_gcp.tpu.requests)
+    with pytest.raises(CloudError):
+        api.create_queued_resource(ZONE, "r1", body("spot"))
+    assert len(fake_gcp.tpu.requests) - before == 1
+
+
+def test_quota_429_becomes_quota_error() -> None:
+    from google.api_core import exceptions as gexc
+
+    from tpu_devops.gcp.tpu import api_error
+
+    err = api_error(gexc.TooManyRequests("Quota 'X' exhausted. Limit 4 in region us-west4"), action="create")
+    assert isinstance(err, QuotaError)
+
+
+def test_delete_node_then_request(fake_gcp, gcp_settings) -> None:
+    api = TpuApi(gcp_settings)
+    api.create_queued_resource(ZONE, "r1", body("spot"))
+    assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "ACTIVE"
+    api.delete_node(ZONE, "r1")
+    assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "SUSPENDED"
+    api.delete_queued_resource(ZONE, "r1")
+    with pytest.raises(NotFoundError):
+        api.get_queued_resource(ZONE, "r1")
+    deletes = [r for r in fake_gcp.tpu.requests if r["method"] == "DELETE"]
+    assert [d["path"].split("/")[-2] for d in deletes] == ["nodes", "queuedResources"]
+
+
+def test_waiting_request_fails_when_valid_until_expires(fake_gcp, gcp_settings) -> None:
+    clock = FakeClock()
+    fake_gcp.tpu.clock = clock
+    fake_gcp.tpu.script(ZONE, "wait")
+    request = body("spot") | {"queueingPolicy": {"validUntilDuration": "600s"}}
+    api = TpuApi(gcp_settings)
+    api.create_queued_resource(ZONE, "r1", request)
+    assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "WAITING_FOR_RESOURCES"
+    clock.advance(600)
+    qr = api.get_queued_resource(ZONE, "r1")
+    assert (
+        qr["state"]["state"] == "FAILED"
+        and "validUntilDuration" in qr["state"]["failedData"]["error"]["message"]
+    )
+
+
+def test_stockout_is_reported_in_failed_data(fake_gcp, gcp_settings) -> None:
+    fake_gcp.tpu.script(ZONE, "stockout")
+    api = TpuApi(gcp_settings)
+    api.create_queued_resource(ZONE, "r1", body("flex-start"))
+    qr = api.get_queued_resource(ZONE, "r1")
+    assert qr["state"]["state"] == "FAILED"
+    assert qr["state"]["failedData"]["error"]["message"].startswith("There is no more capacity in the zone")

@@ -1,0 +1,89 @@
+"""Endpoint discovery (DESIGN §3): ``VLLM_URL`` if set, else our ACTIVE queued resource's node IP.
+
+Discovery lists queued resources in the configured zone (then, if none of ours is there and no zone was
+asked for, in every zone, since find_tpu may have landed elsewhere), keeps those labelled ``managed-by=tpu-devops``
+and ``rig=<RESOURCE_ID>``, and for the single ACTIVE one reads its node's
+``networkEndpoints[0].accessConfig.externalIp``: ``http://IP:VLLM_PORT``. The IP changes with every
+recreate, so it is never cached or hard-coded. Clear answers for none / still provisioning / several.
+"""
+
+from __future__ import annotations
+
+from tpu_devops.config import Settings
+from tpu_devops.results import ToolResult
+
+
+class EndpointResult(ToolResult):
+    """``status``: configured (VLLM_URL), discovered, none, not_ready (ours exists but is not ACTIVE),
+    several (more than one ACTIVE of ours), no_ip (ACTIVE but no external IP). ``url`` is set for the
+    first two only."""
+
+    status: str
+    url: str | None = None
+    source: str
+    zone: str | None = None
+    queued_resource_id: str | None = None
+    state: str | None = None
+    candidates: list[str] = []
+    next_step: str
+
+    def headline(self) -> str:
+        if self.url:
+            return f"vLLM endpoint: {self.url} ({self.source})"
+        return f"no endpoint ({self.status}): {self.next_step}"
+
+
+async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> EndpointResult:
+    """The vLLM base URL (no ``/v1``), or a clear reason there is none.
+
+    Raises:
+        ConfigError: discovery needed but no project configured.
+        CloudError: listing queued resources failed.
+    """
+    if settings.vllm_url:
+        return EndpointResult(
+            status="configured",
+            url=settings.vllm_url,
+            source="VLLM_URL",
+            next_step="verify_model_health checks it answers",
+        )
+    from tpu_devops import provisioning as prov
+
+    explicit = zone is not None
+    zone = prov.check_zone(zone or settings.zone)
+    listing = await prov.list_queued_resources(settings, zone)
+    ours = [q for q in listing.queued_resources if q.ours and q.rig == settings.resource_id]
+    if not ours and not explicit:
+        # find_tpu may have landed in another zone: look everywhere (concurrently) before saying none.
+        listing = await prov.list_queued_resources(settings, "all", only_ours=True)
+        ours = [q for q in listing.queued_resources if q.rig == settings.resource_id]
+        zone = ours[0].zone if ours else zone
+    active = [q for q in ours if q.state == "ACTIVE"]
+    if not ours:
+        return EndpointResult(
+            status="none", source="discovery", zone=zone,
+            next_step=f"no TPU of rig '{settings.resource_id}' in {zone} or any other zone: create one (find_tpu / create_tpu_queued_resource) or set VLLM_URL",
+        )  # fmt: skip
+    if not active:
+        q = ours[0]
+        return EndpointResult(
+            status="not_ready", source="discovery", zone=zone, queued_resource_id=q.id, state=q.state,
+            next_step=prov.next_step_for(q.state),
+        )  # fmt: skip
+    if len(active) > 1:
+        return EndpointResult(
+            status="several", source="discovery", zone=zone, candidates=[f"{q.id} ({q.zone})" for q in active],
+            next_step="several ACTIVE TPUs of this rig: set VLLM_URL to the one you mean, or destroy the extras",
+        )  # fmt: skip
+    q = active[0]
+    zone = q.zone
+    ip, _ = await prov.node_external_ip(settings, zone, q.node_id or q.id)
+    if not ip:
+        return EndpointResult(
+            status="no_ip", source="discovery", zone=zone, queued_resource_id=q.id, state=q.state,
+            next_step="the node has no external IP (internal-only network?); set VLLM_URL to an address you can reach",
+        )  # fmt: skip
+    return EndpointResult(
+        status="discovered", url=f"http://{ip}:{settings.vllm_port}", source="discovery", zone=zone,
+        queued_resource_id=q.id, state=q.state, next_step="verify_model_health checks it answers (boot takes ~10-15 min)",
+    )  # fmt: skip

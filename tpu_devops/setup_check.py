@@ -1,0 +1,293 @@
+"""`check_setup` and `get_system_status`: is this project ready, and what is running now.
+
+Each check is independent: one failing never hides the others, and each failure carries its fix.
+Checks: Application Default Credentials, project set, TPU API reachable, Cloud Quotas API reachable,
+Hugging Face secret present (metadata only: the token is never read), quota for the configured
+accelerator and provisioning model in the configured zone, and our current TPUs with cost so far.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tpu_devops import provisioning as prov
+from tpu_devops.config import Settings
+from tpu_devops.errors import TpuDevopsError
+from tpu_devops.results import ToolResult
+
+
+class Check(BaseModel):
+    """One check: ``ok`` True / False, ``detail`` what was found, ``fix`` when not ok."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+class SetupReport(ToolResult):
+    """All checks plus our TPUs. ``ready`` when every check passed."""
+
+    ready: bool
+    checks: list[Check]
+    our_tpus: list[dict[str, Any]] = Field(default_factory=list)
+
+    def headline(self) -> str:
+        bad = [c.name for c in self.checks if not c.ok]
+        return "setup OK" if not bad else f"{len(bad)} problem(s): {', '.join(bad)}"
+
+
+def _adc_check(settings: Settings) -> Check:
+    if settings.gcp_endpoint:
+        return Check(
+            name="credentials",
+            ok=True,
+            detail=f"local endpoint {settings.gcp_endpoint}: anonymous credentials",
+        )
+    try:
+        import google.auth
+
+        _, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    except Exception as exc:
+        return Check(
+            name="credentials", ok=False, detail=f"no Application Default Credentials ({type(exc).__name__})",
+            fix="gcloud auth application-default login",
+        )  # fmt: skip
+    return Check(
+        name="credentials",
+        ok=True,
+        detail=f"Application Default Credentials found (ADC project: {project or 'none'})",
+    )
+
+
+async def check_setup(settings: Settings) -> SetupReport:
+    """Run every check (see the module docstring). Never raises for a failed check."""
+    checks: list[Check] = [await prov.call(_adc_check, settings)]
+    if not settings.project:
+        checks.append(
+            Check(
+                name="project",
+                ok=False,
+                detail="GOOGLE_CLOUD_PROJECT is not set",
+                fix="set GOOGLE_CLOUD_PROJECT in tpu.env",
+            )
+        )
+        return SetupReport(ready=False, checks=checks)
+    checks.append(Check(name="project", ok=True, detail=settings.project))
+    try:
+        zones = await prov.call(prov.api(settings).list_zones)
+        ok = settings.zone in zones
+        checks.append(
+            Check(
+                name="tpu_api", ok=ok,
+                detail=f"reachable; {len(zones)} TPU locations" + ("" if ok else f"; {settings.zone} is not one of them"),
+                fix=None if ok else "pick a zone that offers Cloud TPU (GOOGLE_CLOUD_ZONE)",
+            )
+        )  # fmt: skip
+    except TpuDevopsError as exc:
+        checks.append(
+            Check(
+                name="tpu_api",
+                ok=False,
+                detail=exc.message,
+                fix=exc.fix or "gcloud services enable tpu.googleapis.com",
+            )
+        )
+    try:
+        from tpu_devops import capacity
+
+        scan = await capacity.zones_with_quota(settings)
+        row = next((z for z in scan.zones if z.zone == settings.zone), None)
+        ok = bool(row and row.enough_for_request)
+        detail = (
+            f"{scan.zone_quota_id} in {settings.zone}: {row.zone_limit if row else 'none'} chip(s); "
+            f"{scan.accelerator_type} needs {scan.chips_needed}"
+        )
+        checks.append(
+            Check(
+                name="quota",
+                ok=ok,
+                detail=detail,
+                fix=None if ok else "request quota, or use get_zones_with_available_quota to pick a zone",
+            )
+        )
+    except TpuDevopsError as exc:
+        checks.append(
+            Check(
+                name="quota",
+                ok=False,
+                detail=exc.message,
+                fix=exc.fix or "gcloud services enable cloudquotas.googleapis.com",
+            )
+        )
+    try:
+        from tpu_devops.gcp import secrets
+
+        status = await prov.call(secrets.secret_status, settings, settings.hf_secret_id)
+        ok = status.exists and status.state == "ENABLED"
+        detail = f"secret {settings.hf_secret_id}: " + (
+            "missing" if not status.exists else f"latest version {status.state or 'none'}"
+        )
+        checks.append(Check(name="hf_secret", ok=ok, detail=detail, fix=None if ok else "run save_hf_token"))
+    except TpuDevopsError as exc:
+        checks.append(
+            Check(
+                name="hf_secret",
+                ok=False,
+                detail=exc.message,
+                fix=exc.fix or "gcloud services enable secretmanager.googleapis.com",
+            )
+        )
+    ours: list[dict[str, Any]] = []
+    try:
+        listing = await prov.list_queued_resources(settings, "all", only_ours=True)
+        for q in listing.queued_resources:
+            per_hour, _ = await prov.hourly_price(settings, q.provisioning_model, q.zone)
+            cost = None
+            if q.state == "ACTIVE" and per_hour is not None and q.age_s is not None:
+                cost = round(per_hour * q.age_s / 3600, 2)
+            ours.append(
+                {"id": q.id, "zone": q.zone, "state": q.state, "model": q.provisioning_model, "usd_per_hour": per_hour,
+                 "cost_so_far_usd_upper_bound": cost, "holds_quota": q.holds_quota}
+            )  # fmt: skip
+        checks.append(Check(name="our_tpus", ok=True, detail=f"{len(ours)} queued resource(s) of ours"))
+    except TpuDevopsError as exc:
+        checks.append(Check(name="our_tpus", ok=False, detail=exc.message, fix=exc.fix))
+    return SetupReport(ready=all(c.ok for c in checks), checks=checks, our_tpus=ours)
+
+
+class SystemStatus(ToolResult):
+    """One dashboard: configuration, our reservation, endpoint, running jobs, recent zone attempts."""
+
+    configuration: dict[str, Any]
+    reservation: dict[str, Any] | None = None
+    endpoint: dict[str, Any] | None = None
+    jobs_running: list[dict[str, Any]] = Field(default_factory=list)
+    recent_attempts: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+    collected_in_s: float
+
+    def headline(self) -> str:
+        res = (self.reservation or {}).get("state") or "no reservation"
+        url = (self.endpoint or {}).get("url") or "no endpoint"
+        return (
+            f"{self.configuration.get('resource_id')}: {res}; {url}; {len(self.jobs_running)} job(s) running"
+        )
+
+
+async def system_status(settings: Settings) -> SystemStatus:
+    """Collect the dashboard; a failing part is reported in ``problems``, never raised."""
+    from datetime import UTC, datetime
+
+    from tpu_devops import capacity
+    from tpu_devops.jobs import JOBS
+    from tpu_devops.serving.endpoint import get_vllm_endpoint
+
+    started = time.perf_counter()
+    summary = settings.public_summary()
+    config = {
+        k: summary[k]
+        for k in (
+            "project",
+            "zone",
+            "accelerator_type",
+            "provisioning_model",
+            "resource_id",
+            "model_name",
+            "vllm_url",
+        )
+    }
+    problems: list[str] = []
+    reservation = endpoint = None
+    if settings.project:
+        try:
+            reservation = (await prov.reservation_status(settings)).model_dump(mode="json")
+        except TpuDevopsError as exc:
+            problems.append(f"reservation: {exc}")
+    else:
+        problems.append("GOOGLE_CLOUD_PROJECT is not set: cloud parts skipped")
+    try:
+        if settings.vllm_url or settings.project:
+            endpoint = (await get_vllm_endpoint(settings)).model_dump(mode="json")
+    except TpuDevopsError as exc:
+        problems.append(f"endpoint: {exc}")
+    jobs = [r.snapshot() for r in JOBS.list() if r.state == "running"]
+    recent: list[str] = []
+    try:
+        store = capacity.open_store(settings)
+        for a in store.history()[-8:]:
+            when = datetime.fromtimestamp(a.at, UTC).strftime("%m-%d %H:%M")
+            recent.append(
+                f"{when}Z {a.zone} {a.provisioning_model} {a.outcome}"
+                + (f" ({a.reason})" if a.reason else "")
+            )
+    except TpuDevopsError as exc:
+        problems.append(f"zone store: {exc}")
+    return SystemStatus(
+        configuration=config,
+        reservation=reservation,
+        endpoint=endpoint,
+        jobs_running=[{"job_id": j["job_id"], "kind": j["kind"], "message": j["message"]} for j in jobs],
+        recent_attempts=recent,
+        problems=problems,
+        collected_in_s=round(time.perf_counter() - started, 3),
+    )
+
+
+class SecretSaved(ToolResult):
+    """A new version of the Hugging Face token secret. The token itself is never included."""
+
+    secret_id: str
+    version: str
+    token_length: int
+    message: str
+
+    def headline(self) -> str:
+        return f"saved a new version of secret '{self.secret_id}' ({self.version}); the token is not shown"
+
+
+_HF_TOKEN_PREFIX = "hf_"
+
+
+def check_hf_token_shape(token: str) -> str:
+    """Validate a Hugging Face access token's shape (``hf_`` + at least 20 letters/digits) without echoing it.
+
+    Raises:
+        InputError: wrong shape; the message shows only the length and whether the prefix is right.
+    """
+    from tpu_devops.errors import InputError
+
+    value = (token or "").strip()
+    body = value[len(_HF_TOKEN_PREFIX) :]
+    if not value.startswith(_HF_TOKEN_PREFIX) or len(body) < 20 or not body.isalnum() or not body.isascii():
+        shown = f"<redacted: {len(value)} chars, {'starts' if value.startswith(_HF_TOKEN_PREFIX) else 'does not start'} with hf_>"
+        raise InputError(
+            "not a Hugging Face access token (expected hf_ followed by 20+ letters and digits)",
+            field="token",
+            value=shown,
+            fix="copy a read token from https://huggingface.co/settings/tokens",
+        )
+    return value
+
+
+async def save_hf_token(settings: Settings, token: str) -> SecretSaved:
+    """Create the HF secret if missing and add ``token`` as a new version. Never echoes or logs it.
+
+    Raises:
+        InputError: malformed token. ConfigError: no project. PermissionError_ / CloudError: API refused.
+    """
+    from tpu_devops.config import require_project
+    from tpu_devops.gcp import secrets
+
+    value = check_hf_token_shape(token)
+    require_project(settings)
+    version = await prov.call(secrets.add_secret_version, settings, settings.hf_secret_id, value)
+    return SecretSaved(
+        secret_id=settings.hf_secret_id,
+        version=version,
+        token_length=len(value),
+        message="the TPU VM reads it at boot with its own service account (grant it roles/secretmanager.secretAccessor)",
+    )

@@ -1,0 +1,313 @@
+"""Destructive operations on queued resources, inside the narrow blast radius (DESIGN §2).
+
+- Only resources whose node labels carry ``managed-by=tpu-devops`` and ``rig=<resource id>`` are
+  touched; anything else is reported as "not ours" and left alone (`OwnershipError` when named).
+- ``dry_run`` (default True) lists the exact steps and changes nothing.
+- Executing needs confirmation: MCP elicitation when the client supports it (the SDK's ``Resolve`` /
+  ``Elicit`` resolver mechanism, see `resolve_destroy_confirmation`), else ``confirm=true``.
+- Order: the node first, then the request (DESIGN §3: delete nodes, then the request). A request in
+  PROVISIONING cannot be deleted (the API refuses), so it is reported with "try again when ACTIVE".
+- FAILED and SUSPENDED requests still hold quota until deleted; ``manage_queued_resource`` cleans up
+  ours.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from tpu_devops import provisioning as prov
+from tpu_devops.config import Settings, require_project
+from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError, TpuDevopsError
+from tpu_devops.results import ToolResult
+
+NODE_GONE_TIMEOUT_S = 60.0
+
+
+class DeletionStep(BaseModel):
+    """One step: ``action`` delete_node / delete_queued_resource; ``done`` after execution."""
+
+    action: str
+    target: str
+    zone: str
+    done: bool = False
+    error: str | None = None
+
+
+class TeardownResult(ToolResult):
+    """What was (or would be) deleted and what was left alone. ``dry_run`` True: nothing changed."""
+
+    dry_run: bool
+    executed: bool
+    steps: list[DeletionStep]
+    left_alone: list[str] = Field(default_factory=list)
+    refused: list[str] = Field(default_factory=list)
+    message: str
+
+    def headline(self) -> str:
+        verb = "would delete" if not self.executed else "deleted"
+        n = sum(1 for s in self.steps if s.action == "delete_queued_resource")
+        return f"{verb} {n} queued resource(s) of ours; left {len(self.left_alone)} not ours alone. {self.message}"
+
+
+def _steps_for(qr: dict[str, Any], zone: str, with_node: bool) -> list[DeletionStep]:
+    qr_id = str(qr.get("name", "")).rsplit("/", 1)[-1]
+    steps: list[DeletionStep] = []
+    if with_node:
+        for spec in prov.node_specs(qr):
+            steps.append(DeletionStep(action="delete_node", target=spec.get("nodeId", qr_id), zone=zone))
+    steps.append(DeletionStep(action="delete_queued_resource", target=qr_id, zone=zone))
+    return steps
+
+
+def _owned(qr: dict[str, Any], resource_id: str) -> bool:
+    return prov.is_ours(qr, resource_id)
+
+
+async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
+    api = prov.api(settings)
+    for step in steps:
+        try:
+            if step.action == "delete_node":
+                try:
+                    await prov.call(api.delete_node, step.zone, step.target)
+                except NotFoundError:
+                    pass
+                await _wait_node_gone(settings, step.zone, step.target)
+            else:
+                await prov.call(api.delete_queued_resource, step.zone, step.target, force=True)
+            step.done = True
+        except TpuDevopsError as exc:
+            step.error = exc.message
+            break
+
+
+async def _wait_node_gone(settings: Settings, zone: str, node_id: str) -> None:
+    deadline = time.monotonic() + NODE_GONE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        _, node = await prov.node_external_ip(settings, zone, node_id)
+        if node is None:
+            return
+        await anyio.sleep(2.0)
+
+
+async def destroy_queued_resource(
+    settings: Settings,
+    *,
+    zone: str | None = None,
+    queued_resource_id: str | None = None,
+    dry_run: bool = True,
+    confirmed: bool = False,
+) -> TeardownResult:
+    """Delete one queued resource of ours (node first). See the module docstring for the rules.
+
+    Raises:
+        NotFoundError: no such queued resource.
+        OwnershipError: it exists but lacks ``managed-by=tpu-devops`` / ``rig=<id>``.
+        ConfigError: execution asked for without confirmation.
+    """
+    require_project(settings)
+    zone = prov.check_zone(zone or settings.zone)
+    qr_id = prov.check_resource_id(queued_resource_id or settings.resource_id)
+    qr = await prov.get_queued(settings, zone, qr_id)
+    if qr is None:
+        raise NotFoundError(
+            "no such queued resource", field="queued_resource_id", value=f"{qr_id} in {zone}",
+            fix="list_queued_resources(zone='all', only_ours=true) shows ours",
+        )  # fmt: skip
+    if not _owned(qr, qr_id):
+        labels = prov.labels_of(qr)
+        raise OwnershipError(
+            f"this queued resource was not created by tpu-devops for rig '{qr_id}' (labels: {labels or 'none'}); it is left alone",
+            field="queued_resource_id",
+            value=f"{qr_id} in {zone}",
+            fix="delete it with the tool that created it; this server only deletes resources labelled managed-by=tpu-devops, rig=<id>",
+        )
+    state = prov.state_of(qr)
+    if state == "PROVISIONING":
+        return TeardownResult(
+            dry_run=dry_run, executed=False, steps=[], refused=[f"{qr_id} in {zone}: PROVISIONING"],
+            message="a PROVISIONING request cannot be deleted; try again once it is ACTIVE or FAILED",
+        )  # fmt: skip
+    with_node = state in ("ACTIVE", "SUSPENDING")
+    steps = _steps_for(qr, zone, with_node)
+    if dry_run:
+        return TeardownResult(
+            dry_run=True,
+            executed=False,
+            steps=steps,
+            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
+        )
+    if not confirmed:
+        raise ConfigError(
+            "deleting needs confirmation", field="confirm", value=False,
+            fix="review the dry run, then call again with dry_run=false and confirm=true",
+        )  # fmt: skip
+    await _execute(settings, steps)
+    failed = [s for s in steps if s.error]
+    return TeardownResult(
+        dry_run=False, executed=True, steps=steps,
+        message="done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}",
+    )  # fmt: skip
+
+
+MANAGE_ACTIONS = ("cleanup", "delete_all")
+
+
+async def manage_queued_resources(
+    settings: Settings,
+    *,
+    action: str = "cleanup",
+    zone: str | None = "all",
+    dry_run: bool = True,
+    confirmed: bool = False,
+) -> TeardownResult:
+    """Bulk teardown of our rig's queued resources in one zone or ``"all"``.
+
+    ``cleanup``: delete our FAILED / SUSPENDED requests (they still hold quota).
+    ``delete_all``: delete every request of our rig (nodes first), except PROVISIONING ones.
+    Resources without our labels are listed in ``left_alone`` and never touched.
+
+    Raises:
+        ConfigError: unknown action, or execution without confirmation.
+    """
+    if action not in MANAGE_ACTIONS:
+        raise ConfigError(
+            "unknown action", field="action", value=action, fix=f"use one of {', '.join(MANAGE_ACTIONS)}"
+        )
+    require_project(settings)
+    zones = await prov.resolve_zones(settings, zone or "all")
+    found: dict[str, list[dict[str, Any]]] = {}
+
+    async def one(z: str) -> None:
+        found[z] = await prov.call(prov.api(settings).list_queued_resources, z)
+
+    async with anyio.create_task_group() as tg:
+        for z in zones:
+            tg.start_soon(one, z)
+    steps: list[DeletionStep] = []
+    left: list[str] = []
+    refused: list[str] = []
+    rig = settings.resource_id
+    for z in zones:
+        for qr in found.get(z, []):
+            qr_id = str(qr.get("name", "")).rsplit("/", 1)[-1]
+            state = prov.state_of(qr)
+            if not prov.is_ours(qr, rig):
+                left.append(f"{qr_id} in {z} ({state}, not ours)")
+                continue
+            if action == "cleanup" and state not in prov.TERMINAL_STATES:
+                continue
+            if state == "PROVISIONING":
+                refused.append(f"{qr_id} in {z}: PROVISIONING (cannot be deleted now)")
+                continue
+            steps.extend(_steps_for(qr, z, state in ("ACTIVE", "SUSPENDING")))
+    if dry_run:
+        return TeardownResult(
+            dry_run=True, executed=False, steps=steps, left_alone=left, refused=refused,
+            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
+        )  # fmt: skip
+    if not confirmed:
+        raise ConfigError(
+            "deleting needs confirmation", field="confirm", value=False,
+            fix="review the dry run, then call again with dry_run=false and confirm=true",
+        )  # fmt: skip
+    await _execute(settings, steps)
+    failed = [s for s in steps if s.error]
+    return TeardownResult(
+        dry_run=False, executed=True, steps=steps, left_alone=left, refused=refused,
+        message="done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}",
+    )  # fmt: skip
+
+
+class Confirmation(BaseModel):
+    """The answer to "delete these TPU resources now?" (from ``confirm`` or an elicitation)."""
+
+    confirm: bool = Field(description="Delete the listed TPU resources now?")
+
+
+def _can_elicit(ctx: Context) -> bool:
+    caps = getattr(ctx, "client_capabilities", None)
+    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+    return elicitation is not None and (
+        getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
+    )
+
+
+def elicitation_summary(result: TeardownResult) -> str:
+    """The question shown to the user: the exact steps of a dry run."""
+    lines = [f"{s.action} {s.target} ({s.zone})" for s in result.steps] or ["nothing"]
+    return "Delete these TPU resources (ours only)?\n" + "\n".join(lines)
+
+
+async def _confirmation(ctx: Context, dry_run: bool, confirm: bool, plan: Any) -> Any:
+    """``Confirmation`` directly, or an ``Elicit`` marker asking the user when the client can be asked."""
+    if dry_run or confirm or not _can_elicit(ctx):
+        return Confirmation(confirm=confirm)
+    try:
+        result = await plan()
+    except TpuDevopsError:
+        return Confirmation(confirm=False)  # the tool body raises the real error
+    if not result.steps:
+        return Confirmation(confirm=False)
+    from mcp.server.mcpserver.resolve import Elicit
+
+    return Elicit(elicitation_summary(result), Confirmation)
+
+
+async def resolve_destroy_confirmation(
+    ctx: Context,
+    zone: str | None = None,
+    queued_resource_id: str | None = None,
+    dry_run: bool = True,
+    confirm: bool = False,
+) -> Any:
+    """Resolver (mcp ``Resolve``) for `destroy_queued_resource`: elicits when needed and supported.
+
+    On protocol revisions >= 2026-07-28 the SDK carries the question inside an ``InputRequiredResult``;
+    older ones send ``elicitation/create``. Without the client capability, ``confirm`` decides.
+    """
+    from tpu_devops.config import get_settings
+
+    async def plan() -> TeardownResult:
+        return await destroy_queued_resource(get_settings(), zone=zone, queued_resource_id=queued_resource_id)
+
+    return await _confirmation(ctx, dry_run, confirm, plan)
+
+
+async def resolve_manage_confirmation(
+    ctx: Context,
+    action: str = "cleanup",
+    zone: str | None = "all",
+    dry_run: bool = True,
+    confirm: bool = False,
+) -> Any:
+    """Resolver for `manage_queued_resource` (see `resolve_destroy_confirmation`)."""
+    from tpu_devops.config import get_settings
+
+    async def plan() -> TeardownResult:
+        return await manage_queued_resources(get_settings(), action=action, zone=zone)
+
+    return await _confirmation(ctx, dry_run, confirm, plan)
+
+
+async def destroy_confirmed(
+    settings: Settings, *, confirmed: bool, zone: str | None, queued_resource_id: str | None, dry_run: bool
+) -> TeardownResult:
+    """`destroy_queued_resource` behind the confirmation rule."""
+    return await destroy_queued_resource(
+        settings, zone=zone, queued_resource_id=queued_resource_id, dry_run=dry_run, confirmed=confirmed
+    )
+
+
+async def manage_confirmed(
+    settings: Settings, *, confirmed: bool, action: str, zone: str | None, dry_run: bool
+) -> TeardownResult:
+    """`manage_queued_resources` behind the confirmation rule."""
+    return await manage_queued_resources(
+        settings, action=action, zone=zone, dry_run=dry_run, confirmed=confirmed
+    )
