@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,9 +24,13 @@ def server_env(**overrides: str) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def mcp_client(errlog: Any = None, **env: str) -> AsyncIterator[Client]:
-    """An initialized MCP `Client` talking to a fresh server process over stdio."""
+    """An initialized MCP `Client` talking to a fresh server process over stdio.
+
+    ``errlog``: a file that receives the server's stderr (default: this process's stderr).
+    """
     params = StdioServerParameters(
         command=sys.executable, args=[str(ROOT / "server.py")], env=server_env(**env), cwd=str(ROOT)
     )
-    async with Client(params, read_timeout_seconds=120) as client:
+    transport = stdio_client(params, errlog=errlog) if errlog is not None else params
+    async with Client(transport, read_timeout_seconds=120) as client:
         yield client

@@ -250,3 +250,15 @@ async def test_status_finds_ours_in_another_zone_unless_a_zone_is_named(fake_gcp
     assert found.exists and found.zone == "us-east5-a" and found.state == "ACTIVE"
     named = await prov.reservation_status(gcp_settings, zone=ZONE)
     assert not named.exists and named.zone == ZONE
+
+
+@pytest.mark.anyio
+async def test_plan_without_a_project_shows_a_placeholder_and_says_so(tmp_path) -> None:
+    from tpu_devops.config import load_settings
+    from tpu_devops.provisioning import PLACEHOLDER_PROJECT, plan_queued_resource
+
+    settings = load_settings(tmp_path / "none.env", environ={"TPU_DEVOPS_STATE_DIR": str(tmp_path)})
+    plan = await plan_queued_resource(settings, zone="us-west4-a", provisioning_model="flex-start")
+    assert PLACEHOLDER_PROJECT in plan.request_url
+    assert any("GOOGLE_CLOUD_PROJECT is not set" in w for w in plan.warnings)
+    assert f"--project={PLACEHOLDER_PROJECT}" in plan.gcloud_command

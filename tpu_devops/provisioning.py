@@ -490,12 +490,15 @@ async def plan_queued_resource(
     """Build the exact create request, gcloud equivalent, price and warnings. Makes no cloud call.
 
     Raises:
-        ConfigError: no project, bad zone / model / durations, or no startup-script renderer.
+        ConfigError: bad zone / model / durations, or no startup-script renderer.
     """
     from tpu_devops import capacity
 
     zone = check_zone(zone or settings.zone)
     model = check_provisioning_model(provisioning_model, settings)
+    no_project = not settings.project
+    if no_project:  # a dry run is useful before a project exists; the placeholder makes that visible
+        settings = settings.model_copy(update={"project": PLACEHOLDER_PROJECT})
     if store is None:
         try:
             store = capacity.open_store(settings)
@@ -552,6 +555,11 @@ async def plan_queued_resource(
     if valid is None:
         warnings.append("no valid_until_duration: the request can wait in WAITING_FOR_RESOURCES indefinitely")
     warnings.extend(settings.notices)
+    if no_project:
+        warnings.append(
+            f"GOOGLE_CLOUD_PROJECT is not set: the request shows {PLACEHOLDER_PROJECT}; "
+            "set it in tpu.env before create_tpu_queued_resource"
+        )
     from tpu_devops.gcp.common import base_url
 
     version = "v2alpha1" if model == "flex-start" else "v2"
@@ -573,6 +581,7 @@ async def plan_queued_resource(
 
 
 _ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,59}[a-z0-9])?$")
+PLACEHOLDER_PROJECT = "YOUR_PROJECT_ID"
 
 
 def check_resource_id(value: str, field: str = "queued_resource_id") -> str:
