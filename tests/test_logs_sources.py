@@ -1,0 +1,142 @@
+"""Sources: exported files in every shape, Cloud Logging pages, node filters, redaction on read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.fakes.gcp import FakeGcp
+from tpu_devops.config import load_settings
+from tpu_devops.errors import InputError
+from tpu_devops.logs.sources import (
+    CloudLoggingSource,
+    FileSource,
+    container_filter,
+    fetch_container_log_text,
+    get_node_logs,
+    open_source,
+    read_page,
+    split_prefix,
+)
+
+EXPORT = FIXTURES / "logs" / "v5e1-util095-export.json"
+TEXT_LOG = FIXTURES / "vllm-logs" / "v5e1-e2b-qwix-int8-abstract-fail.log"
+SECRET = "hf_" + "PlantedSecretToken0123456789abcdefXYZ"
+
+
+def _records(path: Path) -> list:
+    src = FileSource(str(path), page_size=100)
+    return [r for page in src.pages() for r in page]
+
+
+def test_gcloud_json_array_is_streamed_in_pages() -> None:
+    src = FileSource(str(EXPORT), page_size=100)
+    pages = list(src.pages())
+    assert src.kind == "json-array" and len(pages) == 12 and sum(map(len, pages)) == 1175
+    first = pages[0][0]
+    assert first.insert_id == "801700344a6446" and first.severity == "ERROR"
+    assert first.log == "gcplogs-docker-driver" and first.labels["container"] == "vllm-gemma4"
+    assert first.labels["instance_name"] == "gemma4-qr-node"
+    assert first.body.startswith("RuntimeError: Engine core initialization failed")
+
+
+def test_json_lines_and_api_response_shapes(tmp_path: Path) -> None:
+    entries = json.loads(EXPORT.read_text())[:5]
+    jl = tmp_path / "x.jsonl"
+    jl.write_text("\n".join(json.dumps(e) for e in entries) + "\n")
+    obj = tmp_path / "x.json"
+    obj.write_text(json.dumps({"entries": entries}, indent=2))
+    assert [r.insert_id for r in _records(jl)] == [e["insertId"] for e in entries]
+    assert [r.insert_id for r in _records(obj)] == [e["insertId"] for e in entries]
+
+
+def test_plain_docker_text_gets_line_ids_severity_and_time() -> None:
+    records = _records(TEXT_LOG)
+    assert records[0].insert_id == "line-1" and records[0].severity == "INFO"
+    assert records[0].timestamp.endswith("-08-07T20:41:56Z")
+    errors = [r for r in records if "There is no module or parameter named" in r.message]
+    assert errors and errors[0].severity == "ERROR"
+
+
+def test_text_payload_proto_payload_and_redaction(tmp_path: Path) -> None:
+    entries = [
+        {
+            "insertId": "a1",
+            "timestamp": "2026-08-07T00:00:01Z",
+            "severity": "WARNING",
+            "textPayload": f"token {SECRET} for ops@example.com",
+        },
+        {
+            "insertId": "a2",
+            "timestamp": "2026-08-07T00:00:02Z",
+            "severity": "NOTICE",
+            "logName": "projects/p/logs/cloudaudit.googleapis.com%2Fsystem_event",
+            "protoPayload": {
+                "methodName": "compute.instances.preempted",
+                "resourceName": "projects/p/zones/z/instances/n",
+                "status": {"message": "Instance was preempted."},
+            },
+        },
+    ]
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(entries))
+    src = FileSource(str(path))
+    a, b = [r for page in src.pages() for r in page]
+    assert SECRET not in a.message and "<HF_TOKEN_1>" in a.message and "<EMAIL_1>" in a.message
+    assert b.log == "cloudaudit.googleapis.com/system_event"
+    assert b.message == "compute.instances.preempted projects/p/zones/z/instances/n: Instance was preempted."
+    assert src.redactor.counts == {"HF_TOKEN": 1, "EMAIL": 1}
+
+
+def test_bad_files_are_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        FileSource(str(tmp_path / "missing.json"))
+    assert err.value.field == "path"
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"insertId": "x"}, {oops')
+    with pytest.raises(InputError):
+        list(FileSource(str(bad)).pages())
+
+
+def test_split_prefix() -> None:
+    assert split_prefix("(EngineCore pid=187) ERROR 08-07 23:27:17 [core.py:1349] boom") == ("ERROR", "boom")
+    assert split_prefix("plain line") == (None, "plain line")
+
+
+def test_cloud_source_pages_and_node_logs() -> None:
+    with FakeGcp() as gcp:
+        gcp.logging.load_export(EXPORT)
+        s = load_settings(
+            environ={
+                "GOOGLE_CLOUD_PROJECT": "my-project",
+                "TPU_DEVOPS_GCP_ENDPOINT": gcp.url,
+                "TPU_DEVOPS_ENV_FILE": "/nonexistent",
+            }
+        )
+        flt = container_filter(s, "gemma4-qr", since="2026-08-07T00:00:00Z")
+        src = CloudLoggingSource(s, flt, page_size=500, max_entries=1200)
+        assert sum(len(p) for p in src.pages()) == 1171 and src.next_page_token is None
+        page = read_page(CloudLoggingSource(s, flt), 10)
+        assert page.returned == 10 and page.next_page_token and any("truncated" in n for n in page.notices)
+        nxt = read_page(CloudLoggingSource(s, flt, page_token=page.next_page_token), 10)
+        assert not {e.insert_id for e in page.entries} & {e.insert_id for e in nxt.entries}
+        system = get_node_logs(s, "system", node="gemma4-qr", since="2026-08-07T00:00:00Z", limit=10)
+        assert system.returned == 4 and all(e.log == "google_metadata_script_runner" for e in system.entries)
+        other = get_node_logs(s, "container", node="other-node", since="2026-08-07T00:00:00Z", limit=10)
+        assert other.returned == 0
+        text = fetch_container_log_text(s, "gemma4-qr", since="2026-08-07T00:00:00Z")
+        lines = text.splitlines()
+        assert len(lines) == 1171 and "RuntimeProgramAllocationFailure" in text
+        assert lines[-1].startswith("(APIServer pid=1) RuntimeError: Engine core initialization failed")
+
+
+def test_open_source_rejects_mixed_inputs() -> None:
+    s = load_settings(environ={"GOOGLE_CLOUD_PROJECT": "my-project", "TPU_DEVOPS_ENV_FILE": "/nonexistent"})
+    with pytest.raises(InputError) as err:
+        open_source(s, path=str(EXPORT), node="gemma4-qr")
+    assert err.value.field == "path"
+    with pytest.raises(InputError):
+        open_source(s, node="Bad_Node!")

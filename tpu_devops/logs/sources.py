@@ -1,0 +1,754 @@
+"""Log sources behind one interface: Cloud Logging reads and exported files, as redacted `LogRecord`s.
+
+A source yields pages (lists) of `LogRecord` so consumers stream: nothing here holds a whole export
+as dicts and records at the same time. Every message is redacted (`tpu_devops.logs.redact`) as the
+record is made, so everything downstream (mining, tool output, prompts) only sees placeholders.
+
+Inputs understood:
+
+- Cloud Logging ``entries.list`` pages (`CloudLoggingSource`), filter built by `logs.filters`;
+- ``gcloud logging read --format=json`` exports: one JSON array of LogEntry objects (newest first),
+  read incrementally with ``json.JSONDecoder.raw_decode``;
+- JSON lines (one LogEntry per line) and ``{"entries": [...]}`` API responses;
+- plain text such as ``docker logs [--timestamps]`` output: one record per line, ``insertId``
+  ``line-N`` (1-based), severity from vLLM's ``LEVEL MM-DD HH:MM:SS [file:line]`` prefix.
+
+LogEntry fields used (cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry): ``insertId``,
+``timestamp``, ``severity``, ``logName``, ``resource.type``, ``resource.labels``, ``labels``, and the
+payload: ``textPayload``, ``jsonPayload.message`` (the Docker ``gcplogs`` driver), or
+``protoPayload`` (audit logs: ``methodName``, ``resourceName``, ``status.message``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote
+
+from pydantic import BaseModel
+
+from tpu_devops.config import Settings, require_project
+from tpu_devops.errors import InputError, NotFoundError
+from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
+from tpu_devops.logs.redact import Redactor
+from tpu_devops.results import ToolResult
+
+PAGE_SIZE = 1000
+MAX_MESSAGE_CHARS = 4000  # longer payloads are cut (a log line, not a document)
+DOCKER_LOG_ID = "gcplogs-docker-driver"  # Docker gcplogs driver default log name
+STARTUP_LOG_ID = "google_metadata_script_runner"  # GCE guest agent: startup-script output
+SYSTEM_LOG_IDS = (
+    STARTUP_LOG_ID,
+    "syslog",
+    "cloudaudit.googleapis.com/activity",
+    "cloudaudit.googleapis.com/system_event",
+)
+
+# vLLM's logger prefix, optionally behind a process tag: "(EngineCore pid=187) ERROR 08-07 23:27:17 [core.py:1349] "
+VLLM_PREFIX = re.compile(
+    r"^(?:\((?P<proc>[A-Za-z_]+)(?: pid=\d+)?\)\s+)?"
+    r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[(?P<src>[^\]]{1,80})\] ?)?"
+)
+_DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s")
+_EXCEPTION_HINT = re.compile(
+    r"^\s*(?:Traceback \(most recent call last\)|[A-Za-z_.]*(?:Error|Exception|Failure)\b[:(])"
+)
+
+
+@dataclass(slots=True)
+class LogRecord:
+    """One log entry, compact and redacted.
+
+    Attributes:
+        insert_id: the entry's ``insertId`` (``line-N`` for plain text lines).
+        timestamp: RFC 3339 string as given ('' when unknown).
+        severity: a ``LogSeverity`` name.
+        log: short log name (``gcplogs-docker-driver``), URL-decoded.
+        resource_type: monitored resource type ('' when none).
+        labels: resource labels plus entry labels plus the Docker driver's instance/container names.
+        message: the redacted message text (at most 4,000 characters).
+        body: ``message`` without vLLM's ``(Proc pid=N) LEVEL MM-DD HH:MM:SS [file:line]`` prefix.
+    """
+
+    insert_id: str
+    timestamp: str
+    severity: str
+    log: str
+    resource_type: str
+    labels: dict[str, str]
+    message: str
+    body: str
+
+    def epoch(self) -> float | None:
+        """``timestamp`` as Unix seconds, or None when absent or unparseable."""
+        return parse_epoch(self.timestamp)
+
+    def view(self, max_chars: int = 500) -> LogView:
+        """The compact view tools return."""
+        msg = self.message if len(self.message) <= max_chars else self.message[: max_chars - 1] + "…"
+        return LogView(
+            insert_id=self.insert_id,
+            timestamp=self.timestamp,
+            severity=self.severity,
+            log=self.log,
+            labels={k: v for k, v in self.labels.items() if k in _VIEW_LABELS},
+            message=msg,
+        )
+
+
+_VIEW_LABELS = ("zone", "instance_name", "node_id", "container", "instance_id")
+
+
+def parse_epoch(timestamp: str) -> float | None:
+    """RFC 3339 -> Unix seconds (None when unparseable). Nanosecond digits beyond 6 are dropped."""
+    if not timestamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
+        text = timestamp
+        if "." in text:
+            head, _, frac = text.partition(".")
+            digits = re.match(r"\d*", frac).group(0)  # type: ignore[union-attr]
+            text = f"{head}.{digits[:6]}{frac[len(digits) :]}"
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def split_prefix(message: str) -> tuple[str | None, str]:
+    """(vLLM level or None, message body without the vLLM / process prefix)."""
+    m = VLLM_PREFIX.match(message)
+    if not m or m.end() == 0:
+        return None, message
+    level = m.group("level")
+    if level:
+        level = SEVERITY_ALIASES.get(level, level)
+    return level, message[m.end() :]
+
+
+def _message_of(entry: dict[str, Any]) -> str:
+    if "textPayload" in entry:
+        return str(entry["textPayload"])
+    payload = entry.get("jsonPayload")
+    if isinstance(payload, dict):
+        for key in ("message", "MESSAGE", "msg", "log", "textPayload"):
+            if isinstance(payload.get(key), str):
+                return payload[key]
+        return json.dumps(payload, separators=(",", ":"), sort_keys=True)[:MAX_MESSAGE_CHARS]
+    proto = entry.get("protoPayload")
+    if isinstance(proto, dict):
+        status = proto.get("status") or {}
+        parts = [str(proto.get("methodName") or ""), str(proto.get("resourceName") or "")]
+        text = " ".join(p for p in parts if p)
+        if status.get("message"):
+            text += f": {status['message']}"
+        return text or json.dumps(proto, separators=(",", ":"), sort_keys=True)[:MAX_MESSAGE_CHARS]
+    return ""
+
+
+def short_log_name(log_name: str) -> str:
+    """``projects/p/logs/cloudaudit.googleapis.com%2Factivity`` -> ``cloudaudit.googleapis.com/activity``."""
+    _, sep, tail = log_name.partition("/logs/")
+    return unquote(tail if sep else log_name)
+
+
+def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
+    """A `LogRecord` from one LogEntry JSON object (message redacted with ``redactor``)."""
+    message = redactor.redact(_message_of(entry))
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS]
+    level, body = split_prefix(message)
+    severity = str(entry.get("severity") or "DEFAULT").upper()
+    severity = SEVERITY_ALIASES.get(severity, severity)
+    if severity not in SEVERITY_RANK:
+        severity = "DEFAULT"
+    if severity == "DEFAULT" and level:
+        severity = level
+    resource = entry.get("resource") or {}
+    labels: dict[str, str] = {}
+    for source in (resource.get("labels"), entry.get("labels")):
+        if isinstance(source, dict):
+            for k, v in source.items():
+                labels[str(k)] = redactor.redact(str(v))
+    payload = entry.get("jsonPayload")
+    if isinstance(payload, dict):
+        instance = payload.get("instance")
+        if isinstance(instance, dict) and instance.get("name"):
+            labels.setdefault("instance_name", str(instance["name"]))
+        container = payload.get("container")
+        if isinstance(container, dict) and container.get("name"):
+            labels["container"] = str(container["name"]).lstrip("/")
+    return LogRecord(
+        insert_id=str(entry.get("insertId") or ""),
+        timestamp=str(entry.get("timestamp") or entry.get("receiveTimestamp") or ""),
+        severity=severity,
+        log=short_log_name(str(entry.get("logName") or "")),
+        resource_type=str(resource.get("type") or ""),
+        labels=labels,
+        message=message,
+        body=body,
+    )
+
+
+def record_from_line(line: str, number: int, redactor: Redactor, *, year: int, last_ts: str) -> LogRecord:
+    """A `LogRecord` from one plain-text line (``docker logs`` output); ``insertId`` is ``line-N``.
+
+    The timestamp comes from a leading RFC 3339 stamp (``docker logs --timestamps``), else from
+    vLLM's ``MM-DD HH:MM:SS`` with ``year`` supplied by the caller, else the previous line's.
+    """
+    text = line.rstrip("\r\n")
+    timestamp = last_ts
+    m = _DOCKER_TS.match(text)
+    if m:
+        timestamp, text = m.group(1), text[m.end() :]
+    message = redactor.redact(text)[:MAX_MESSAGE_CHARS]
+    pm = VLLM_PREFIX.match(message)
+    level = None
+    body = message
+    if pm and pm.end():
+        level = pm.group("level")
+        body = message[pm.end() :]
+        if pm.group("md") and not m:
+            timestamp = f"{year}-{pm.group('md')}T{pm.group('hms')}Z"
+    if level:
+        severity = SEVERITY_ALIASES.get(level, level)
+    elif _EXCEPTION_HINT.match(body):
+        severity = "ERROR"
+    else:
+        severity = "DEFAULT"
+    return LogRecord(
+        insert_id=f"line-{number}",
+        timestamp=timestamp,
+        severity=severity,
+        log="text",
+        resource_type="",
+        labels={},
+        message=message,
+        body=body,
+    )
+
+
+class LogSource(Protocol):
+    """Anything that yields pages of redacted `LogRecord`s."""
+
+    redactor: Redactor
+
+    def pages(self) -> Iterator[list[LogRecord]]:
+        """Pages (lists) of records, in source order."""
+        ...
+
+    def describe(self) -> str:
+        """One line naming what was read (file path or filter)."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Exported files
+# ---------------------------------------------------------------------------------------------
+
+
+def _iter_json_array(handle: Any, chunk_chars: int = 1 << 20) -> Iterator[Any]:
+    """Yield the elements of a top-level JSON array one at a time, reading ``handle`` in chunks."""
+    decoder = json.JSONDecoder()
+    buffer = ""
+    pos = 0
+    started = False
+    eof = False
+    while True:
+        # Skip whitespace / separators.
+        while True:
+            while pos < len(buffer) and buffer[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buffer) or eof:
+                break
+            more = handle.read(chunk_chars)
+            if not more:
+                eof = True
+            buffer = buffer[pos:] + more
+            pos = 0
+        if pos >= len(buffer):
+            if not started:
+                raise ValueError("empty file")
+            raise ValueError("unterminated JSON array")
+        if not started:
+            if buffer[pos] != "[":
+                raise ValueError("not a JSON array")
+            started = True
+            pos += 1
+            continue
+        if buffer[pos] == "]":
+            return
+        while True:
+            try:
+                value, end = decoder.raw_decode(buffer, pos)
+                break
+            except json.JSONDecodeError:
+                more = "" if eof else handle.read(chunk_chars)
+                if not more:
+                    raise
+                buffer = buffer[pos:] + more
+                pos = 0
+        yield value
+        pos = end
+        if pos > chunk_chars:
+            buffer = buffer[pos:]
+            pos = 0
+
+
+@dataclass
+class FileSource:
+    """An exported log file: JSON array, JSON lines, ``{"entries": [...]}``, or plain text.
+
+    Args:
+        path: the file.
+        redactor: shared with the rest of the answer (stable placeholders).
+        page_size: records per page.
+        max_entries: stop after this many records (0 = no limit); ``truncated`` says so.
+    """
+
+    path: str
+    redactor: Redactor = field(default_factory=Redactor)
+    page_size: int = PAGE_SIZE
+    max_entries: int = 0
+    truncated: bool = False
+    count: int = 0
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        p = Path(os.path.expanduser(self.path))
+        if not p.is_file():
+            raise InputError(
+                "no such file",
+                field="path",
+                value=self.path,
+                fix="give the path of a log export readable by the server",
+            )
+        self._path = p
+
+    def describe(self) -> str:
+        return f"file {self._path.name} ({self.kind or 'unread'})"
+
+    def _detect(self) -> str:
+        with self._path.open("r", encoding="utf-8", errors="replace") as handle:
+            head = handle.read(65536)
+        stripped = head.lstrip()
+        if stripped.startswith("["):
+            return "json-array"
+        if stripped.startswith("{"):
+            first = stripped.split("\n", 1)[0].strip()
+            try:
+                json.loads(first)
+                return "json-lines"
+            except json.JSONDecodeError:
+                return "json-object"
+        return "text"
+
+    def _raw_entries(self) -> Iterator[dict[str, Any]]:
+        with self._path.open("r", encoding="utf-8", errors="replace") as handle:
+            if self.kind == "json-array":
+                yield from (e for e in _iter_json_array(handle) if isinstance(e, dict))
+            elif self.kind == "json-lines":
+                for number, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError:
+                        raise InputError(
+                            f"line {number} is not JSON",
+                            field="path",
+                            value=self.path,
+                            fix="export with --format=json",
+                        ) from None
+                    if isinstance(entry, dict):
+                        yield entry
+            else:
+                data = json.load(handle)
+                entries = data.get("entries") if isinstance(data, dict) else None
+                if not isinstance(entries, list):
+                    entries = (
+                        [data]
+                        if isinstance(data, dict) and ("insertId" in data or "timestamp" in data)
+                        else []
+                    )
+                yield from (e for e in entries if isinstance(e, dict))
+
+    def _records(self) -> Iterator[LogRecord]:
+        if self.kind == "text":
+            year = datetime.fromtimestamp(self._path.stat().st_mtime, UTC).year
+            last_ts = ""
+            # Binary lines split on "\n" only, so line-N matches `grep -n` even with "\r" progress bars.
+            with self._path.open("rb") as handle:
+                for number, raw in enumerate(handle, 1):
+                    line = raw.decode("utf-8", errors="replace").replace("\r", " ")
+                    if not line.strip():
+                        continue
+                    record = record_from_line(line, number, self.redactor, year=year, last_ts=last_ts)
+                    last_ts = record.timestamp
+                    yield record
+            return
+        try:
+            for entry in self._raw_entries():
+                yield record_from_entry(entry, self.redactor)
+        except (ValueError, json.JSONDecodeError) as exc:
+            raise InputError(
+                f"not a readable log export: {exc}",
+                field="path",
+                value=self.path,
+                fix="use `gcloud logging read --format=json` output, JSON lines, or plain text",
+            ) from None
+
+    def pages(self) -> Iterator[list[LogRecord]]:
+        self.kind = self._detect()
+        page: list[LogRecord] = []
+        for record in self._records():
+            if self.max_entries and self.count >= self.max_entries:
+                self.truncated = True
+                break
+            page.append(record)
+            self.count += 1
+            if len(page) >= self.page_size:
+                yield page
+                page = []
+        if page:
+            yield page
+
+
+# ---------------------------------------------------------------------------------------------
+# Cloud Logging
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CloudLoggingSource:
+    """Entries from Cloud Logging ``entries.list``, page by page (the token is passed through).
+
+    Args:
+        settings: project and endpoint.
+        filter_: a filter built by `tpu_devops.logs.filters.build_filter`.
+        order: ``desc`` (newest first) or ``asc``.
+        page_size: entries per API page (1..1000).
+        max_entries: stop after this many; ``next_page_token`` then resumes where it stopped
+            (at a page boundary).
+        page_token: resume a previous read.
+    """
+
+    settings: Settings
+    filter_: str
+    order: str = "desc"
+    page_size: int = PAGE_SIZE
+    max_entries: int = 10_000
+    page_token: str | None = None
+    redactor: Redactor = field(default_factory=Redactor)
+    next_page_token: str | None = None
+    truncated: bool = False
+    count: int = 0
+
+    def describe(self) -> str:
+        return "Cloud Logging entries.list"
+
+    def pages(self) -> Iterator[list[LogRecord]]:
+        from tpu_devops.gcp.logging import list_entries_page
+
+        token = self.page_token
+        while True:
+            size = min(self.page_size, max(1, self.max_entries - self.count))
+            page = list_entries_page(
+                self.settings, filter_=self.filter_, order=self.order, page_size=size, page_token=token
+            )
+            records = [record_from_entry(e, self.redactor) for e in page["entries"]]
+            self.count += len(records)
+            token = page["nextPageToken"]
+            self.next_page_token = token
+            if records:
+                yield records
+            if not token:
+                return
+            if self.count >= self.max_entries:
+                self.truncated = True
+                return
+
+
+# ---------------------------------------------------------------------------------------------
+# Our node's logs: container (Docker gcplogs driver) and system (startup script, syslog, audit)
+# ---------------------------------------------------------------------------------------------
+
+
+def node_clause(node: str) -> str:
+    """Entries about one TPU node or queued resource id (``:`` is substring match, so a queued
+    resource id also finds its node ``<id>-node``): the Docker driver's ``jsonPayload.instance.name``,
+    the guest agent's instance-name labels, ``tpu_worker``'s ``node_id``, audit ``resourceName``."""
+    if not re.match(r"^[a-z][-a-z0-9]{0,61}$", node or ""):
+        raise InputError(
+            "not a TPU node or queued resource id",
+            field="node",
+            value=node,
+            fix="e.g. gemma4-e2b (see RESOURCE_ID)",
+        )
+    v = quote_value(node)
+    return " OR ".join(
+        [
+            f"jsonPayload.instance.name:{v}",
+            f"labels.instance_name:{v}",
+            f'labels."compute.googleapis.com/resource_name":{v}',
+            f"resource.labels.node_id:{v}",
+            f"protoPayload.resourceName:{v}",
+        ]
+    )
+
+
+def container_filter(
+    settings: Settings,
+    node: str,
+    *,
+    since: str = "24h",
+    until: str | None = None,
+    severity: str | None = None,
+    text: str | None = None,
+) -> str:
+    """Filter for the vLLM container's log of ``node`` (Docker ``gcplogs`` driver entries)."""
+    spec = FilterSpec(
+        since=since,
+        until=until,
+        severity=severity,
+        text=text,
+        log_ids=[DOCKER_LOG_ID],
+        extra=[node_clause(node)],
+    )
+    return build_filter(spec, project=require_project(settings))
+
+
+def system_filter(
+    settings: Settings,
+    node: str,
+    *,
+    since: str = "24h",
+    until: str | None = None,
+    severity: str | None = None,
+    text: str | None = None,
+) -> str:
+    """Filter for ``node``'s system logs: startup script runner, syslog, audit activity/system events
+    (preemption and maintenance are system events)."""
+    spec = FilterSpec(
+        since=since,
+        until=until,
+        severity=severity,
+        text=text,
+        log_ids=list(SYSTEM_LOG_IDS),
+        extra=[node_clause(node)],
+    )
+    return build_filter(spec, project=require_project(settings))
+
+
+class LogView(BaseModel):
+    """One entry as tools show it."""
+
+    insert_id: str
+    timestamp: str
+    severity: str
+    log: str
+    labels: dict[str, str] = {}
+    message: str
+
+
+class LogsPage(ToolResult):
+    """A page of log entries, newest first unless asked otherwise."""
+
+    source: str
+    filter: str | None = None
+    returned: int
+    entries: list[LogView]
+    next_page_token: str | None = None
+    notices: list[str] = []
+
+    def headline(self) -> str:
+        more = " (more: pass next_page_token)" if self.next_page_token else ""
+        return f"{self.returned} entries from {self.source}{more}"
+
+    def render_text(self) -> str:
+        lines = [self.headline()]
+        lines += [f"note: {n}" for n in self.notices]
+        for e in self.entries:
+            lines.append(f"{e.timestamp} {e.severity:<8} [{e.insert_id}] {e.message}")
+        if self.next_page_token:
+            lines.append(f"next_page_token: {self.next_page_token}")
+        return "\n".join(lines)
+
+
+HARD_LIMIT = 500
+
+
+def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
+    """Read at most ``limit`` (hard cap 500) records from ``source`` into a `LogsPage`.
+
+    For Cloud Logging one API page of ``limit`` entries is read and its ``nextPageToken`` returned.
+    For a file the first ``limit`` records are returned.
+
+    Raises:
+        InputError: limit out of range; whatever the source raises.
+    """
+    if not 1 <= int(limit) <= HARD_LIMIT:
+        raise InputError("limit out of range", field="limit", value=limit, fix=f"use 1 to {HARD_LIMIT}")
+    views: list[LogView] = []
+    notices: list[str] = []
+    if isinstance(source, CloudLoggingSource):
+        source.page_size = limit
+        source.max_entries = limit
+    else:
+        source.max_entries = limit
+    for page in source.pages():
+        views.extend(r.view() for r in page)
+        if len(views) >= limit:
+            break
+    token = source.next_page_token if isinstance(source, CloudLoggingSource) else None
+    if isinstance(source, FileSource) and source.truncated:
+        notices.append(f"showing the first {limit} records of the file; use summarize_logs for all of it")
+    if token:
+        notices.append(f"truncated at {limit} entries; more match the filter (pass next_page_token)")
+    if source.redactor.notice():
+        notices.append(source.redactor.notice() or "")
+    return LogsPage(
+        source=source.describe(),
+        filter=source.filter_ if isinstance(source, CloudLoggingSource) else None,
+        returned=len(views),
+        entries=views[:limit],
+        next_page_token=token,
+        notices=notices,
+    )
+
+
+def fetch_container_log_text(
+    settings: Settings, node: str, *, since: str = "24h", max_entries: int = 20_000
+) -> str:
+    """The vLLM container log of ``node`` from Cloud Logging as plain text, oldest line first.
+
+    For boot diagnosis (``diagnose_vllm_boot`` with a node id): the text reads like ``docker logs``
+    output, redacted. Reads up to ``max_entries`` newest entries, then reverses them.
+
+    Raises:
+        InputError (bad node), ConfigError (no project), cloud errors from `gcp.logging`.
+    """
+    source = CloudLoggingSource(
+        settings, container_filter(settings, node, since=since), max_entries=max_entries
+    )
+    messages: list[str] = []
+    for page in source.pages():
+        messages.extend(r.message for r in page)
+    if not messages:
+        raise NotFoundError(
+            f"no vLLM container log entries for node {node!r} since {since}",
+            field="node",
+            value=node,
+            fix="check the node / queued resource id and widen since (e.g. 3d); the Docker gcplogs driver "
+            "must be on (the startup script sets it)",
+        )
+    messages.reverse()
+    return "\n".join(messages)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points for the tools (server.py calls these)
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_MAX_ENTRIES = 20_000
+
+
+def open_source(
+    settings: Settings,
+    *,
+    path: str | None = None,
+    filter: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    severity: str | None = None,
+    node: str | None = None,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    redactor: Redactor | None = None,
+) -> FileSource | CloudLoggingSource:
+    """A file source (``path``) or a Cloud Logging source built from the other arguments.
+
+    ``node`` restricts to one TPU node / queued resource id (container and system logs); ``filter`` is
+    a raw Logging filter added as one bracketed clause. Without ``since`` the window is 24 h.
+
+    Raises:
+        InputError: both a path and query arguments, bad window/severity/filter, max_entries range.
+    """
+    redactor = redactor or Redactor()
+    if not 1 <= int(max_entries) <= 200_000:
+        raise InputError(
+            "max_entries out of range", field="max_entries", value=max_entries, fix="use 1 to 200000"
+        )
+    if path:
+        if filter or node:
+            raise InputError(
+                "give either a file path or a Cloud Logging query, not both",
+                field="path",
+                value=path,
+                fix="drop path to query Cloud Logging, or drop filter/node to read the file",
+            )
+        return FileSource(path, redactor=redactor, max_entries=int(max_entries))
+    spec = FilterSpec(since=since, until=until, severity=severity, raw=filter)
+    if node:
+        spec.extra.append(node_clause(node))
+    flt = build_filter(spec, project=require_project(settings))
+    return CloudLoggingSource(settings, flt, max_entries=int(max_entries), redactor=redactor)
+
+
+def get_cloud_logging_logs(
+    settings: Settings,
+    *,
+    filter: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    severity: str | None = None,
+    resource_type: str | None = None,
+    log_id: str | None = None,
+    text: str | None = None,
+    limit: int = 50,
+    page_token: str | None = None,
+    order: str = "desc",
+) -> LogsPage:
+    """One page of Cloud Logging entries in compact form (see `read_page`)."""
+    spec = FilterSpec(
+        since=since,
+        until=until,
+        severity=severity,
+        resource_type=resource_type,
+        text=text,
+        raw=filter,
+        log_ids=[log_id] if log_id else [],
+    )
+    flt = build_filter(spec, project=require_project(settings))
+    return read_page(CloudLoggingSource(settings, flt, order=order, page_token=page_token), limit)
+
+
+def get_node_logs(
+    settings: Settings,
+    kind: str,
+    *,
+    node: str | None = None,
+    since: str = "24h",
+    until: str | None = None,
+    severity: str | None = None,
+    text: str | None = None,
+    limit: int = 100,
+    page_token: str | None = None,
+    order: str = "desc",
+) -> LogsPage:
+    """``kind`` ``"container"`` (vLLM's Docker log) or ``"system"`` (startup script, syslog, audit)
+    of ``node`` (default RESOURCE_ID), read from Cloud Logging: no SSH."""
+    node = node or settings.resource_id
+    make = container_filter if kind == "container" else system_filter
+    flt = make(settings, node, since=since, until=until, severity=severity, text=text)
+    return read_page(CloudLoggingSource(settings, flt, order=order, page_token=page_token), limit)
