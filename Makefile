@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GOOGLE_CLOUD_ZONE ?= us-west4-a
 
-.PHONY: setup run test tools snapshot lint format bench demo clean
+.PHONY: setup run test tools snapshot lint format bench demo eval-analyst fake-gcp clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -49,6 +49,14 @@ bench: setup
 
 demo: setup
 	$(PY) scripts/demo.py
+
+# Score the Gemma analyst on the evaluation set against a live endpoint: VLLM_URL=http://IP:8000 make eval-analyst
+eval-analyst: setup
+	$(PY) scripts/eval_analyst.py
+
+# The fake Google Cloud REST APIs on their own, for manual MCP sessions without a cloud account.
+fake-gcp: setup
+	$(PY) -m tests.fakes.gcp
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
