@@ -31,7 +31,7 @@ test: setup
 	$(PY) -m pytest -q
 
 tools: setup
-	$(PY) scripts/gen_tools.py --markdown GemmaTools.md
+	$(PY) scripts/gen_tools.py --markdown GemmaTools.md --readme README.md
 
 snapshot: setup
 	$(PY) scripts/gen_tools.py --snapshot tests/data/tool_snapshot.json

@@ -1,4 +1,5 @@
-"""GemmaTools.md and the tool snapshot are generated from list_tools(); stale copies fail here."""
+"""GemmaTools.md, README's tool table and the tool snapshot are generated from list_tools(); stale
+copies fail here."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ from scripts.gen_tools import generated
 from tests.mcp_session import ROOT
 
 
-def test_gemmatools_md_is_current() -> None:
-    markdown, _ = generated()
-    current = (ROOT / "GemmaTools.md").read_text()
-    assert current == markdown, "GemmaTools.md is stale: run `make tools` and commit the result"
+def test_gemmatools_md_and_readme_table_are_current() -> None:
+    readme = (ROOT / "README.md").read_text()
+    texts = generated(readme)
+    assert (ROOT / "GemmaTools.md").read_text() == texts["markdown"], (
+        "GemmaTools.md is stale: run `make tools` and commit the result"
+    )
+    assert readme == texts["readme"], "README.md's tool table is stale: run `make tools`"
 
 
 def test_tool_snapshot_has_no_unreviewed_changes() -> None:
-    _, snapshot = generated()
+    snapshot = generated()["snapshot"]
     current = (ROOT / "tests" / "data" / "tool_snapshot.json").read_text()
     if current != snapshot:
         old, new = json.loads(current), json.loads(snapshot)
