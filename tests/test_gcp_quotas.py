@@ -37,3 +37,14 @@ def test_503_retried_and_403_typed(fake_gcp, gcp_settings) -> None:
     with pytest.raises(PermissionError_) as err:
         list_tpu_quota_limits(other)
     assert "cloudquotas.quotas.get" in err.value.message
+
+
+def test_403_fix_names_the_quota_permission_or_the_disabled_api(fake_gcp, gcp_settings) -> None:
+    other = gcp_settings.model_copy(update={"project": "someone-else"})
+    with pytest.raises(PermissionError_) as denied:
+        list_tpu_quota_limits(other)
+    assert "cloudquotas.quotas.get" in denied.value.fix and "roles/tpu.admin" not in denied.value.fix
+    fake_gcp.quotas.disabled = True
+    with pytest.raises(PermissionError_) as disabled:
+        list_tpu_quota_limits(gcp_settings)
+    assert disabled.value.fix == "enable the API: gcloud services enable cloudquotas.googleapis.com"

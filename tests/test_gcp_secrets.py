@@ -32,5 +32,6 @@ def test_secret_without_version_and_denied(fake_gcp, gcp_settings) -> None:
     assert secret_status(gcp_settings, "empty").latest_version is None
     fake_gcp.secrets.put("locked", TOKEN)
     fake_gcp.secrets.denied.add("locked")
-    with pytest.raises(PermissionError_):
+    with pytest.raises(PermissionError_) as err:
         secret_status(gcp_settings, "locked")
+    assert "roles/secretmanager.admin" in err.value.fix

@@ -34,6 +34,13 @@ def test_list_zones_reads_tpu_locations(gcp_settings) -> None:
     assert TpuApi(gcp_settings).list_zones() == sorted(DEFAULT_ZONES)
 
 
+def test_list_zones_reads_every_page(fake_gcp, gcp_settings) -> None:
+    fake_gcp.tpu.locations_page_size = 10
+    assert TpuApi(gcp_settings).list_zones() == sorted(DEFAULT_ZONES)
+    pages = [r for r in fake_gcp.tpu.requests if r["path"].endswith("/locations")]
+    assert len(pages) == 5 and "pageToken=40" in pages[-1]["query"]
+
+
 def test_spot_create_goes_through_v2_client_and_walks_to_active(fake_gcp, gcp_settings) -> None:
     clock = FakeClock()
     fake_gcp.tpu.clock = clock
@@ -110,7 +117,7 @@ def test_4xx_is_never_retried(fake_gcp, gcp_settings) -> None:
 def test_quota_429_becomes_quota_error() -> None:
     from google.api_core import exceptions as gexc
 
-    from tpu_devops.gcp.tpu import api_error
+    from tpu_devops.gcp.common import api_error
 
     err = api_error(gexc.TooManyRequests("Quota 'X' exhausted. Limit 4 in region us-west4"), action="create")
     assert isinstance(err, QuotaError)

@@ -262,3 +262,9 @@ async def test_plan_without_a_project_shows_a_placeholder_and_says_so(tmp_path) 
     assert PLACEHOLDER_PROJECT in plan.request_url
     assert any("GOOGLE_CLOUD_PROJECT is not set" in w for w in plan.warnings)
     assert f"--project={PLACEHOLDER_PROJECT}" in plan.gcloud_command
+
+
+async def test_listing_one_zone_keeps_the_typed_error_and_names_the_zone(fake_gcp, gcp_settings) -> None:
+    with pytest.raises(NotFoundError) as err:
+        await prov.list_queued_resources(gcp_settings, "us-west9-z")  # a zone the project does not offer
+    assert err.value.field == "zone" and err.value.value == "us-west9-z" and err.value.fix

@@ -75,3 +75,10 @@ async def test_save_without_project_is_a_config_error(fake_gcp, tmp_path) -> Non
     env["GOOGLE_CLOUD_PROJECT"] = ""
     with pytest.raises(ConfigError):
         await setup_check.save_hf_token(load_settings(environ=env), TOKEN)
+
+
+async def test_disabled_api_check_says_which_api_to_enable(fake_gcp, gcp_settings) -> None:
+    fake_gcp.quotas.disabled = True
+    report = await setup_check.check_setup(gcp_settings)
+    quota = next(c for c in report.checks if c.name == "quota")
+    assert not quota.ok and "gcloud services enable cloudquotas.googleapis.com" in quota.fix

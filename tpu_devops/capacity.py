@@ -164,16 +164,26 @@ class ZoneStore:
         return [Attempt(*row) for row in rows]
 
     def blocker(
-        self, zone: str, accelerator_type: str, provisioning_model: str, now: float | None = None
+        self,
+        zone: str,
+        accelerator_type: str,
+        provisioning_model: str,
+        now: float | None = None,
+        *,
+        history: list[Attempt] | None = None,
     ) -> Attempt | None:
         """The newest still-active failure that rules ``zone`` out, or None.
 
         A success in the zone after a capacity failure clears it; model failures never expire.
+        ``history``: ``self.history(accelerator_type, provisioning_model)`` when the caller already read
+        it (a scan over many zones reads the table once instead of once per zone).
         """
         now = time.time() if now is None else now
         region = zone.rsplit("-", 1)[0]
         found: Attempt | None = None
-        for a in self.history(accelerator_type, provisioning_model):
+        if history is None:
+            history = self.history(accelerator_type, provisioning_model)
+        for a in history:
             same_zone = a.zone == zone
             same_region = a.zone.rsplit("-", 1)[0] == region
             if a.reach is None and same_zone and a.outcome in ("accepted", "active"):
@@ -250,11 +260,19 @@ class Support:
 
 
 def known_support(
-    accelerator_type: str, provisioning_model: str, zone: str, store: ZoneStore | None = None
+    accelerator_type: str,
+    provisioning_model: str,
+    zone: str,
+    store: ZoneStore | None = None,
+    *,
+    history: list[Attempt] | None = None,
 ) -> Support:
     """Documented flex-start zones + seed observations + this project's history for one zone.
 
     For spot and on-demand, every zone counts as documented (support is a flex-start question).
+    The project's history comes from ``history`` (``store.history(accelerator_type,
+    provisioning_model)`` already read) when given, else from ``store``; with neither, only
+    documentation and seed observations count.
     """
     from tpu_devops.catalog import resolve_accelerator_type
 
@@ -270,8 +288,10 @@ def known_support(
         notes.append(f"documented: {docs[zone]}")
     if observed:
         notes.append(f"seed observed: {observed}")
-    if store is not None:
-        for a in store.history(accelerator_type, provisioning_model):
+    if history is None and store is not None:
+        history = store.history(accelerator_type, provisioning_model)
+    if history is not None:
+        for a in history:
             if a.zone != zone:
                 continue
             if a.reach == "model":
@@ -365,6 +385,7 @@ async def zones_with_quota(
         q.location: q.value for q in limits if q.quota_id == region_id and q.dimension == "region"
     }
     store = open_store(settings)
+    history = store.history(accel.name, model)  # read once: three uses per zone below
     now = time.time()
     rows: list[ZoneQuota] = []
     for zone in sorted(zone_limits):
@@ -375,7 +396,7 @@ async def zones_with_quota(
             and (rl is None or rl < 0 or rl >= accel.chips)
             and (zl or 0) != 0
         )
-        support = known_support(accel.name, model, zone, store)
+        support = known_support(accel.name, model, zone, history=history)
         if support.refused:
             acceptance = f"refused ({support.note})"
         elif support.accepted:
@@ -384,14 +405,14 @@ async def zones_with_quota(
             acceptance = f"documented ({support.note})"
         else:
             acceptance = "unknown" if model == "flex-start" else "no model restriction"
-        hist = [a for a in store.history(accel.name, model) if a.zone == zone]
+        hist = [a for a in history if a.zone == zone]
         last = None
         if hist:
             a = hist[-1]
             last = f"{a.outcome} {datetime.fromtimestamp(a.at, UTC).strftime('%Y-%m-%d %H:%M')}Z" + (
                 f" ({a.reason})" if a.reason else ""
             )
-        blocker = store.blocker(zone, accel.name, model, now)
+        blocker = store.blocker(zone, accel.name, model, now, history=history)
         blocked = None
         if blocker is not None:
             blocked = (
@@ -588,7 +609,7 @@ async def run_sweep(settings: Settings, record: Any, opts: SweepOptions) -> Swee
                 valid_until_duration_s=opts.valid_until_duration_s, check_secret=False,
             )  # fmt: skip
         except TpuDevopsError as exc:
-            if isinstance(exc, ConfigError) and not isinstance(exc, CloudError):
+            if isinstance(exc, ConfigError):  # our own argument / setting errors: not the zone's
                 raise
             failure = prov.classify_exception(exc)
             attempt = _record_failure(
@@ -719,13 +740,24 @@ async def _wait_in_zone(
 
 
 async def _delete_own(settings: Settings, zone: str, qr_id: str) -> None:
-    """Delete the request this sweep created in ``zone`` (best effort; logged, not raised)."""
+    """Delete the request this sweep created in ``zone`` (best effort; logged, not raised).
+
+    Re-read first and deleted only while it still carries our labels (``managed-by=tpu-devops``,
+    ``rig=<id>``): ``force`` also deletes its nodes, so nothing else may ever be the target.
+    """
     import logging
 
+    log = logging.getLogger(__name__)
     try:
+        qr = await prov.get_queued(settings, zone, qr_id)
+        if qr is None:
+            return
+        if not prov.is_ours(qr, qr_id):
+            log.warning("sweep request %s in %s no longer carries our labels: left alone", qr_id, zone)
+            return
         await prov.call(prov.api(settings).delete_queued_resource, zone, qr_id, force=True)
     except TpuDevopsError as exc:
-        logging.getLogger(__name__).warning("could not delete sweep request %s in %s: %s", qr_id, zone, exc)
+        log.warning("could not delete sweep request %s in %s: %s", qr_id, zone, exc)
 
 
 class SweepStarted(ToolResult):

@@ -26,6 +26,7 @@ Errors are classified by reach, after SkyPilot's TPU failover handler (DESIGN §
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import shlex
@@ -49,7 +50,7 @@ _LIMITERS: weakref.WeakKeyDictionary[Any, anyio.CapacityLimiter] = weakref.WeakK
 TERMINAL_STATES = ("FAILED", "SUSPENDED")
 WAITING_STATES = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES")
 
-# DESIGN §3 seed prices, us-west4, USD per chip-hour: used only when tpu_devops.pricing is absent.
+# DESIGN §3 seed prices, us-west4, USD per chip-hour: used only when tpu_devops.pricing has no price.
 SEED_PRICES = {"on-demand": 1.20, "flex-start": 0.60, "spot": 0.5779}
 SEED_PRICE_SOURCE = "fallback: DESIGN §3 seed prices (us-west4, per chip-hour), not live"
 
@@ -315,22 +316,14 @@ def check_provisioning_model(model: str | None, settings: Settings) -> str:
 
 
 def render_startup_script(settings: Settings) -> str:
-    """The VM startup script from the planning area (`tpu_devops.startup`), imported lazily.
+    """The VM startup script text, rendered by `tpu_devops.startup` (imported lazily).
 
     Raises:
-        ConfigError: the renderer is not available in this build.
+        ConfigError: a setting cannot go into the script, or the template is missing.
     """
-    try:
-        from tpu_devops.startup import render_startup_script as render
-    except ImportError:
-        raise ConfigError(
-            "the startup-script renderer (tpu_devops.startup) is not available in this build",
-            field="startup-script",
-            value=None,
-            fix="install the complete tpu-devops package; a TPU without a startup script would serve nothing",
-        ) from None
-    rendered = render(settings)
-    return rendered.script if hasattr(rendered, "script") else str(rendered)
+    from tpu_devops.startup import render_startup_script as render
+
+    return render(settings).script
 
 
 def build_request(
@@ -430,20 +423,16 @@ async def hourly_price(settings: Settings, provisioning_model: str, zone: str) -
     """(USD per hour for the whole slice, source label).
 
     Uses `tpu_devops.pricing.get_price` (live Cloud Billing Catalog, else its dated fallback table);
-    if that module is absent or has no price, the DESIGN §3 seed figure, marked as fallback.
+    when that has no price, the DESIGN §3 seed figure, marked as fallback.
     """
+    from tpu_devops import pricing
+
     region = zone.rsplit("-", 1)[0]
     try:
-        from tpu_devops import pricing
-    except ImportError:
-        pricing = None  # type: ignore[assignment]
-    if pricing is not None and hasattr(pricing, "get_price"):
-        try:
-            quote = await pricing.get_price(settings, region=region, provisioning_model=provisioning_model)
-            label = quote.label() if hasattr(quote, "label") else str(quote.source)
-            return round(float(quote.usd_per_hour), 4), label
-        except TpuDevopsError:
-            pass
+        quote = await pricing.get_price(settings, region=region, provisioning_model=provisioning_model)
+        return round(float(quote.usd_per_hour), 4), quote.label()
+    except TpuDevopsError:
+        pass
     rate = SEED_PRICES.get(provisioning_model)
     return (None if rate is None else round(rate * settings.accelerator.chips, 4)), SEED_PRICE_SOURCE
 
@@ -628,8 +617,6 @@ def _limiter() -> anyio.CapacityLimiter:
 
 async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a blocking adapter call in a worker thread from our own bounded pool."""
-    import functools
-
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_limiter())
 
 
@@ -761,11 +748,9 @@ async def create_queued_resource(
         max_run_duration_s=max_run,
         valid_until_duration_s=valid_until_duration_s,
     )
-    from tpu_devops.errors import CloudError as _CloudError
-
     try:
         op = await call(api(settings).create_queued_resource, zone, qr_id, body)
-    except _CloudError as exc:
+    except CloudError as exc:
         if getattr(exc, "status", None) == "ALREADY_EXISTS":
             again = await get_queued(settings, zone, qr_id)
             state = state_of(again) if again else "UNKNOWN"
@@ -868,19 +853,20 @@ async def list_queued_resources(
     `MAX_CONCURRENT_CALLS` at a time). A zone whose listing fails is reported in ``errors``.
 
     Raises:
-        ConfigError: bad zone or no project. CloudError: the zone list itself failed.
+        ConfigError: bad zone or no project. CloudError: the zone list itself failed, or the one zone
+        asked for failed (its own typed error, e.g. `PermissionError_`, with field ``zone``).
     """
     require_project(settings)
     started = time.perf_counter()
     zones = await resolve_zones(settings, zone)
     results: dict[str, list[dict[str, Any]]] = {}
-    errors: dict[str, str] = {}
+    failures: dict[str, CloudError] = {}
 
     async def one(z: str) -> None:
         try:
             results[z] = await call(api(settings).list_queued_resources, z)
         except CloudError as exc:
-            errors[z] = exc.message
+            failures[z] = exc
 
     async with anyio.create_task_group() as tg:
         for z in zones:
@@ -888,12 +874,15 @@ async def list_queued_resources(
     views = [QueuedResourceView.of(qr, z) for z in zones for qr in results.get(z, [])]
     if only_ours:
         views = [v for v in views if v.ours]
-    if len(zones) == 1 and errors:
-        raise CloudError(errors[zones[0]], field="zone", value=zones[0])
+    if len(zones) == 1 and failures:
+        failure = failures[zones[0]]
+        if failure.field is None:
+            failure.field, failure.value = "zone", zones[0]
+        raise failure
     return QueuedResourceList(
         zones_listed=len(zones),
         queued_resources=views,
-        errors=errors,
+        errors={z: exc.message for z, exc in failures.items()},
         elapsed_s=round(time.perf_counter() - started, 3),
     )
 

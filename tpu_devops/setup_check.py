@@ -47,20 +47,27 @@ def _adc_check(settings: Settings) -> Check:
             ok=True,
             detail=f"local endpoint {settings.gcp_endpoint}: anonymous credentials",
         )
-    try:
-        import google.auth
+    from tpu_devops.gcp import common
 
-        _, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-    except Exception as exc:
-        return Check(
-            name="credentials", ok=False, detail=f"no Application Default Credentials ({type(exc).__name__})",
-            fix="gcloud auth application-default login",
-        )  # fmt: skip
+    try:
+        project = common.adc_project()
+    except Exception as exc:  # a typed PermissionError_ when ADC are missing; reported, never raised
+        detail = (
+            exc.message
+            if isinstance(exc, TpuDevopsError)
+            else f"no Application Default Credentials ({type(exc).__name__})"
+        )
+        return Check(name="credentials", ok=False, detail=detail, fix="gcloud auth application-default login")
     return Check(
         name="credentials",
         ok=True,
         detail=f"Application Default Credentials found (ADC project: {project or 'none'})",
     )
+
+
+def _failed(name: str, exc: TpuDevopsError, fix: str | None = None) -> Check:
+    """A failed check from the error it raised (its own fix first, else ``fix``)."""
+    return Check(name=name, ok=False, detail=exc.message, fix=exc.fix or fix)
 
 
 async def check_setup(settings: Settings) -> SetupReport:
@@ -88,14 +95,7 @@ async def check_setup(settings: Settings) -> SetupReport:
             )
         )  # fmt: skip
     except TpuDevopsError as exc:
-        checks.append(
-            Check(
-                name="tpu_api",
-                ok=False,
-                detail=exc.message,
-                fix=exc.fix or "gcloud services enable tpu.googleapis.com",
-            )
-        )
+        checks.append(_failed("tpu_api", exc, "gcloud services enable tpu.googleapis.com"))
     try:
         from tpu_devops import capacity
 
@@ -115,14 +115,7 @@ async def check_setup(settings: Settings) -> SetupReport:
             )
         )
     except TpuDevopsError as exc:
-        checks.append(
-            Check(
-                name="quota",
-                ok=False,
-                detail=exc.message,
-                fix=exc.fix or "gcloud services enable cloudquotas.googleapis.com",
-            )
-        )
+        checks.append(_failed("quota", exc, "gcloud services enable cloudquotas.googleapis.com"))
     try:
         from tpu_devops.gcp import secrets
 
@@ -133,14 +126,7 @@ async def check_setup(settings: Settings) -> SetupReport:
         )
         checks.append(Check(name="hf_secret", ok=ok, detail=detail, fix=None if ok else "run save_hf_token"))
     except TpuDevopsError as exc:
-        checks.append(
-            Check(
-                name="hf_secret",
-                ok=False,
-                detail=exc.message,
-                fix=exc.fix or "gcloud services enable secretmanager.googleapis.com",
-            )
-        )
+        checks.append(_failed("hf_secret", exc, "gcloud services enable secretmanager.googleapis.com"))
     ours: list[dict[str, Any]] = []
     try:
         listing = await prov.list_queued_resources(settings, "all", only_ours=True)
@@ -155,7 +141,7 @@ async def check_setup(settings: Settings) -> SetupReport:
             )  # fmt: skip
         checks.append(Check(name="our_tpus", ok=True, detail=f"{len(ours)} queued resource(s) of ours"))
     except TpuDevopsError as exc:
-        checks.append(Check(name="our_tpus", ok=False, detail=exc.message, fix=exc.fix))
+        checks.append(_failed("our_tpus", exc))
     return SetupReport(ready=all(c.ok for c in checks), checks=checks, our_tpus=ours)
 
 

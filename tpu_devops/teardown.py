@@ -54,7 +54,7 @@ class TeardownResult(ToolResult):
         return f"{verb} {n} queued resource(s) of ours; left {len(self.left_alone)} not ours alone. {self.message}"
 
 
-def _steps_for(qr: dict[str, Any], zone: str, with_node: bool) -> list[DeletionStep]:
+def _steps_for(qr: dict[str, Any], zone: str, *, with_node: bool) -> list[DeletionStep]:
     qr_id = str(qr.get("name", "")).rsplit("/", 1)[-1]
     steps: list[DeletionStep] = []
     if with_node:
@@ -64,8 +64,37 @@ def _steps_for(qr: dict[str, Any], zone: str, with_node: bool) -> list[DeletionS
     return steps
 
 
-def _owned(qr: dict[str, Any], resource_id: str) -> bool:
-    return prov.is_ours(qr, resource_id)
+async def _dry_run_or_execute(
+    settings: Settings,
+    steps: list[DeletionStep],
+    *,
+    dry_run: bool,
+    confirmed: bool,
+    left_alone: list[str] | None = None,
+    refused: list[str] | None = None,
+) -> TeardownResult:
+    """The dry-run result, or (confirmed) the steps executed in order, stopping at the first error.
+
+    Raises:
+        ConfigError: execution asked for without confirmation (field ``confirm``).
+    """
+    lists = {"steps": steps, "left_alone": left_alone or [], "refused": refused or []}
+    if dry_run:
+        return TeardownResult(
+            dry_run=True, executed=False, **lists,
+            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
+        )  # fmt: skip
+    if not confirmed:
+        raise ConfigError(
+            "deleting needs confirmation", field="confirm", value=False,
+            fix="review the dry run, then call again with dry_run=false and confirm=true",
+        )  # fmt: skip
+    await _execute(settings, steps)
+    failed = [s for s in steps if s.error]
+    return TeardownResult(
+        dry_run=False, executed=True, **lists,
+        message="done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}",
+    )  # fmt: skip
 
 
 async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
@@ -119,7 +148,7 @@ async def destroy_queued_resource(
             "no such queued resource", field="queued_resource_id", value=f"{qr_id} in {zone}",
             fix="list_queued_resources(zone='all', only_ours=true) shows ours",
         )  # fmt: skip
-    if not _owned(qr, qr_id):
+    if not prov.is_ours(qr, qr_id):
         labels = prov.labels_of(qr)
         raise OwnershipError(
             f"this queued resource was not created by tpu-devops for rig '{qr_id}' (labels: {labels or 'none'}); it is left alone",
@@ -133,26 +162,8 @@ async def destroy_queued_resource(
             dry_run=dry_run, executed=False, steps=[], refused=[f"{qr_id} in {zone}: PROVISIONING"],
             message="a PROVISIONING request cannot be deleted; try again once it is ACTIVE or FAILED",
         )  # fmt: skip
-    with_node = state in ("ACTIVE", "SUSPENDING")
-    steps = _steps_for(qr, zone, with_node)
-    if dry_run:
-        return TeardownResult(
-            dry_run=True,
-            executed=False,
-            steps=steps,
-            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
-        )
-    if not confirmed:
-        raise ConfigError(
-            "deleting needs confirmation", field="confirm", value=False,
-            fix="review the dry run, then call again with dry_run=false and confirm=true",
-        )  # fmt: skip
-    await _execute(settings, steps)
-    failed = [s for s in steps if s.error]
-    return TeardownResult(
-        dry_run=False, executed=True, steps=steps,
-        message="done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}",
-    )  # fmt: skip
+    steps = _steps_for(qr, zone, with_node=state in ("ACTIVE", "SUSPENDING"))
+    return await _dry_run_or_execute(settings, steps, dry_run=dry_run, confirmed=confirmed)
 
 
 MANAGE_ACTIONS = ("cleanup", "delete_all")
@@ -205,23 +216,10 @@ async def manage_queued_resources(
             if state == "PROVISIONING":
                 refused.append(f"{qr_id} in {z}: PROVISIONING (cannot be deleted now)")
                 continue
-            steps.extend(_steps_for(qr, z, state in ("ACTIVE", "SUSPENDING")))
-    if dry_run:
-        return TeardownResult(
-            dry_run=True, executed=False, steps=steps, left_alone=left, refused=refused,
-            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
-        )  # fmt: skip
-    if not confirmed:
-        raise ConfigError(
-            "deleting needs confirmation", field="confirm", value=False,
-            fix="review the dry run, then call again with dry_run=false and confirm=true",
-        )  # fmt: skip
-    await _execute(settings, steps)
-    failed = [s for s in steps if s.error]
-    return TeardownResult(
-        dry_run=False, executed=True, steps=steps, left_alone=left, refused=refused,
-        message="done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}",
-    )  # fmt: skip
+            steps.extend(_steps_for(qr, z, with_node=state in ("ACTIVE", "SUSPENDING")))
+    return await _dry_run_or_execute(
+        settings, steps, dry_run=dry_run, confirmed=confirmed, left_alone=left, refused=refused
+    )
 
 
 class Confirmation(BaseModel):

@@ -1,4 +1,4 @@
-"""What every Google adapter shares: credentials, endpoints, retries and worker threads.
+"""What every Google adapter shares: credentials, endpoints, clients, retries, errors, worker threads.
 
 - Credentials: Application Default Credentials (``google.auth.default``). When
   ``TPU_DEVOPS_GCP_ENDPOINT`` points at a local fake, anonymous credentials are used instead.
@@ -6,18 +6,24 @@
   (one fake serves every surface; paths are the real REST paths).
 - Retries: google.api_core's ``Retry`` for 429 / 500 / 502 / 503 / 504 and transport timeouts, with
   exponential backoff; never for 4xx configuration errors.
+- Clients: `rest_client` builds (once per endpoint) a google-cloud client on its REST transport.
+- Errors: `google_errors` / `api_error` turn google.api_core / google.auth exceptions into the typed
+  errors of `tpu_devops.errors`, each with Google's message (URL removed) and a fix.
 - Blocking client calls run in worker threads (`run_blocking`) so the MCP event loop keeps serving.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
 
 from tpu_devops.config import Settings
+from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
 
 T = TypeVar("T")
 
@@ -33,6 +39,20 @@ PUBLIC_HOSTS = {
 RETRY_INITIAL_S = 0.5
 RETRY_MAXIMUM_S = 8.0
 RETRY_DEADLINE_S = 45.0
+CALL_TIMEOUT_S = 30.0  # one HTTP request; retries stop at RETRY_DEADLINE_S
+POOL_SIZE = 48  # connections kept per host: enough for a 44-zone listing without churn
+
+# The fix for a 403 per service (the permissions are the ones each REST reference lists).
+PERMISSION_FIXES = {
+    "tpu": "grant the caller roles/tpu.admin (or the permission named) on the project",
+    "cloudquotas": "grant the caller cloudquotas.quotas.get (the permission quotaInfos.list requires) on the project",
+    "secretmanager": "grant the caller roles/secretmanager.admin (or the secretmanager permission named) on the project",
+}
+# google.api_core prefixes REST error messages with "METHOD URL: "; the URL adds nothing for a person.
+_URL_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
+# Google's 403 for an API that is off: ErrorInfo reason SERVICE_DISABLED, message "... API has not been
+# used in project N before or it is disabled. Enable it by visiting ...".
+_SERVICE_DISABLED = re.compile(r"has not been used in project .* or it is disabled", re.I | re.S)
 
 
 def base_url(settings: Settings, service: str) -> str:
@@ -44,9 +64,11 @@ def base_url(settings: Settings, service: str) -> str:
 
 def client_options(settings: Settings, service: str) -> dict[str, Any]:
     """``client_options`` for a google-cloud client: the fake's endpoint when one is configured."""
-    if settings.gcp_endpoint:
-        return {"api_endpoint": settings.gcp_endpoint.rstrip("/")}
-    return {}
+    return _options(settings.gcp_endpoint)
+
+
+def _options(endpoint: str) -> dict[str, Any]:
+    return {"api_endpoint": endpoint.rstrip("/")} if endpoint else {}
 
 
 @functools.lru_cache(maxsize=4)
@@ -64,10 +86,154 @@ def credentials(settings: Settings) -> Any:
     """ADC, or anonymous credentials for a local fake.
 
     Raises:
-        google.auth.exceptions.DefaultCredentialsError: no ADC; adapters turn it into a ConfigError
-        with the fix (``gcloud auth application-default login``).
+        google.auth.exceptions.DefaultCredentialsError: no ADC; adapters turn it into a typed error
+        with the fix (``gcloud auth application-default login``), e.g. through `api_error`.
     """
     return _adc(settings.gcp_endpoint)
+
+
+def endpoint_credentials(endpoint: str) -> Any:
+    """`credentials` keyed by ``Settings.gcp_endpoint`` alone (for clients cached per endpoint).
+
+    Raises:
+        PermissionError_: no Application Default Credentials (field ``credentials``, with the fix).
+    """
+    with google_errors("find Google credentials", "tpu"):
+        return _adc(endpoint)
+
+
+def adc_project() -> str | None:
+    """The project named by the Application Default Credentials (None when they name none).
+
+    Raises:
+        PermissionError_: no Application Default Credentials (field ``credentials``, with the fix).
+    """
+    import google.auth
+
+    with google_errors("find Google credentials", "tpu"):
+        _, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    return project
+
+
+@functools.lru_cache(maxsize=16)
+def rest_client(client_cls: type, endpoint: str) -> Any:
+    """One ``client_cls`` (a google-cloud ``*Client``) on the REST transport per endpoint, reused.
+
+    ``endpoint`` is ``Settings.gcp_endpoint`` ("" for Google's public host). GAPIC clients are
+    thread-safe for concurrent calls, so one instance serves every worker thread.
+
+    Raises:
+        PermissionError_: no Application Default Credentials (not cached: the next call tries again).
+    """
+    client = client_cls(
+        transport="rest", credentials=endpoint_credentials(endpoint), client_options=_options(endpoint)
+    )
+    _widen_pool(getattr(client._transport, "_session", None))
+    return client
+
+
+@functools.lru_cache(maxsize=4)
+def authorized_session(endpoint: str) -> Any:
+    """A google-auth ``AuthorizedSession`` (ADC, or anonymous for a local fake) per endpoint, reused.
+
+    For REST calls no installed client can express (see `tpu_devops.gcp.tpu`).
+
+    Raises:
+        PermissionError_: no Application Default Credentials.
+    """
+    from google.auth.transport.requests import AuthorizedSession
+
+    session = AuthorizedSession(endpoint_credentials(endpoint))
+    _widen_pool(session)
+    return session
+
+
+def _widen_pool(session: Any) -> None:
+    """Keep up to `POOL_SIZE` connections per host so concurrent calls (a 44-zone listing) reuse them."""
+    if session is None:
+        return
+    from requests.adapters import HTTPAdapter
+
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+
+
+def is_google_error(exc: BaseException) -> bool:
+    """True for exceptions raised by google.api_core or google.auth (which `api_error` can type)."""
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as aexc
+
+    return isinstance(exc, gexc.GoogleAPIError | aexc.GoogleAuthError)
+
+
+def api_error(exc: BaseException, *, action: str, service: str = "tpu") -> CloudError:
+    """Turn a google.api_core / google.auth exception into a typed `CloudError` with a fix.
+
+    ``service`` is a `PUBLIC_HOSTS` key; it picks the fix for 403s (`PERMISSION_FIXES`, or
+    ``gcloud services enable <host>`` when Google says the API is disabled). The result carries
+    ``http_code`` (int or None), ``status`` (Google's canonical status name, e.g.
+    ``RESOURCE_EXHAUSTED``) and ``google_message`` (Google's text without the URL) for classification.
+    Mapping: 404 -> `NotFoundError`; 401 / 403 and missing ADC -> `PermissionError_`; 429 that names a
+    quota -> `QuotaError`; anything else -> `CloudError`.
+    """
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as aexc
+
+    if isinstance(exc, aexc.DefaultCredentialsError):
+        err: CloudError = PermissionError_(
+            "no Application Default Credentials found",
+            field="credentials",
+            fix="run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)",
+        )
+        err.http_code, err.status, err.google_message = None, "UNAUTHENTICATED", str(exc)  # type: ignore[attr-defined]
+        return err
+    # Retries that ran out raise RetryError("Timeout of 45s exceeded, last exception: ..."): type and
+    # classify it by that last exception (a 503 stays transient, a quota 429 stays a quota error).
+    retried_out = isinstance(exc, gexc.RetryError)
+    prefix = ""
+    if retried_out and getattr(exc, "cause", None) is not None:
+        exc, prefix = exc.cause, "retries ran out; last error: "  # type: ignore[attr-defined]
+    message = prefix + _URL_PREFIX.sub("", str(getattr(exc, "message", None) or exc))
+    code = getattr(exc, "code", None)
+    code = int(code) if isinstance(code, int) else None
+    status = None
+    grpc_status = getattr(exc, "grpc_status_code", None)
+    if grpc_status is not None:
+        status = grpc_status.name
+    if status is None and isinstance(exc, gexc.GoogleAPICallError):
+        status = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
+                  429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(code or 0)  # fmt: skip
+    text = f"{action}: {message}"
+    if isinstance(exc, gexc.NotFound):
+        err = NotFoundError(text, fix="check the project, location and name in the message")
+    elif isinstance(exc, gexc.Forbidden | gexc.Unauthenticated):
+        disabled = getattr(exc, "reason", None) == "SERVICE_DISABLED" or _SERVICE_DISABLED.search(message)
+        fix = (
+            f"enable the API: gcloud services enable {PUBLIC_HOSTS[service]}"
+            if disabled
+            else PERMISSION_FIXES.get(service, "grant the caller the permission named on the project")
+        )
+        err = PermissionError_(text, fix=fix)
+    elif isinstance(exc, gexc.TooManyRequests) and "quota" in message.lower():
+        err = QuotaError(text, fix="wait for the quota to refill, or ask for more quota in the console")
+    elif retried_out or (code or 0) >= 500 or isinstance(exc, gexc.TooManyRequests):
+        err = CloudError(text, fix="Google's API was unavailable after retries: try again shortly")
+    else:
+        err = CloudError(text, fix="the request was refused: check the values named in the message")
+    err.http_code, err.status, err.google_message = code, status, message  # type: ignore[attr-defined]
+    return err
+
+
+@contextlib.contextmanager
+def google_errors(action: str, service: str) -> Iterator[None]:
+    """Re-raise google.api_core / google.auth exceptions inside the block as `api_error` (others pass)."""
+    try:
+        yield
+    except Exception as exc:
+        if is_google_error(exc):
+            raise api_error(exc, action=action, service=service) from None
+        raise
 
 
 def is_retryable(exc: BaseException) -> bool:

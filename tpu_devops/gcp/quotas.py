@@ -8,13 +8,10 @@ not usage (DESIGN §3: quota is not capacity). Sync; call via `common.run_blocki
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Any
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.gcp import common
-from tpu_devops.gcp.tpu import _EndpointOnly, _is_google_error, api_error
 
 TPU_SERVICE = "tpu.googleapis.com"
 
@@ -39,12 +36,17 @@ def list_tpu_quota_limits(settings: Settings) -> list[QuotaLimit]:
         ConfigError: no project configured.
         PermissionError_ / CloudError: the Cloud Quotas API refused or failed (after retries).
     """
+    from google.cloud import cloudquotas_v1
+
     project = require_project(settings)
-    client = _client(settings.gcp_endpoint)
     parent = f"projects/{project}/locations/global/services/{TPU_SERVICE}"
     out: list[QuotaLimit] = []
-    try:
-        for info in client.list_quota_infos(parent=parent, retry=common.retry_policy(), timeout=30.0):
+    with common.google_errors("list TPU quota (Cloud Quotas API)", "cloudquotas"):
+        client = common.rest_client(cloudquotas_v1.CloudQuotasClient, settings.gcp_endpoint)
+        pages = client.list_quota_infos(
+            parent=parent, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+        )
+        for info in pages:
             for dim_info in info.dimensions_infos:
                 dims = dict(dim_info.dimensions)
                 if "zone" in dims:
@@ -54,20 +56,4 @@ def list_tpu_quota_limits(settings: Settings) -> list[QuotaLimit]:
                 else:
                     dimension, location = "default", ""
                 out.append(QuotaLimit(info.quota_id, dimension, location, int(dim_info.details.value)))
-    except Exception as exc:
-        if _is_google_error(exc):
-            raise api_error(exc, action="list TPU quota (Cloud Quotas API)") from None
-        raise
     return out
-
-
-@functools.lru_cache(maxsize=4)
-def _client(endpoint: str) -> Any:
-    from google.cloud import cloudquotas_v1
-
-    stub = _EndpointOnly(endpoint)
-    return cloudquotas_v1.CloudQuotasClient(
-        transport="rest",
-        credentials=common.credentials(stub),  # type: ignore[arg-type]
-        client_options=common.client_options(stub, "cloudquotas"),  # type: ignore[arg-type]
-    )

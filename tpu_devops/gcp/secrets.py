@@ -8,14 +8,14 @@ Sync; call via `common.run_blocking`.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import NotFoundError
 from tpu_devops.gcp import common
-from tpu_devops.gcp.tpu import _EndpointOnly, _is_google_error, api_error
+
+SERVICE = "secretmanager"
 
 
 @dataclass(frozen=True)
@@ -37,28 +37,21 @@ def secret_status(settings: Settings, secret_id: str) -> SecretStatus:
         CloudError: any other API failure.
     """
     project = require_project(settings)
-    client = _client(settings.gcp_endpoint)
     name = f"projects/{project}/secrets/{secret_id}"
     try:
-        client.get_secret(name=name, retry=common.retry_policy(), timeout=30.0)
-    except Exception as exc:
-        if not _is_google_error(exc):
-            raise
-        err = api_error(exc, action=f"read secret {secret_id}")
-        if isinstance(err, NotFoundError):
-            return SecretStatus(name, False, None, None)
-        raise err from None
+        with common.google_errors(f"read secret {secret_id}", SERVICE):
+            _client(settings).get_secret(
+                name=name, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            )
+    except NotFoundError:
+        return SecretStatus(name, False, None, None)
     try:
-        version = client.get_secret_version(
-            name=f"{name}/versions/latest", retry=common.retry_policy(), timeout=30.0
-        )
-    except Exception as exc:
-        if not _is_google_error(exc):
-            raise
-        err = api_error(exc, action=f"read the latest version of secret {secret_id}")
-        if isinstance(err, NotFoundError):
-            return SecretStatus(name, True, None, None)
-        raise err from None
+        with common.google_errors(f"read the latest version of secret {secret_id}", SERVICE):
+            version = _client(settings).get_secret_version(
+                name=f"{name}/versions/latest", retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            )
+    except NotFoundError:
+        return SecretStatus(name, True, None, None)
     state = version.state.name if hasattr(version.state, "name") else str(version.state)
     return SecretStatus(name, True, version.name, state)
 
@@ -77,37 +70,30 @@ def add_secret_version(settings: Settings, secret_id: str, value: str) -> str:
     from google.cloud import secretmanager_v1
 
     project = require_project(settings)
-    client = _client(settings.gcp_endpoint)
     parent = f"projects/{project}"
-    try:
+    with common.google_errors(f"write secret {secret_id}", SERVICE):
+        client = _client(settings)
         try:
             client.create_secret(
                 parent=parent,
                 secret_id=secret_id,
                 secret=secretmanager_v1.Secret(replication=secretmanager_v1.Replication(automatic={})),
                 retry=common.retry_policy(),
-                timeout=30.0,
+                timeout=common.CALL_TIMEOUT_S,
             )
         except gexc.Conflict:  # 409 ALREADY_EXISTS over REST
             pass
         payload = secretmanager_v1.SecretPayload(data=value.encode("utf-8"))
         version = client.add_secret_version(
-            parent=f"{parent}/secrets/{secret_id}", payload=payload, retry=common.retry_policy(), timeout=30.0
+            parent=f"{parent}/secrets/{secret_id}",
+            payload=payload,
+            retry=common.retry_policy(),
+            timeout=common.CALL_TIMEOUT_S,
         )
-    except Exception as exc:
-        if _is_google_error(exc):
-            raise api_error(exc, action=f"write secret {secret_id}") from None
-        raise
     return version.name
 
 
-@functools.lru_cache(maxsize=4)
-def _client(endpoint: str) -> Any:
+def _client(settings: Settings) -> Any:
     from google.cloud import secretmanager_v1
 
-    stub = _EndpointOnly(endpoint)
-    return secretmanager_v1.SecretManagerServiceClient(
-        transport="rest",
-        credentials=common.credentials(stub),  # type: ignore[arg-type]
-        client_options=common.client_options(stub, "secretmanager"),  # type: ignore[arg-type]
-    )
+    return common.rest_client(secretmanager_v1.SecretManagerServiceClient, settings.gcp_endpoint)

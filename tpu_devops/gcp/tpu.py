@@ -23,70 +23,21 @@ drop those two fields, and a flex-start request would then look like on-demand.
 
 Every resource is returned as its REST JSON dict (camelCase, as the API documents it), so the domain
 code reads one shape whichever path produced it. Google errors become typed `CloudError`s carrying
-``http_code`` and ``status`` (e.g. 404 / ``NOT_FOUND``) and Google's own message; retries (429 / 5xx /
-timeouts only) come from `tpu_devops.gcp.common.retry_policy`.
+``http_code`` and ``status`` (e.g. 404 / ``NOT_FOUND``) and Google's own message
+(`tpu_devops.gcp.common.google_errors`); retries (429 / 5xx / timeouts only) come from
+`tpu_devops.gcp.common.retry_policy`; clients and the session are shared per endpoint
+(`common.rest_client`, `common.authorized_session`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
-import re
 from typing import Any
 
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
 from tpu_devops.gcp import common
 
-log = logging.getLogger(__name__)
-
-CALL_TIMEOUT_S = 30.0
-# google.api_core prefixes REST error messages with "METHOD URL: "; the URL adds nothing for a person.
-_URL_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")
-POOL_SIZE = 48  # connections kept per host: enough for a 44-zone listing without churn
-
-
-def api_error(exc: BaseException, *, action: str) -> CloudError:
-    """Turn a google.api_core / google.auth exception into a typed `CloudError`.
-
-    The result carries ``http_code`` (int or None), ``status`` (Google's canonical status name, e.g.
-    ``RESOURCE_EXHAUSTED``) and ``google_message`` (Google's text without the URL) for classification.
-    """
-    from google.api_core import exceptions as gexc
-    from google.auth import exceptions as aexc
-
-    if isinstance(exc, aexc.DefaultCredentialsError):
-        err: CloudError = PermissionError_(
-            "no Application Default Credentials found",
-            field="credentials",
-            fix="run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)",
-        )
-        err.http_code, err.status, err.google_message = None, "UNAUTHENTICATED", str(exc)  # type: ignore[attr-defined]
-        return err
-    code = getattr(exc, "code", None)
-    code = int(code) if isinstance(code, int) else None
-    message = _URL_PREFIX.sub("", str(getattr(exc, "message", None) or exc))
-    status = None
-    grpc_status = getattr(exc, "grpc_status_code", None)
-    if grpc_status is not None:
-        status = grpc_status.name
-    if status is None and isinstance(exc, gexc.GoogleAPICallError):
-        status = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
-                  429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(code or 0)  # fmt: skip
-    text = f"{action}: {message}"
-    if isinstance(exc, gexc.NotFound):
-        err = NotFoundError(text)
-    elif isinstance(exc, gexc.Forbidden | gexc.Unauthenticated):
-        err = PermissionError_(
-            text, fix="grant the caller roles/tpu.admin (or the permission named) on the project"
-        )
-    elif isinstance(exc, gexc.TooManyRequests) and "quota" in message.lower():
-        err = QuotaError(text)
-    else:
-        err = CloudError(text)
-    err.http_code, err.status, err.google_message = code, status, message  # type: ignore[attr-defined]
-    return err
+SERVICE = "tpu"
 
 
 class TpuApi:
@@ -104,27 +55,32 @@ class TpuApi:
 
     @property
     def client(self) -> Any:
-        return _client(self.settings.gcp_endpoint)
+        from google.cloud import tpu_v2
+
+        return common.rest_client(tpu_v2.TpuClient, self.settings.gcp_endpoint)
 
     def _parent(self, zone: str) -> str:
         return f"projects/{self.project}/locations/{zone}"
 
-    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, retry=common.retry_policy(), timeout=CALL_TIMEOUT_S, **kwargs)
-        except Exception as exc:
-            if _is_google_error(exc):
-                raise api_error(exc, action=action) from None
-            raise
+    def _call(self, action: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``self.client.<method>(...)`` with the shared retry policy, timeout and typed errors."""
+        with common.google_errors(action, SERVICE):
+            fn = getattr(self.client, method)
+            return fn(*args, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S, **kwargs)
 
     # ---- reads -----------------------------------------------------------------------------
 
     def list_zones(self) -> list[str]:
-        """Zones (location ids) where the TPU API is offered to this project, sorted."""
-        resp = self._call(
-            "list TPU locations", self.client.list_locations, {"name": f"projects/{self.project}"}
-        )
-        return sorted(loc.location_id for loc in resp.locations)
+        """Zones (location ids) where the TPU API is offered to this project, sorted (all pages)."""
+        zones: list[str] = []
+        token = ""
+        while True:
+            request = {"name": f"projects/{self.project}", "page_token": token}
+            resp = self._call("list TPU locations", "list_locations", request)
+            zones.extend(loc.location_id for loc in resp.locations)
+            token = resp.next_page_token
+            if not token:
+                return sorted(zones)
 
     def list_queued_resources(self, zone: str) -> list[dict[str, Any]]:
         """Every queued resource in ``zone`` as v2alpha1 REST JSON dicts (all pages).
@@ -159,7 +115,7 @@ class TpuApi:
 
         node = self._call(
             f"get node {node_id} in {zone}",
-            self.client.get_node,
+            "get_node",
             name=f"{self._parent(zone)}/nodes/{node_id}",
         )
         return _to_dict(tpu_v2.Node, node)
@@ -181,7 +137,7 @@ class TpuApi:
         qr = tpu_v2.QueuedResource.from_json(json.dumps(body))
         op = self._call(
             f"create queued resource {qr_id} in {zone}",
-            self.client.create_queued_resource,
+            "create_queued_resource",
             parent=self._parent(zone),
             queued_resource_id=qr_id,
             queued_resource=qr,
@@ -209,27 +165,23 @@ class TpuApi:
         """One v2alpha1 REST call with ADC, the shared retry policy, and Google's errors typed."""
         from google.api_core import exceptions as gexc
 
-        url = f"{common.base_url(self.settings, 'tpu')}/v2alpha1/{path}"
-        session = _session(self.settings.gcp_endpoint)
+        url = f"{common.base_url(self.settings, SERVICE)}/v2alpha1/{path}"
 
         def send() -> dict[str, Any]:
-            resp = session.request(method, url, params=params, json=body, timeout=CALL_TIMEOUT_S)
+            resp = session.request(method, url, params=params, json=body, timeout=common.CALL_TIMEOUT_S)
             if resp.status_code >= 400:
                 raise gexc.from_http_response(resp)
             return resp.json()
 
-        try:
+        with common.google_errors(action, SERVICE):
+            session = common.authorized_session(self.settings.gcp_endpoint)
             return common.retry_policy()(send)()
-        except Exception as exc:
-            if _is_google_error(exc):
-                raise api_error(exc, action=action) from None
-            raise
 
     def delete_node(self, zone: str, node_id: str) -> None:
         """Request deletion of a TPU node (returns once the API accepted it)."""
         self._call(
             f"delete node {node_id} in {zone}",
-            self.client.delete_node,
+            "delete_node",
             name=f"{self._parent(zone)}/nodes/{node_id}",
         )
 
@@ -240,9 +192,7 @@ class TpuApi:
         request = tpu_v2.DeleteQueuedResourceRequest(
             name=f"{self._parent(zone)}/queuedResources/{qr_id}", force=force
         )
-        self._call(
-            f"delete queued resource {qr_id} in {zone}", self.client.delete_queued_resource, request=request
-        )
+        self._call(f"delete queued resource {qr_id} in {zone}", "delete_queued_resource", request=request)
 
 
 def _needs_v2alpha1(body: dict[str, Any]) -> bool:
@@ -254,61 +204,7 @@ def _needs_v2alpha1(body: dict[str, Any]) -> bool:
     return False
 
 
-def _is_google_error(exc: BaseException) -> bool:
-    from google.api_core import exceptions as gexc
-    from google.auth import exceptions as aexc
-
-    return isinstance(exc, gexc.GoogleAPIError | aexc.GoogleAuthError)
-
-
 def _to_dict(message_cls: Any, message: Any) -> dict[str, Any]:
     from google.protobuf import json_format
 
     return json_format.MessageToDict(message_cls.pb(message))
-
-
-@functools.lru_cache(maxsize=4)
-def _client(endpoint: str) -> Any:
-    """One REST `TpuClient` per endpoint (thread-safe for concurrent calls)."""
-    from google.cloud import tpu_v2
-
-    settings_stub = _EndpointOnly(endpoint)
-    try:
-        client = tpu_v2.TpuClient(
-            transport="rest",
-            credentials=common.credentials(settings_stub),  # type: ignore[arg-type]
-            client_options=common.client_options(settings_stub, "tpu"),  # type: ignore[arg-type]
-        )
-    except Exception as exc:
-        if _is_google_error(exc):
-            raise api_error(exc, action="create the TPU API client") from None
-        raise
-    _widen_pool(getattr(client._transport, "_session", None))
-    return client
-
-
-@functools.lru_cache(maxsize=4)
-def _session(endpoint: str) -> Any:
-    from google.auth.transport.requests import AuthorizedSession
-
-    session = AuthorizedSession(common.credentials(_EndpointOnly(endpoint)))  # type: ignore[arg-type]
-    _widen_pool(session)
-    return session
-
-
-def _widen_pool(session: Any) -> None:
-    """Keep up to `POOL_SIZE` connections per host so concurrent zone listings reuse them."""
-    if session is None:
-        return
-    from requests.adapters import HTTPAdapter
-
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-
-
-class _EndpointOnly:
-    """The two settings `common.credentials` / `client_options` read (for cached, settings-free clients)."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.gcp_endpoint = endpoint

@@ -5,6 +5,8 @@
 (int64, so a JSON string) and ``applicableLocations``. Limits are seeded for the v5e families (on-demand
 and Preemptible) in every zone of `DEFAULT_ZONES` (4 chips per zone, 8 per region) and can be replaced
 with `FakeQuotas.set_limit`. Quota is limit only: the API reports no usage (DESIGN §3).
+``disabled = True`` answers as Google does for an API the project has not enabled: 403
+PERMISSION_DENIED with an ``ErrorInfo`` whose reason is ``SERVICE_DISABLED``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class FakeQuotas:
             locations = zones if dim == "zone" else regions
             self.limits[quota_id] = {loc: (4 if dim == "zone" else 8) for loc in locations}
         self.page_size = 3
+        self.disabled = False
         self.requests: list[str] = []
         self._failures: list[int] = []
 
@@ -78,6 +81,25 @@ class FakeQuotas:
                 status, "UNAVAILABLE" if status >= 500 else "RESOURCE_EXHAUSTED", "try again later"
             )
         project, service = request.path_params["project"], request.path_params["service"]
+        if self.disabled:
+            return google_error(
+                403,
+                "PERMISSION_DENIED",
+                f"Cloud Quotas API has not been used in project {project} before or it is disabled. Enable it "
+                f"by visiting https://console.developers.google.com/apis/api/cloudquotas.googleapis.com/overview"
+                f"?project={project} then retry.",
+                [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "SERVICE_DISABLED",
+                        "domain": "googleapis.com",
+                        "metadata": {
+                            "service": "cloudquotas.googleapis.com",
+                            "consumer": f"projects/{project}",
+                        },
+                    }
+                ],
+            )
         if project != self.project:
             return google_error(
                 403, "PERMISSION_DENIED", f"Permission 'cloudquotas.quotas.get' denied on project {project}."

@@ -77,6 +77,11 @@ def google_error(
     return JSONResponse(body, status_code=code)
 
 
+def _not_found(name: str) -> JSONResponse:
+    """Google's 404 for a resource name that does not exist."""
+    return google_error(404, "NOT_FOUND", f"Resource '{name}' was not found")
+
+
 def _rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -124,6 +129,7 @@ class FakeTpu:
         self.networks = {"default"}
         self.scripts: dict[str, str] = {}
         self.latency_s = 0.0
+        self.locations_page_size: int | None = None  # None: every location on one page
         self.external_ip = "203.0.113.10"
         self.queued: dict[tuple[str, str], QueuedRecord] = {}
         self.nodes: dict[tuple[str, str], dict[str, Any]] = {}
@@ -336,8 +342,13 @@ class FakeTpu:
         if err := await self._prelude(request):
             return err
         p = request.path_params["project"]
-        locs = [{"name": f"projects/{p}/locations/{z}", "locationId": z} for z in self.zones]
-        return JSONResponse({"locations": locs})
+        start = int(request.query_params.get("pageToken") or 0)
+        end = len(self.zones) if self.locations_page_size is None else start + self.locations_page_size
+        locs = [{"name": f"projects/{p}/locations/{z}", "locationId": z} for z in self.zones[start:end]]
+        body: dict[str, Any] = {"locations": locs}
+        if end < len(self.zones):
+            body["nextPageToken"] = str(end)
+        return JSONResponse(body)
 
     async def list_queued(self, request: Request) -> JSONResponse:
         if err := await self._prelude(request):
@@ -356,11 +367,7 @@ class FakeTpu:
         with self._lock:
             rec = self.queued.get((zone, qr_id))
             if rec is None:
-                return google_error(
-                    404,
-                    "NOT_FOUND",
-                    f"Resource 'projects/{self.project}/locations/{zone}/queuedResources/{qr_id}' was not found",
-                )
+                return _not_found(f"projects/{self.project}/locations/{zone}/queuedResources/{qr_id}")
             return JSONResponse(self._qr_json(rec))
 
     async def create_queued(self, request: Request) -> JSONResponse:
@@ -426,11 +433,7 @@ class FakeTpu:
         with self._lock:
             rec = self.queued.get((zone, qr_id))
             if rec is None:
-                return google_error(
-                    404,
-                    "NOT_FOUND",
-                    f"Resource 'projects/{project}/locations/{zone}/queuedResources/{qr_id}' was not found",
-                )
+                return _not_found(f"projects/{project}/locations/{zone}/queuedResources/{qr_id}")
             self._advance(rec)
             if rec.state == "PROVISIONING":
                 return google_error(
@@ -474,11 +477,7 @@ class FakeTpu:
                 self._advance(rec)
             node = self.nodes.get((zone, node_id))
         if node is None:
-            return google_error(
-                404,
-                "NOT_FOUND",
-                f"Resource 'projects/{self.project}/locations/{zone}/nodes/{node_id}' was not found",
-            )
+            return _not_found(f"projects/{self.project}/locations/{zone}/nodes/{node_id}")
         return JSONResponse(node)
 
     async def delete_node(self, request: Request) -> JSONResponse:
@@ -488,11 +487,7 @@ class FakeTpu:
         with self._lock:
             node = self.nodes.pop((zone, node_id), None)
             if node is None:
-                return google_error(
-                    404,
-                    "NOT_FOUND",
-                    f"Resource 'projects/{project}/locations/{zone}/nodes/{node_id}' was not found",
-                )
+                return _not_found(f"projects/{project}/locations/{zone}/nodes/{node_id}")
             qr_name = node.get("queuedResource", "")
             for rec in self.queued.values():
                 if rec.zone == zone and qr_name.endswith(f"/{rec.qr_id}") and rec.state == "ACTIVE":
