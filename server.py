@@ -108,8 +108,9 @@ async def verify_model_health(
     """Check the serving endpoint end to end: /health, /v1/models, one short chat, one tool call.
 
     Each probe is timed. A failure is the answer, classified with its fix: no_endpoint,
-    connection_refused (node booting or vLLM exited), booting (503), timeout, model_mismatch,
-    empty_content, tool_parser_missing, tool_call_unparsed, tool_not_called, http_error.
+    connection_refused (node booting or vLLM exited), unresolvable_host (DNS), booting (503), timeout,
+    model_mismatch, empty_content, tool_parser_missing, tool_call_unparsed, tool_not_called,
+    not_openai_api (another service on that port), http_error.
     """
     return await serving_health.verify_health(
         settings, model=model, base_url=base_url, tools=check_tool_calling
@@ -804,5 +805,6 @@ def diagnose_vllm_boot(
     allocated. Harmless noise (vllm._C, Triton, metadata 404s) is counted, not alarmed on. With node, the
     container log is read from Cloud Logging (redacted) instead of being pasted."""
     if node:
+        logs_boot.refuse_two_sources(node, log_text, path)
         log_text = logs_sources.fetch_container_log_text(settings, node, since=since)
     return logs_boot.diagnose_vllm_boot(log_text=log_text, path=path)

@@ -208,3 +208,30 @@ def test_secret_args_are_not_passed_on() -> None:
         )
     )
     assert d.non_default_args["api_key"] == "(redacted)" and "sk-secret-value" not in d.model_dump_json()
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+@pytest.mark.parametrize("text", ["hello world", "garbage\x00\xff binary\n", "INFO: nothing to see\n" * 50])
+def test_text_that_is_not_a_vllm_log_is_refused_not_called_incomplete(text: str) -> None:
+    with pytest.raises(InputError) as err:
+        diagnose_vllm_boot(log_text=text)
+    assert err.value.field == "log_text" and "no vLLM boot line" in err.value.message
+
+
+def test_node_plus_pasted_log_is_ambiguous() -> None:
+    from tpu_devops.logs.boot import refuse_two_sources
+
+    with pytest.raises(InputError) as err:
+        refuse_two_sources("my-node", "some log", None)
+    assert err.value.field == "node"
+    refuse_two_sources("my-node", None, None)
+
+
+def test_diagnosis_text_is_a_timeline_and_findings() -> None:
+    text = diagnose_vllm_boot(path=str(OOM)).render_text()
+    assert text.splitlines()[0].startswith("boot FAILED: program 'jit_structured_decode_fn'")
+    assert "KV cache sized: 348,896 tokens" in text and "cross-check: plan" in text
+    assert "  fix: --gpu-memory-utilization 0.92" in text
+    assert "non_default_args" not in text

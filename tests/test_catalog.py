@@ -61,3 +61,21 @@ def test_v6e_machine_type_for_a_v5e_plan_is_an_error() -> None:
         check_machine_type(resolve_accelerator_type("v5litepod-1"), "ct6e-standard-1t")
     assert "ct5lp-hightpu-1t" in str(info.value)
     check_machine_type(resolve_accelerator_type("v5litepod-1"), "ct5lp-hightpu-1t")
+
+
+@pytest.mark.parametrize("spelling", ["ct5lp-hightpu-3t", "ct5lp-hightpu-0t", "ct6e-standard-2t"])
+def test_machine_types_that_do_not_exist_are_refused(spelling: str) -> None:
+    # regression: ct5lp-hightpu-3t became "v5litepod-3" and -0t a 0-chip plan ("use 1..0")
+    with pytest.raises(ConfigError) as err:
+        resolve_accelerator_type(spelling)
+    assert err.value.field == "accelerator_type" and err.value.value == spelling
+    assert "-1t" in str(err.value)
+
+
+def test_machine_type_mixup_is_a_warning_text_only_for_another_generation() -> None:
+    from tpu_devops.catalog import machine_type_mixup
+
+    warning = machine_type_mixup("ct6e-standard-1t", "v5litepod-1")
+    assert warning and "v6e" in warning and "ct5lp-hightpu-1t" in warning
+    assert machine_type_mixup("ct5lp-hightpu-1t", "v5litepod-1") is None
+    assert machine_type_mixup("v6e-1", "v5litepod-1") is None  # an explicit what-if, not a mix-up

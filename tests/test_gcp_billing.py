@@ -39,3 +39,21 @@ async def test_permission_denied_and_server_errors_are_typed(tmp_path: Path) -> 
         gcp.billing.fail_status = 503
         with pytest.raises(CloudError):
             await billing.list_tpu_skus(s, deadline_s=1.0)
+
+
+async def test_unreachable_endpoint_is_a_typed_error_not_retried(tmp_path: Path) -> None:
+    # regression: connect failures were retried for the whole deadline before the price fell back
+    from tests.fakes.openai_server import closed_port_url
+
+    s = load_settings(tmp_path / "none.env", environ={"TPU_DEVOPS_GCP_ENDPOINT": closed_port_url()})
+    with pytest.raises(CloudError) as err:
+        await billing.list_tpu_skus(s, deadline_s=600.0)  # a retry loop would make this test hang
+    assert "unreachable" in err.value.message and err.value.fix
+
+
+def test_connect_failures_are_not_retried() -> None:
+    import requests
+
+    retry = billing._retry(10.0)
+    assert not retry._predicate(requests.ConnectionError("Name or service not known"))
+    assert retry._predicate(requests.ReadTimeout("slow page"))

@@ -124,3 +124,41 @@ def test_bad_input_names_the_field(kwargs: dict, error: type, field: str) -> Non
     with pytest.raises(error) as err:
         lint_vllm_flags(**kwargs)
     assert err.value.field == field and err.value.fix
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["vllm serve --", "vllm serve google/gemma-4-E2B-it --=5", "vllm serve -"]
+)
+def test_flags_without_a_name_are_refused(command: str) -> None:
+    with pytest.raises(InputError) as err:
+        lint_vllm_flags(command)
+    assert err.value.field == "command" and "--name value" in (err.value.fix or "")
+
+
+def test_flag_mapping_understands_json_booleans_and_strings() -> None:
+    result = lint_vllm_flags(
+        flags={"enable_auto_tool_choice": "yes", "tool_call_parser": "gemma4", "block_size": False},
+        model="google/gemma-4-E2B-it",
+    )
+    assert "tool-calling-disabled" not in ids(result)  # "yes" turns the boolean flag on
+    assert "block-size-pinned" not in ids(result)  # false means "not set", not a pinned block size
+
+
+def test_lint_text_is_one_paragraph_per_finding() -> None:
+    text = lint_vllm_flags(BASE + " --gpu-memory-utilization 0.95").render_text()
+    assert "ERROR --gpu-memory-utilization 0.95: boot fails" in text
+    assert "  fix: --gpu-memory-utilization 0.92" in text
+    assert "findings:" not in text  # not the generic field dump
+
+
+def test_machine_type_of_another_generation_is_flagged_against_the_configured_one() -> None:
+    from tpu_devops.config import load_settings
+    from tpu_devops.lint import lint_with_defaults
+
+    settings = load_settings(Path("/nonexistent/tpu.env"), {"ACCELERATOR_TYPE": "v5litepod-1"})
+    result = lint_with_defaults(settings, command=BASE, accelerator_type="ct6e-standard-1t")
+    assert result.accelerator_type == "v6e-1"
+    assert any("v6e machine type" in n and "ct5lp-hightpu-1t" in n for n in result.notices)

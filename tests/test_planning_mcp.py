@@ -3,6 +3,7 @@ cloud endpoint at all (planning needs no account). Key values plus one bad input
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,33 @@ async def test_planning_tools_over_stdio(tmp_path: Path) -> None:
         assert ok["status"] == "ready" and ok["root_cause"] is None and ok["budget"]["kv_tokens"] == 1_151_744
         text = await refused(client, "diagnose_vllm_boot", {"path": str(tmp_path / "nope.log")})
         assert "path" in text and "Fix:" in text
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+async def test_odd_inputs_are_named_errors_over_stdio(tmp_path: Path) -> None:
+    cfg = json.loads((CONFIGS / "gemma-4-E2B-it.config.json").read_text())
+    cfg["text_config"]["global_head_dim"] = "abc"
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(cfg))
+    async with mcp_client(**env_for(tmp_path)) as client:
+        # was the SDK's bare "Error executing tool plan_capacity" (a ValueError inside)
+        text = await refused(client, "plan_capacity", {"model": str(bad), "weights_gib": 9})
+        assert "global_head_dim" in text and "'abc'" in text and "Fix:" in text
+        text = await refused(client, "plan_capacity", {"accelerator_type": "ct5lp-hightpu-3t"})
+        assert "ct5lp-hightpu-1t" in text
+        text = await refused(client, "lint_vllm_flags", {"command": "vllm serve --"})
+        assert "flag" in text and "Fix:" in text
+        text = await refused(client, "render_startup_script", {"model_name": "x'; rm -rf /"})
+        assert "model_name" in text
+        text = await refused(client, "diagnose_vllm_boot", {"log_text": "hello world"})
+        assert "no vLLM boot line" in text
+        text = await refused(client, "diagnose_vllm_boot", {"log_text": "x", "node": "my-node"})
+        assert "one log source" in text
+        for name, args in (
+            ("plan_capacity", {"model": str(bad), "weights_gib": 9}),
+            ("lint_vllm_flags", {"command": "vllm serve --"}),
+        ):
+            result = await client.call_tool(name, args)
+            assert result.content[0].text.strip() != f"Error executing tool {name}"

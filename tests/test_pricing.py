@@ -174,3 +174,53 @@ def test_description_patterns_are_anchored() -> None:
     assert pricing.description_pattern("v5e", "flex-start", "us-west4").match(
         "Flex-start TPU v5e running in Las Vegas"
     )
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+async def test_unreachable_catalog_falls_back_with_one_clean_reason(tmp_path: Path) -> None:
+    from tests.fakes.openai_server import closed_port_url
+
+    pricing.clear_cache()
+    s = load_settings(
+        tmp_path / "none.env",
+        environ={"TPU_DEVOPS_GCP_ENDPOINT": closed_port_url(), "TPU_DEVOPS_STATE_DIR": str(tmp_path)},
+    )
+    try:
+        first = await pricing.get_price(s, provisioning_model="spot")
+        again = await pricing.get_price(s, provisioning_model="on-demand")  # the cached failure
+    finally:
+        pricing.clear_cache()
+    assert first.source == again.source == "fallback"
+    assert "Billing Catalog unavailable: Cloud Billing Catalog unreachable" in first.notes[-1]
+    # the reason is the message only: no "field = value:" prefixes and no stacked "Fix:" sentences
+    assert "Fix:" not in first.notes[-1] and "Fix:" not in again.notes[-1]
+    assert "(cached failure)" not in again.notes[-1]
+
+
+async def test_region_spelling_and_absurd_numbers(gcp: FakeGcp, tmp_path: Path) -> None:
+    s = settings_for(gcp, tmp_path)
+    zone = await pricing.get_price(s, region="us-west4-a", provisioning_model="spot")
+    assert zone.region == "us-west4" and zone.source == "live"
+    assert any("is a zone" in n for n in zone.notes)
+    for bad in ("mars", "US West 4", "us_west4"):
+        with pytest.raises(InputError) as err:
+            await pricing.get_price(s, region=bad)
+        assert err.value.field == "region" and err.value.value == bad
+    with pytest.raises(InputError) as err:
+        await pricing.estimate_cost(s, tokens_per_s=1e300)
+    assert err.value.field == "tokens_per_s"
+    with pytest.raises(InputError) as err:
+        await pricing.get_price(s, usd_per_chip_hour=1e12)
+    assert err.value.field == "usd_per_chip_hour"
+
+
+async def test_cost_text_is_short_lines(gcp: FakeGcp, tmp_path: Path) -> None:
+    est = await pricing.estimate_cost(
+        settings_for(gcp, tmp_path), provisioning_model="spot", tokens_per_s=1496.5
+    )
+    text = est.render_text()
+    assert "per million output tokens at 1,496.5 tok/s: $0.1073" in text
+    assert "a forgotten weekend (64 h): $36.99" in text
+    assert "usd_per_month_24x7" not in text

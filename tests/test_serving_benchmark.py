@@ -145,3 +145,68 @@ async def _finished(job_id: str) -> dict:
     await record.task
     assert record.state == "succeeded", record.error
     return record.result
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+async def test_empty_lists_and_unknown_provisioning_model_are_refused_before_anything_runs(
+    gcp: FakeGcp, tmp_path: Path
+) -> None:
+    # regression: [] silently became the default 12-cell sweep; "bogus" silently dropped the $/M column
+    s = settings_for(gcp, tmp_path)
+    for args, field in (
+        ({"concurrency": []}, "concurrency"),
+        ({"prompt_lengths": []}, "prompt_lengths"),
+        ({"concurrency": [1], "prompt_lengths": [16], "provisioning_model": "bogus"}, "provisioning_model"),
+    ):
+        with pytest.raises(InputError) as err:
+            await benchmark.start_benchmark(s, base_url="http://127.0.0.1:9", **args)
+        assert err.value.field == field
+    with pytest.raises(InputError) as err:
+        await benchmark.import_results(s, str(BENCH / "v5e1-e2b-c128-u64.json"), provisioning_model="bogus")
+    assert err.value.field == "provisioning_model"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("completed", "abc"), ("output_throughput", None), ("max_concurrency", -1)]
+)
+async def test_import_names_a_malformed_field(gcp: FakeGcp, tmp_path: Path, key: str, value: object) -> None:
+    data = json.loads((BENCH / "v5e1-e2b-c128-u64.json").read_text())
+    data[key] = value
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(InputError) as err:
+        await benchmark.import_results(settings_for(gcp, tmp_path), str(bad), write=False)
+    assert err.value.field == "results_path" and key in err.value.message
+
+
+async def test_benchmark_text_is_a_table(gcp: FakeGcp, tmp_path: Path) -> None:
+    result = await benchmark.import_results(settings_for(gcp, tmp_path), str(BENCH), write=False)
+    lines = result.render_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("clients"))
+    assert lines[header + 1].split()[:3] == ["1", "128", "119.9"]
+    assert any(line.strip().startswith("! 64 clients x") for line in lines)
+    assert "best: best:" not in result.render_text() and not (result.best or "").startswith("best")
+
+
+async def test_directory_import_skips_other_json_and_says_so(gcp: FakeGcp, tmp_path: Path) -> None:
+    # e.g. re-importing a results directory that also holds this tool's own results.json
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "v5e1-e2b-c128-u64.json").write_text((BENCH / "v5e1-e2b-c128-u64.json").read_text())
+    (folder / "results.json").write_text('{"cells": []}')
+    result = await benchmark.import_results(settings_for(gcp, tmp_path), str(folder), write=False)
+    assert len(result.cells) == 1
+    assert any(n.startswith("skipped results.json") for n in result.notices)
+    (folder / "v5e1-e2b-c128-u64.json").unlink()
+    with pytest.raises(InputError) as err:
+        await benchmark.import_results(settings_for(gcp, tmp_path), str(folder), write=False)
+    assert err.value.field == "results_path" and "results.json" in err.value.message
+
+
+def test_huge_sweeps_are_refused_before_prompts_are_built() -> None:
+    with pytest.raises(InputError) as err:
+        benchmark.validate_sweep([256], [1_048_576], 128, None)
+    assert err.value.field == "concurrency x prompt_lengths" and "64 x 8,192" in (err.value.fix or "")
+    benchmark.validate_sweep([64], [8192], 128, None)  # the seed's largest cell is fine

@@ -137,3 +137,28 @@ def test_instruction_tuned_names() -> None:
     assert chat.looks_instruction_tuned("google/gemma-4-E2B-it")
     assert chat.looks_instruction_tuned("meta-llama/Llama-3.1-8B-Instruct")
     assert not chat.looks_instruction_tuned("google/gemma-4-E2B")
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+async def test_errors_name_base_url_when_the_url_came_from_the_argument(tmp_path: Path) -> None:
+    # regression: a failing base_url argument was reported as "VLLM_URL = ..."
+    url = closed_port_url()
+    with pytest.raises(ServingError) as err:
+        await chat.query(settings_for("", tmp_path), "hi", base_url=url)
+    assert err.value.field == "base_url" and err.value.value == url
+    with pytest.raises(ServingError) as err:
+        await chat.query(settings_for(url, tmp_path), "hi")
+    assert err.value.field == "VLLM_URL"
+
+
+async def test_answer_text_shows_the_answer_once(fake: FakeVllm, tmp_path: Path) -> None:
+    fake.queue(ScriptedTurn(content="Paris."))
+    plain = await chat.query(settings_for(fake.url, tmp_path), "Capital of France?")
+    assert plain.render_text().count("Paris.") == 1 and "endpoint_source" not in plain.render_text()
+    fake.queue(ScriptedTurn(content="Paris."))
+    measured = await chat.query(settings_for(fake.url, tmp_path), "Capital of France?", with_stats=True)
+    text = measured.render_text()
+    assert text.splitlines()[0].startswith(f"{measured.stats.completion_tokens} tokens: TTFT")
+    assert "Paris." in text and "server usage" in text

@@ -99,3 +99,47 @@ def test_gemma_syntax_helper() -> None:
     assert (
         gemma_tool_call_text("f", {"a": "x", "n": 2}) == '<|tool_call>call:f{a:<|"|>x<|"|>,n:2}<tool_call|>'
     )
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+async def test_a_server_that_accepts_but_never_answers_is_a_timeout(tmp_path: Path) -> None:
+    # regression: /health waited the 120 s read timeout; the probes now use a short one
+    from tests.fakes.openai_server import silent_port_url
+
+    with silent_port_url() as url:
+        result = await verify_health(settings_for(url, tmp_path))
+    assert result.failure == "timeout" and result.fix
+    assert [p.name for p in result.probes] == ["health"]
+
+
+async def test_a_host_name_that_does_not_resolve_is_not_called_booting(tmp_path: Path) -> None:
+    result = await verify_health(settings_for("", tmp_path), base_url="http://no-such-host.invalid:8000")
+    assert result.failure == "unresolvable_host"
+    assert "no-such-host.invalid" in (result.probes[-1].detail or "") and "booting" not in result.fix
+
+
+async def test_health_text_is_one_line_per_probe(tmp_path: Path) -> None:
+    with FakeVllm() as fake:
+        text = (await verify_health(settings_for(fake.url, tmp_path))).render_text()
+    lines = text.splitlines()
+    assert lines[0].startswith("healthy:") and len(lines) == 6
+    assert lines[2].split()[:2] == ["health", "ok"]
+
+
+async def test_another_service_on_the_port_is_named_not_http_none(tmp_path: Path) -> None:
+    # regression: "answered HTTP None: 'list' object has no attribute 'get'"
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from tests.fakes.http_runner import ServerThread
+
+    async def page(request):  # noqa: ANN001, ANN202 - a web page where vLLM should be
+        return PlainTextResponse("<html>welcome</html>")
+
+    with ServerThread(Starlette(routes=[Route("/{p:path}", page)])) as other:
+        result = await verify_health(settings_for(other.url, tmp_path))
+    assert result.failure == "not_openai_api"
+    assert "<html>welcome" in (result.probes[-1].detail or "") and "HTTP None" not in result.render_text()

@@ -151,3 +151,48 @@ async def test_endpoint_discovered_from_our_active_tpu(tmp_path: Path, gcp: Fake
     assert health["healthy"] is True, health
     assert health["endpoint_source"] == "discovery"
     assert health["endpoint"] == f"http://127.0.0.1:{port}"
+
+
+async def test_cost_without_cloud_endpoint_or_credentials_uses_the_dated_fallback(tmp_path: Path) -> None:
+    # regression: with no TPU_DEVOPS_GCP_ENDPOINT the Billing Catalog lookup must give up quickly
+    # (no ADC here) and the answer must say it used the fallback table; never a tool error.
+    closed = closed_port_url().removeprefix("http://")
+    env = {
+        "TPU_DEVOPS_ENV_FILE": str(tmp_path / "none.env"),
+        "TPU_DEVOPS_STATE_DIR": str(tmp_path / "state"),
+        "HOME": str(tmp_path),  # no gcloud application-default credentials
+        "GCE_METADATA_HOST": closed,  # the metadata-server probe stays on this machine
+        "GCE_METADATA_IP": closed,
+        "GOOGLE_CLOUD_REGION": "us-west4",
+    }
+    async with mcp_client(**env) as client:
+        for _ in range(2):  # the second answer comes from the cached failure
+            cost = await call(
+                client, "estimate_deployment_cost", {"provisioning_model": "spot", "tokens_per_s": 1496.5}
+            )
+            assert cost["price"]["source"] == "fallback"
+            assert cost["usd_per_million_output_tokens"] == pytest.approx(0.107, abs=5e-4)
+        result = await client.call_tool("estimate_deployment_cost", {"provisioning_model": "spot"})
+        assert "fallback table dated" in result.content[0].text
+        assert "Billing Catalog unavailable" in result.content[0].text
+
+
+async def test_cost_falls_back_when_the_metadata_server_probe_hangs(tmp_path: Path) -> None:
+    # regression: off Google Cloud, on a network that drops the metadata server's packets, ADC discovery
+    # alone took 12 s (3 probes x 3 s); it is now bounded (billing.ADC_DISCOVERY_BUDGET_S) and falls back.
+    from tests.fakes.openai_server import silent_port_url
+
+    with silent_port_url() as url:
+        silent = url.removeprefix("http://")
+        env = {
+            "TPU_DEVOPS_ENV_FILE": str(tmp_path / "none.env"),
+            "TPU_DEVOPS_STATE_DIR": str(tmp_path / "state"),
+            "HOME": str(tmp_path),
+            "GCE_METADATA_HOST": silent,
+            "GCE_METADATA_IP": silent,
+            "GOOGLE_CLOUD_REGION": "us-west4",
+        }
+        async with mcp_client(**env) as client:
+            cost = await call(client, "estimate_deployment_cost", {"provisioning_model": "on-demand"})
+    assert cost["price"]["source"] == "fallback" and cost["usd_per_hour"] == pytest.approx(1.20)
+    assert any("Application Default Credentials" in n for n in cost["price"]["notes"])

@@ -80,3 +80,13 @@ async def test_live_metrics_from_the_fake_server(tmp_path: Path) -> None:
     assert second.ttft is not None and second.ttft.count == 3
     assert second.tpot is not None and second.tpot.metric == "vllm:time_per_output_token_seconds"
     assert any("preemption" in f for f in second.findings)
+
+
+def test_metrics_text_is_a_few_summary_lines() -> None:
+    # regression check of the human rendering (was a generic nested dump)
+    metrics._previous.pop("http://render.test", None)
+    result = metrics.summarise("http://render.test", metrics.parse(HISTOGRAM), now=1000.0)
+    text = result.render_text()
+    assert text.splitlines()[0] == "KV cache 95% used, 0 running / 3 waiting, 0 preemptions total"
+    assert "TTFT ms over 100 requests: mean 300.0" in text
+    assert "metric:" not in text and len(text.splitlines()) <= 8

@@ -275,3 +275,49 @@ def test_repo_id_is_fetched_from_the_hub_with_huggingface_hub(tmp_path: Path) ->
     assert lines[0] == "131072 huggingface.co/acme/tiny-llama/config.json", out.stderr[-2000:]
     assert lines[1].startswith("model |") and "gated" in lines[1]
     assert lines[2].startswith("model |") and "no such Hugging Face repository" in lines[2]
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("global_head_dim", "abc"),
+        ("global_head_dim", -512),
+        ("num_kv_shared_layers", [1]),
+        ("max_position_embeddings", "big"),
+        ("num_global_key_value_heads", 1.5),
+    ],
+)
+def test_malformed_optional_config_fields_are_named_not_crashes(key: str, value: object) -> None:
+    cfg = json.loads(E2B.read_text())
+    cfg["text_config"][key] = value
+    with pytest.raises(InputError) as err:
+        sizing.geometry_from_config(cfg, model="bad.json")
+    assert key in err.value.message and err.value.value == value and err.value.fix
+
+
+def test_range_errors_print_whole_numbers_readably() -> None:
+    with pytest.raises(InputError) as err:
+        sizing.plan_capacity("google/gemma-4-E2B-it", max_model_len=0)
+    assert "10,485,760" in str(err.value) and "e+07" not in str(err.value)
+
+
+def test_machine_type_of_another_generation_warns_against_the_configured_accelerator() -> None:
+    from tpu_devops.config import load_settings
+
+    settings = load_settings(Path("/nonexistent/tpu.env"), {"ACCELERATOR_TYPE": "v5litepod-1"})
+    plan = sizing.plan_capacity_with_defaults(settings, accelerator_type="ct6e-standard-1t")
+    assert plan.accelerator_type == "v6e-1"
+    assert "v6e machine type" in plan.warnings[0] and "ct5lp-hightpu-1t" in plan.warnings[0]
+    same = sizing.plan_capacity_with_defaults(settings, accelerator_type="ct5lp-hightpu-1t")
+    assert not any("machine type" in w for w in same.warnings)
+
+
+def test_plan_text_is_a_short_summary_not_a_field_dump() -> None:
+    text = sizing.plan_capacity("google/gemma-4-E2B-it", clients=64, context_tokens=8192).render_text()
+    assert text.splitlines()[0].startswith("google/gemma-4-E2B-it on v5litepod-1: 321,376 KV tokens")
+    assert "12 x 1 x 2 x 256 x 2 B + 3 x 1 x 2 x 512 x 2 B = 18,432 B/token" in text
+    assert "cap 14.49" in text and "load: 64 x 8,192" in text
+    assert "layer_indexes" not in text and len(text.splitlines()) < 20

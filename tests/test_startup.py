@@ -291,3 +291,27 @@ def test_script_falls_back_to_local_logs_when_gcplogs_is_refused(tmp_path):
         and "STAGE ready" in syslog
     )
     assert PLANTED not in (fake / "argv.log").read_text()
+
+
+# ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
+
+
+@pytest.mark.parametrize("name", ["evil'; rm -rf / #", "{x}{{", "a model", "$(id)"])
+def test_model_name_override_must_be_a_repo_id_or_path(name: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        startup.apply_overrides(settings(), model_name=name)
+    assert err.value.field == "model_name" and err.value.value == name
+
+
+def test_a_known_trap_in_the_rendered_flags_is_said_next_to_the_script() -> None:
+    risky = startup.apply_overrides(settings(), gpu_memory_utilization=0.95)
+    notes = startup.render_startup_script(risky).notes
+    assert any(n.startswith("LINT ERROR --gpu-memory-utilization 0.95") for n in notes)
+    assert any("LINT" in n for n in startup.deployment_config(risky).notes)
+    assert not any("LINT" in n for n in startup.render_startup_script(settings()).notes)
+
+
+def test_deployment_config_text_is_copyable_commands() -> None:
+    text = startup.deployment_config(settings()).render_text()
+    assert "# docker run on the TPU VM" in text and "# create" in text and "# health check" in text
+    assert "gcloud_commands:" not in text

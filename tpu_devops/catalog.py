@@ -180,6 +180,13 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
     if machine:
         prefix, per_host = machine.group(1), int(machine.group(2))
         gen = next(g for g in GENERATIONS.values() if g.machine_type_prefix == prefix)
+        if per_host not in gen.machine_types:
+            raise ConfigError(
+                f"{gen.name} hosts come as {', '.join(gen.machine_types.values())}",
+                field=field_name,
+                value=raw,
+                fix=f"use one of those, or the accelerator type {gen.api_prefix}-N (N in {list(gen.sizes)})",
+            )
         size = per_host * gen.cores_per_chip
         canonical = f"{gen.api_prefix}-{size}"
         notice = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
@@ -222,3 +229,17 @@ def check_machine_type(accelerator: AcceleratorType, machine_type: str) -> None:
             value=machine_type,
             fix=f"use {accelerator.machine_type} for {accelerator.name}, or plan for {other.name}",
         )
+
+
+def machine_type_mixup(given: str, configured: str) -> str | None:
+    """A warning when ``given`` is a GCE machine type of another generation than ``configured`` (e.g.
+    ``ct6e-standard-1t`` while ACCELERATOR_TYPE is ``v5litepod-1``): the mix-up that doubles every
+    memory figure (DESIGN §3). None when they agree, when ``given`` is not a machine type, or when either
+    does not resolve (the caller reports that itself)."""
+    if not given.strip().lower().startswith("ct") or not configured:
+        return None
+    try:
+        check_machine_type(resolve_accelerator_type(configured), given)
+    except ConfigError as exc:
+        return f"{exc.message}. Used {given} as asked; if you meant ACCELERATOR_TYPE, {exc.fix}"
+    return None

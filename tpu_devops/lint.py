@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import AcceleratorType, resolve_accelerator_type
+from tpu_devops.catalog import AcceleratorType, machine_type_mixup, resolve_accelerator_type
 from tpu_devops.errors import InputError
 from tpu_devops.results import ToolResult
 
@@ -78,6 +78,21 @@ class LintResult(ToolResult):
         verdict = "will not serve as intended" if self.errors else "no blocking problems"
         return f"{self.errors} error(s), {self.warnings} warning(s) on {self.accelerator_type}: {verdict}"
 
+    def render_text(self) -> str:
+        """Headline, then one paragraph per finding: severity, flag and value, effect, why, fix, source."""
+        lines = [self.headline(), *[f"note: {n}" for n in self.notices]]
+        lines.append(
+            f"model: {self.model or '(not given)'}" + (f"; image: {self.image}" if self.image else "")
+        )
+        for f in self.findings:
+            where = " ".join(x for x in (f.flag, f.value) if x) or f.id
+            lines.append(f"{f.severity.upper()} {where}: {f.what_happens}")
+            lines.append(f"  why: {f.why}")
+            lines.append(f"  fix: {f.fix}  [source: {f.source}]")
+        if not self.findings:
+            lines.append("no findings: none of the known vLLM-on-TPU traps applies to these flags")
+        return "\n".join(lines)
+
 
 @dataclass
 class ServeSpec:
@@ -126,6 +141,14 @@ def parse_serve_command(command: str) -> ServeSpec:
             value=command[:200],
             fix="pass the command as you run it, e.g. vllm serve google/gemma-4-E2B-it --max-model-len 16384",
         )
+    bad = [t for t in tokens[start:] if t.startswith("-") and not _norm(t.split("=", 1)[0])]
+    if bad:
+        raise InputError(
+            f"malformed flag {bad[0]!r}: a flag needs a name",
+            field="command",
+            value=command[:200],
+            fix="write flags as --name value or --name=value, e.g. --max-model-len 16384",
+        )
     prefix = tokens[: start - 1]
     in_container = "docker" in prefix or "podman" in prefix or "run" in prefix
     image = None
@@ -162,7 +185,18 @@ def parse_serve_command(command: str) -> ServeSpec:
 
 def spec_from_mapping(flags: Mapping[str, Any], model: str | None, image: str | None) -> ServeSpec:
     """A `ServeSpec` from ``{"max_model_len": 16384, "enable_auto_tool_choice": True, ...}``."""
-    norm = {_norm(str(k)): v for k, v in flags.items()}
+    norm: dict[str, Any] = {}
+    for key, value in flags.items():
+        name = _norm(str(key))
+        if not name:
+            raise InputError(
+                "a flag needs a name", field="flags", value=key, fix='use names such as "max_model_len"'
+            )
+        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "false", "no", "off"):
+            value = value.strip().lower() in ("true", "yes", "on")
+        if value is None or value is False:
+            continue  # JSON false / null: the flag is not set
+        norm[name] = value
     return ServeSpec(
         model=model or (str(norm["model"]) if "model" in norm else None),
         flags=norm,
@@ -698,4 +732,8 @@ def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
     """`lint_vllm_flags` with ``accelerator_type`` defaulting to ACCELERATOR_TYPE."""
     if not args.get("accelerator_type"):
         args["accelerator_type"] = settings.accelerator_type
-    return lint_vllm_flags(**args)
+    result = lint_vllm_flags(**args)
+    mixup = machine_type_mixup(str(args["accelerator_type"]), settings.accelerator_type)
+    if mixup:
+        result.notices.append(mixup)
+    return result

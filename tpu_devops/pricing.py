@@ -29,9 +29,11 @@ import re
 import time
 from dataclasses import dataclass
 
+import anyio
+
 from tpu_devops.catalog import PROVISIONING_MODELS, resolve_accelerator_type
 from tpu_devops.config import Settings
-from tpu_devops.errors import ConfigError, InputError, TpuDevopsError
+from tpu_devops.errors import CloudError, ConfigError, InputError, TpuDevopsError
 from tpu_devops.results import ToolResult
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,13 @@ WEEKEND_HOURS = 64.0  # Friday 17:00 to Monday 09:00
 COLD_START_MIN = 857 / 60  # seed: cold start 857 s (80% XLA compile)
 WARM_START_MIN = 497 / 60  # seed: warm start 497 s with the compile cache mounted
 FAILED_FETCH_RETRY_S = 300.0
+# The whole live lookup (ADC discovery, token refresh, every SKU page) must answer within this budget,
+# else the fallback table answers: a hung network must never hold a tool call (MCP clients give up ~60 s).
+LIVE_LOOKUP_BUDGET_S = 15.0
+MAX_TOKENS_PER_S = 10_000_000.0  # far above any single slice; larger is a unit mistake
+MAX_USD_PER_CHIP_HOUR = 1_000.0  # TPU list prices are a few dollars per chip-hour
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+_ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
 
 FALLBACK_DATE = "2026-08"
 FALLBACK_SOURCE = "seed build log (xbill9/gemma4-dev, us-west4), DESIGN §3"
@@ -131,21 +140,61 @@ async def _skus(settings: Settings) -> list:
         if entry.skus is not None:
             return entry.skus
         if entry.error and time.time() - entry.failed_at < FAILED_FETCH_RETRY_S:
-            raise ConfigError(
-                entry.error,
+            ago = time.time() - entry.failed_at
+            raise CloudError(
+                f"{entry.error} ({ago:.0f} s ago; retried after {FAILED_FETCH_RETRY_S:.0f} s)",
                 field="Cloud Billing Catalog",
-                value="(cached failure)",
+                value=None,
                 fix="retry in a few minutes",
             )
         try:
-            entry.skus = await billing.list_tpu_skus(settings)
+            with anyio.fail_after(LIVE_LOOKUP_BUDGET_S):
+                entry.skus = await billing.list_tpu_skus(settings, deadline_s=LIVE_LOOKUP_BUDGET_S)
             entry.fetched_at = time.time()
             entry.error = None
             return entry.skus
+        except TimeoutError:
+            message = f"no answer within {LIVE_LOOKUP_BUDGET_S:.0f} s (network or credentials lookup hung)"
+            error: TpuDevopsError = CloudError(
+                message, field="Cloud Billing Catalog", fix="check network access"
+            )
         except TpuDevopsError as exc:
-            entry.error = str(exc)
-            entry.failed_at = time.time()
-            raise
+            error = exc
+        except Exception as exc:  # never let a price lookup fail the tool: the table answers instead
+            log.warning("Billing Catalog lookup failed unexpectedly", exc_info=True)
+            error = CloudError(f"lookup failed ({type(exc).__name__}: {exc})", field="Cloud Billing Catalog")
+        entry.error = error.message
+        entry.failed_at = time.time()
+        raise error
+
+
+def validate_region(region: str) -> tuple[str, list[str]]:
+    """``us-west4`` unchanged; a zone such as ``us-west4-a`` becomes its region with a note.
+
+    Raises:
+        InputError: not a region name.
+    """
+    text = region.strip().lower()
+    zone = _ZONE.match(text)
+    if zone:
+        return zone.group(1), [f"{region!r} is a zone; priced for its region {zone.group(1)!r}"]
+    if not _REGION.match(text):
+        raise InputError(
+            "not a Google Cloud region name",
+            field="region",
+            value=region,
+            fix="pass a region such as us-west4 or us-central1 (prices are per region)",
+        )
+    return text, []
+
+
+def validate_provisioning_model(provisioning_model: str) -> str:
+    """Canonical ``on-demand`` / ``spot`` / ``flex-start`` (accepts preemptible, flexstart, ...).
+
+    Raises:
+        InputError: anything else.
+    """
+    return _validate(provisioning_model)
 
 
 def _validate(provisioning_model: str) -> str:
@@ -182,7 +231,8 @@ async def get_price(
         provisioning_model: ``on-demand``, ``spot`` or ``flex-start`` (default: PROVISIONING_MODEL).
         usd_per_chip_hour: use this price instead of looking one up (source ``given``).
     Raises:
-        InputError: unknown accelerator type / provisioning model, or a negative price.
+        InputError: unknown accelerator type / provisioning model, a region that is not a region name
+            (a zone is translated to its region with a note), or a price outside 0..1,000 USD.
         ConfigError: the catalog is unreachable and the fallback table has no row for the combination
             (fix: pass usd_per_chip_hour).
     """
@@ -190,16 +240,16 @@ async def get_price(
         accelerator_type or settings.accelerator_type, field_name="accelerator_type"
     )
     gen = accel.generation.name
-    region = (region or settings.region).strip()
+    region, region_notes = validate_region(region or settings.region)
     pm = _validate(provisioning_model or settings.provisioning_model)
     base = dict(
         accelerator_type=accel.name, generation=gen, chips=accel.chips, region=region, provisioning_model=pm
     )
-    notes = [accel.notice] if accel.notice else []
+    notes = ([accel.notice] if accel.notice else []) + region_notes
     if usd_per_chip_hour is not None:
-        if usd_per_chip_hour < 0:
+        if not 0 <= usd_per_chip_hour <= MAX_USD_PER_CHIP_HOUR:
             raise InputError(
-                "a price cannot be negative",
+                f"a price per chip-hour must be between 0 and {MAX_USD_PER_CHIP_HOUR:,.0f} USD",
                 field="usd_per_chip_hour",
                 value=usd_per_chip_hour,
                 fix="pass USD per chip-hour, e.g. 0.5779",
@@ -230,15 +280,17 @@ async def get_price(
             f"no Billing Catalog SKU matches {description_pattern(gen, pm, region).pattern!r} in {region}"
         )
     except TpuDevopsError as exc:
-        reason = f"Billing Catalog unavailable: {exc}"
+        reason = f"Billing Catalog unavailable: {exc.message}"
     log.info("pricing fallback: %s", reason)
     price = FALLBACK_PRICES.get((gen, region, pm))
     if price is None:
+        known = ", ".join(f"{g} {p} in {r}" for g, r, p in FALLBACK_PRICES)
         raise ConfigError(
-            f"{reason}; the fallback table has no {gen} {pm} price for {region}",
+            f"no price for {accel.name} {pm} in {region}: {reason}; the fallback table only has {known}",
             field="usd_per_chip_hour",
             value=None,
-            fix="pass usd_per_chip_hour (from https://cloud.google.com/tpu/pricing), or enable the Cloud Billing API",
+            fix="pass usd_per_chip_hour (from https://cloud.google.com/tpu/pricing), or make the Billing "
+            "Catalog reachable (ADC: gcloud auth application-default login; API cloudbilling.googleapis.com)",
         )
     return PriceQuote(
         **base,
@@ -283,11 +335,11 @@ def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:
     """$/M output tokens = $/hour / (tok/s x 3600) x 1e6.
 
     Raises:
-        InputError: tokens_per_s <= 0.
+        InputError: tokens_per_s <= 0 or above 10,000,000 (a unit mistake).
     """
-    if tokens_per_s <= 0:
+    if not 0 < tokens_per_s <= MAX_TOKENS_PER_S:
         raise InputError(
-            "throughput must be positive",
+            f"throughput must be positive and at most {MAX_TOKENS_PER_S:,.0f} tokens/s",
             field="tokens_per_s",
             value=tokens_per_s,
             fix="pass measured output tokens per second, e.g. 1496.5",
@@ -321,6 +373,30 @@ class CostEstimate(ToolResult):
         if self.usd_per_million_output_tokens is not None:
             line += f", ${self.usd_per_million_output_tokens:.3f}/M output tokens at {self.tokens_per_s:,.1f} tok/s"
         return f"{line} [{self.price.label()}]"
+
+    def render_text(self) -> str:
+        """Headline, the price source, the cost lines, then notes."""
+        p = self.price
+        lines = [self.headline()]
+        lines.append(
+            f"price: ${p.usd_per_chip_hour:.4f} per chip-hour x {p.chips} chip(s) = ${p.usd_per_hour:.4f}/h"
+            + (f", effective {p.effective_time}" if p.effective_time else "")
+        )
+        lines.append(f"24/7 month: ${self.usd_per_month_24x7:,.2f}")
+        if self.usd_for_duration is not None:
+            lines.append(f"{self.duration_hours:g} h: ${self.usd_for_duration:,.2f}")
+        if self.usd_per_million_output_tokens is not None:
+            lines.append(
+                f"per million output tokens at {self.tokens_per_s:,.1f} tok/s: ${self.usd_per_million_output_tokens:.4f}"
+            )
+        lines.append(
+            f"one preemption (cold start {self.cold_start_minutes:g} min): ${self.preemption_cost_usd:,.2f}"
+        )
+        lines.append(
+            f"a forgotten weekend ({self.forgotten_weekend_hours:g} h): ${self.forgotten_weekend_usd:,.2f}"
+        )
+        lines.extend(f"note: {n}" for n in [*p.notes, *self.notes])
+        return "\n".join(lines)
 
 
 async def estimate_cost(

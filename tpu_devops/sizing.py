@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import GIB, AcceleratorType, resolve_accelerator_type
+from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.results import ToolResult
 
@@ -99,6 +99,25 @@ def _need(cfg: dict[str, Any], key: str, source: str) -> Any:
     return value
 
 
+def _optional_count(cfg: dict[str, Any], key: str, source: str, default: int | None, minimum: int = 1) -> Any:
+    """An optional integer field: ``default`` when absent or null, else an int >= ``minimum``.
+
+    Raises:
+        InputError: present but not an integer >= ``minimum`` (e.g. a string or a list).
+    """
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InputError(
+            f"config.json field {key!r} must be an integer >= {minimum}",
+            field=f"model ({source})",
+            value=value,
+            fix=f"check {key} in the config.json (the published config has a whole number), or remove it",
+        )
+    return value
+
+
 def geometry_from_config(cfg: dict[str, Any], *, model: str = "model") -> ModelGeometry:
     """Read the attention geometry from a parsed ``config.json`` (multimodal configs: ``text_config``).
 
@@ -130,9 +149,10 @@ def geometry_from_config(cfg: dict[str, Any], *, model: str = "model") -> ModelG
         hidden = _need(text, "hidden_size", model)
         head_dim = hidden // heads
         head_dim_source = f"hidden_size / num_attention_heads = {hidden} / {heads}"
-    full_head_dim = int(text.get("global_head_dim") or head_dim)
-    full_kv_heads = int(text.get("num_global_key_value_heads") or kv_heads)
-    shared = int(text.get("num_kv_shared_layers") or 0)
+    full_head_dim = _optional_count(text, "global_head_dim", model, head_dim)
+    full_kv_heads = _optional_count(text, "num_global_key_value_heads", model, kv_heads)
+    shared = _optional_count(text, "num_kv_shared_layers", model, 0, minimum=0)
+    max_positions = _optional_count(text, "max_position_embeddings", model, None)
     if not 0 <= shared < layers:
         raise InputError(
             "num_kv_shared_layers must be between 0 and num_hidden_layers - 1",
@@ -164,7 +184,7 @@ def geometry_from_config(cfg: dict[str, Any], *, model: str = "model") -> ModelG
         kv_heads=kv_heads,
         full_kv_heads=full_kv_heads,
         dtype=dtype,
-        max_position_embeddings=text.get("max_position_embeddings"),
+        max_position_embeddings=max_positions,
         is_gemma4=is_gemma4,
         head_dim_source=head_dim_source,
     )
@@ -493,10 +513,54 @@ class PlanResult(ToolResult):
             f"{self.max_concurrency:.2f}x at {self.max_model_len:,}){fits}"
         )
 
+    def render_text(self) -> str:
+        """The answer in a dozen lines: headline, KV per token by layer group, HBM budget, load check."""
+        kv, b = self.kv, self.budget
+        lines = [self.headline(), *[f"note: {n}" for n in self.notices]]
+        lines.append(f"config: {self.config_source}")
+        shared = f", {kv.kv_shared_layers} reuse an earlier layer's cache" if kv.kv_shared_layers else ""
+        lines.append(
+            f"KV per token ({kv.kv_dtype}): {kv.formula} "
+            f"({kv.cache_owning_layers} of {kv.total_layers} layers own a cache{shared})"
+        )
+        for g in kv.groups:
+            rep = (
+                f", replicated {g.replication:g}x over TP={self.tensor_parallel_size}"
+                if g.replication > 1
+                else ""
+            )
+            lines.append(
+                f"  {g.kind}: {g.layers} layers, head_dim {g.head_dim}, {g.kv_heads} KV head(s){rep} "
+                f"-> {g.bytes_per_token:,} B/token"
+            )
+        if kv.single_head_dim_error_pct is not None:
+            lines.append(
+                f"  (one head_dim for every layer would be {kv.single_head_dim_error_pct:+.1f}% off)"
+            )
+        lines.append(
+            f"HBM: {b.chips} chip(s) x {b.hbm_per_chip_gib:g} GiB = {b.total_gib:.2f} GiB; "
+            f"x {b.gpu_memory_utilization:g} = cap {b.cap_gib:.2f}; weights {b.weights_gib:.2f} "
+            f"({b.weights_source.split(';')[0]}); KV pool {b.kv_pool_gib:.2f}; outside the cap {b.outside_cap_gib:.2f} "
+            "(compiled programs)"
+        )
+        lines.append(
+            f"KV pool: {self.kv_blocks:,} blocks x {self.block_size} tokens = {self.kv_tokens:,} tokens; "
+            f"{self.max_concurrency:.2f} requests of {self.max_model_len:,} tokens at once"
+        )
+        if self.concurrency:
+            lines.append(f"load: {self.concurrency.verdict}")
+        lines.extend(f"warning: {w}" for w in self.warnings)
+        return "\n".join(lines)
+
 
 def _check_number(value: float, field: str, lo: float, hi: float, fix: str) -> None:
     if isinstance(value, bool) or not (lo <= value <= hi):
-        raise InputError(f"out of range [{lo:g}, {hi:g}]", field=field, value=value, fix=fix)
+        raise InputError(f"out of range [{_fmt(lo)}, {_fmt(hi)}]", field=field, value=value, fix=fix)
+
+
+def _fmt(x: float) -> str:
+    """``10,485,760`` for whole numbers, ``0.05`` otherwise (no ``1.04858e+07`` in messages)."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 def plan_from_geometry(
@@ -689,4 +753,8 @@ def plan_capacity_with_defaults(settings: Any, **args: Any) -> PlanResult:
         "tensor_parallel_size": settings.tensor_parallel_size,
     }
     merged = {k: v for k, v in args.items() if v not in (None, "")}
-    return plan_capacity(**{**defaults, **merged})
+    plan = plan_capacity(**{**defaults, **merged})
+    mixup = machine_type_mixup(str(merged.get("accelerator_type") or ""), settings.accelerator_type)
+    if mixup:
+        plan.warnings.insert(0, mixup)
+    return plan

@@ -43,6 +43,8 @@ GUEST_ATTRIBUTE_STAGE = "tpu-devops/stage"
 CONTAINER_LOG_NAME = "gcplogs-docker-driver"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+# A Hugging Face repo id (owner/name) or a path inside the container: no spaces, quotes or shell syntax.
+_MODEL = re.compile(r"^[A-Za-z0-9._/~-]+$")
 
 
 def is_gemma4(model: str) -> bool:
@@ -132,6 +134,13 @@ def apply_overrides(
                 field="model_name",
                 value=model_name,
                 fix="pass e.g. google/gemma-4-E2B-it",
+            )
+        if not _MODEL.match(model_name.strip()):
+            raise ConfigError(
+                "not a Hugging Face repo id or a model path (letters, digits, . _ - / only)",
+                field="model_name",
+                value=model_name,
+                fix="pass e.g. google/gemma-4-E2B-it or /models/gemma-4-E2B-it",
             )
         update["model_name"] = model_name.strip()
     if max_model_len is not None:
@@ -249,6 +258,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         notes.append(
             "GOOGLE_CLOUD_PROJECT is not set: the script reads the project id from the metadata server."
         )
+    notes.extend(lint_notes(settings))
     return RenderedScript(
         script=script,
         sha256=hashlib.sha256(script.encode()).hexdigest(),
@@ -263,6 +273,25 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         },
         notes=notes,
     )
+
+
+def lint_notes(settings: Settings) -> list[str]:
+    """`lint.lint_vllm_flags` errors and warnings for the flags these settings render (e.g. a
+    ``--gpu-memory-utilization 0.95`` override on v5e), one note each; none for a clean command."""
+    from tpu_devops.lint import lint_vllm_flags
+
+    result = lint_vllm_flags(
+        command=shlex.join(vllm_serve_argv(settings)),
+        accelerator_type=settings.accelerator_type,
+        image=settings.vllm_image,
+    )
+    return [
+        f"LINT {f.severity.upper()} {f.flag or ''} {f.value or ''}: {f.what_happens}. Fix: {f.fix}".replace(
+            "  ", " "
+        )
+        for f in result.findings
+        if f.severity in ("error", "warning") and f.id != "image-unpinned"  # the image note says it already
+    ]
 
 
 def _paired(flags: list[str]) -> list[str]:
@@ -303,6 +332,23 @@ class DeploymentConfig(ToolResult):
     def headline(self) -> str:
         """The serve command."""
         return self.serve_command
+
+    def render_text(self) -> str:
+        """The commands as a person would copy them, each under a short label; notes last."""
+        lines = [
+            f"{self.model} on {self.accelerator_type} in {self.zone} ({self.provisioning_model}), image {self.image}",
+            "",
+            "# vllm serve (inside the container)",
+            self.serve_command,
+            "",
+            "# docker run on the TPU VM",
+            self.docker_command,
+        ]
+        for name, command in self.gcloud_commands.items():
+            lines += ["", f"# {name.replace('_', ' ')}", command]
+        lines += ["", "# health check", self.health_check, ""]
+        lines += [f"- {n}" for n in self.notes]
+        return "\n".join(lines)
 
 
 def deployment_config(settings: Settings) -> DeploymentConfig:
@@ -371,6 +417,7 @@ def deployment_config(settings: Settings) -> DeploymentConfig:
     ]
     if settings.provisioning_model != "flex-start":
         notes.append(f"{settings.provisioning_model} bills until deleted: delete when done.")
+    notes.extend(lint_notes(settings))
     return DeploymentConfig(
         model=settings.model_name,
         accelerator_type=settings.accelerator_type,

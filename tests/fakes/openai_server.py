@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import secrets
 import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -608,6 +610,16 @@ def closed_port_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def silent_port_url() -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` that accepts connections and never answers (a hung server, or a
+    firewall that lets the SYN through and drops the rest): clients must time out, not hang."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)  # the kernel completes handshakes into the backlog; nothing ever reads
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def main() -> None:

@@ -12,13 +12,15 @@ nanos}}]}}]``. Only this module imports ``google.cloud.billing``, and only insid
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, PermissionError_
-from tpu_devops.gcp.common import client_options, credentials, retry_policy, run_blocking
+from tpu_devops.gcp.common import client_options, credentials, is_retryable
 
 COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"
+ADC_DISCOVERY_BUDGET_S = 4.0  # on GCE the metadata server answers in milliseconds
 PAGE_SIZE = 5000
 
 
@@ -63,6 +65,7 @@ def _to_price(sku: object) -> SkuPrice | None:
 
 
 def _list_tpu_skus_blocking(settings: Settings, deadline_s: float) -> list[SkuPrice]:
+    import requests
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
     from google.cloud import billing_v1
@@ -76,7 +79,7 @@ def _list_tpu_skus_blocking(settings: Settings, deadline_s: float) -> list[SkuPr
         request = billing_v1.ListSkusRequest(
             parent=COMPUTE_ENGINE_SERVICE, currency_code="USD", page_size=PAGE_SIZE
         )
-        pager = client.list_skus(request=request, retry=retry_policy(deadline_s), timeout=deadline_s)
+        pager = client.list_skus(request=request, retry=_retry(deadline_s), timeout=deadline_s)
         out: list[SkuPrice] = []
         for sku in pager:
             if "tpu" not in sku.description.lower():
@@ -106,22 +109,98 @@ def _list_tpu_skus_blocking(settings: Settings, deadline_s: float) -> list[SkuPr
             value=COMPUTE_ENGINE_SERVICE,
             fix="retry later; prices fall back to the dated table meanwhile",
         ) from None
-    except (gexc.RetryError, OSError) as exc:
+    except auth_exc.GoogleAuthError as exc:  # token refresh failed: offline, or revoked credentials
         raise CloudError(
-            f"Cloud Billing Catalog unreachable: {exc}",
+            f"could not get an access token ({type(exc).__name__}): {_first_line(exc)}",
+            field="ADC",
+            value="",
+            fix="check network access to oauth2.googleapis.com, or run gcloud auth application-default login",
+        ) from None
+    except (gexc.RetryError, requests.RequestException, OSError) as exc:
+        raise CloudError(
+            f"Cloud Billing Catalog unreachable ({type(exc).__name__}): {_first_line(exc)}",
             field="cloudbilling.googleapis.com",
             value=COMPUTE_ENGINE_SERVICE,
             fix="check network access to cloudbilling.googleapis.com",
         ) from None
 
 
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    return (str(exc).splitlines() or [""])[0][:limit]
+
+
+def _retry(deadline_s: float):  # noqa: ANN202 - google.api_core.retry.Retry, imported lazily
+    """Retry 429 / 5xx / read timeouts within ``deadline_s``, but not DNS or connect failures: offline,
+    retrying only delays the fallback price (pricing answers from its dated table at once)."""
+    import requests
+    from google.api_core.retry import Retry
+
+    from tpu_devops.gcp.common import RETRY_INITIAL_S, RETRY_MAXIMUM_S
+
+    def predicate(exc: BaseException) -> bool:
+        if isinstance(exc, requests.ConnectionError):  # includes ConnectTimeout and name resolution
+            return False
+        return is_retryable(exc)
+
+    return Retry(
+        predicate=predicate,
+        initial=RETRY_INITIAL_S,
+        maximum=RETRY_MAXIMUM_S,
+        multiplier=2.0,
+        timeout=deadline_s,
+    )
+
+
 async def list_tpu_skus(settings: Settings, deadline_s: float = 20.0) -> list[SkuPrice]:
     """Every Compute Engine SKU whose description mentions TPU, priced in USD (all pages).
 
     Args:
-        deadline_s: total time budget in seconds, retries included (429/5xx/timeouts only).
+        deadline_s: time budget in seconds for the listing, retries included (429/5xx/read timeouts
+            only; DNS and connect failures are not retried). Callers bound the whole call (credentials
+            included) with `anyio.fail_after`: the worker thread is abandoned on cancellation, so a
+            hung network cannot hold the tool call.
     Raises:
-        ConfigError: no ADC. PermissionError_: API disabled / denied. CloudError: other failures or
-        unreachable within the deadline.
+        ConfigError: no ADC. PermissionError_: API disabled / denied. CloudError: token refresh failed,
+        unreachable, or other API failures.
     """
-    return await run_blocking(_list_tpu_skus_blocking, settings, deadline_s)
+    import anyio
+
+    if not settings.gcp_endpoint:
+        # Finding ADC off Google Cloud ends with a probe of the GCE metadata server (3 tries x 3 s in
+        # google-auth): where the network drops those packets, that alone took 12 s. On GCE it answers
+        # in milliseconds, so a short budget only cuts the wait where no credentials will be found.
+        try:
+            with anyio.fail_after(ADC_DISCOVERY_BUDGET_S):
+                await anyio.to_thread.run_sync(
+                    functools.partial(_discover_credentials, settings), abandon_on_cancel=True
+                )
+        except TimeoutError:
+            raise ConfigError(
+                f"no Application Default Credentials found within {ADC_DISCOVERY_BUDGET_S:g} s "
+                "(the GCE metadata server did not answer: not on Google Cloud?)",
+                field="ADC",
+                value="",
+                fix="run gcloud auth application-default login, or set GOOGLE_APPLICATION_CREDENTIALS",
+            ) from None
+    return await anyio.to_thread.run_sync(
+        functools.partial(_list_tpu_skus_blocking, settings, deadline_s), abandon_on_cancel=True
+    )
+
+
+def _discover_credentials(settings: Settings) -> None:
+    """Run ADC discovery once (the result is cached by `common.credentials`).
+
+    Raises:
+        ConfigError: no ADC.
+    """
+    from google.auth import exceptions as auth_exc
+
+    try:
+        credentials(settings)
+    except auth_exc.DefaultCredentialsError as exc:
+        raise ConfigError(
+            f"no Application Default Credentials: {exc}",
+            field="ADC",
+            value="",
+            fix="run gcloud auth application-default login",
+        ) from None

@@ -443,6 +443,59 @@ class BootDiagnosis(ToolResult):
     findings: list[BootFinding]
     noise: dict[str, int] = Field(description="harmless known lines by signature id")
 
+    def recognised(self) -> bool:
+        """False when nothing in the text is a vLLM boot line (a wrong file, a pasted non-log)."""
+        return bool(
+            self.vllm_version
+            or self.non_default_args
+            or self.findings
+            or self.noise
+            or any(p.phase != "first log line" for p in self.phases)
+            or any(v is not None for v in self.budget.model_dump().values())
+        )
+
+    def render_text(self) -> str:
+        """Headline, what booted, the timeline, the budget, the cross-check, then each finding."""
+        lines = [self.headline()]
+        what = ", ".join(
+            x
+            for x in (
+                f"vLLM {self.vllm_version}" if self.vllm_version else None,
+                self.model,
+                self.tpu_type,
+                f"{self.lines:,} lines from {self.source}",
+            )
+            if x
+        )
+        lines.append(what)
+        for p in self.phases:
+            at = f"{p.elapsed_s:>7,.0f} s" if p.elapsed_s is not None else f"line {p.line:>5}"
+            lines.append(f"  {at}  {p.phase}" + (f": {p.detail}" if p.detail else ""))
+        b = self.budget
+        if b.total_hbm_gib is not None:
+            lines.append(
+                f"HBM (GiB): total {b.total_hbm_gib}, cap {b.cap_gib}, weights {b.used_gib}, KV {b.kv_avail_gib}"
+                + (f"; {b.kv_tokens:,} KV tokens" if b.kv_tokens else "")
+            )
+        if self.cross_check:
+            lines.append(f"cross-check: {self.cross_check.verdict}")
+        timing = [
+            f"weights {self.weights_load_s:g} s" if self.weights_load_s else None,
+            f"compile {self.compile_s:g} s" if self.compile_s else None,
+            "compile cache on" if self.compile_cache_enabled else "compile cache off",
+        ]
+        lines.append("timing: " + ", ".join(t for t in timing if t))
+        for f in self.findings:
+            where = f" (line {f.first_line}{f', x{f.count}' if f.count > 1 else ''})" if f.first_line else ""
+            lines.append(f"{f.severity.upper()} {f.title}{where}")
+            lines.append(f"  cause: {f.cause}")
+            lines.append(f"  fix: {f.fix}")
+            if f.excerpt:
+                lines.append(f"  log: {f.excerpt[:200]}")
+        if self.noise:
+            lines.append("harmless noise: " + ", ".join(f"{k} x{v}" for k, v in self.noise.items()))
+        return "\n".join(lines)
+
     def headline(self) -> str:
         """Status and the root cause (or the pool size when it booted)."""
         if self.root_cause:
@@ -854,6 +907,21 @@ def _cross_check(
     )
 
 
+def refuse_two_sources(node: str, log_text: str | None, path: str | None) -> None:
+    """With ``node`` the log comes from Cloud Logging: a pasted log or a path as well is ambiguous.
+
+    Raises:
+        InputError: ``log_text`` or ``path`` given together with ``node``.
+    """
+    if log_text or path:
+        raise InputError(
+            "give one log source: node (read from Cloud Logging), log_text or path",
+            field="node",
+            value=node,
+            fix="drop node to diagnose the pasted text or the file, or drop log_text/path to read the node's log",
+        )
+
+
 def diagnose_vllm_boot(log_text: str | None = None, path: str | None = None) -> BootDiagnosis:
     """Tool entry point: diagnose a boot log given as text or as a file path.
 
@@ -903,4 +971,13 @@ def diagnose_vllm_boot(log_text: str | None = None, path: str | None = None) -> 
             value=path,
             fix="pass the vLLM container output",
         )
-    return diagnose_boot_text(text, source=source)
+    diagnosis = diagnose_boot_text(text, source=source)
+    if not diagnosis.recognised():
+        raise InputError(
+            f"no vLLM boot line found in {diagnosis.lines:,} line(s): no version, no 'non-default args', "
+            "no memory statistics or KV cache lines, no known failure",
+            field="path" if path else "log_text",
+            value=path or text[:80],
+            fix="pass the vLLM container's output (docker logs vllm), or the node id to read it from Cloud Logging",
+        )
+    return diagnosis

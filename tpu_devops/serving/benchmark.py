@@ -41,9 +41,9 @@ from pydantic import BaseModel
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.pricing import PriceQuote, get_price, usd_per_million_tokens
+from tpu_devops.pricing import PriceQuote, get_price, usd_per_million_tokens, validate_provisioning_model
 from tpu_devops.results import ToolResult
-from tpu_devops.serving.chat import choose_model, classify, resolve_endpoint, stream_chat
+from tpu_devops.serving.chat import attributed, choose_model, classify, resolve_endpoint, stream_chat
 from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,8 @@ DEFAULT_PROMPT_LENGTHS = (128, 1024, 8192)
 DEFAULT_OUTPUT_LEN = 128
 KV_SAFE_FRACTION = 0.78  # seed: keep clients x context below ~250K of a 321K pool
 MAX_CELLS = 64
+# Prompts are built in this process: 256 clients x 1M-token prompts would be ~1.5 GB of text in flight.
+MAX_INFLIGHT_PROMPT_TOKENS = 16_777_216
 _WORDS = (
     "time year people way day man thing woman life child world school state family student group country "
     "problem hand part place case week company system program question work government number night point "
@@ -106,7 +108,40 @@ class BenchmarkResult(ToolResult):
     notices: list[str] = []
 
     def headline(self) -> str:
-        return f"{len(self.cells)} cell(s); {self.best or 'no successful requests'}"
+        return f"{len(self.cells)} cell(s); " + (
+            f"best: {self.best}" if self.best else "no successful requests"
+        )
+
+    def render_text(self) -> str:
+        """Headline, the price and KV pool used, one table row per cell, files, notices."""
+        lines = [self.headline()]
+        if self.endpoint or self.model:
+            lines.append(f"model {self.model or '?'}" + (f" at {self.endpoint}" if self.endpoint else ""))
+        if self.price:
+            lines.append(
+                f"price: ${self.price.usd_per_hour:.4f}/h {self.price.provisioning_model}, {self.price.label()}"
+            )
+        if self.kv_pool_tokens:
+            lines.append(f"KV pool: {self.kv_pool_tokens:,} tokens ({self.kv_pool_source})")
+        lines.append("clients  prompt  out tok/s  TTFT p50/p99 ms  TPOT ms  tok/s/stream  fail  $/M out")
+        for c in self.cells:
+            prompt = c.prompt_tokens_measured or c.prompt_tokens_target or 0
+            lines.append(
+                f"{c.concurrency:>7}  {prompt:>6.0f}  {_f(c.output_tokens_per_s, 9, 1)}  "
+                f"{_f(c.median_ttft_ms, 7, 1)}/{_f(c.p99_ttft_ms, 7, 1)}  {_f(c.median_tpot_ms, 7, 2)}  "
+                f"{_f(c.per_stream_tokens_per_s, 12, 1)}  {c.failures:>4}  {_f(c.usd_per_million_output_tokens, 7, 4)}"
+            )
+            if c.kv_warning:
+                lines.append(f"         ! {c.kv_warning}")
+            if c.first_error:
+                lines.append(f"         first error: {c.first_error}")
+        lines.extend(f"{kind}: {path}" for kind, path in self.files.items())
+        lines.extend(f"note: {n}" for n in self.notices)
+        return "\n".join(lines)
+
+
+def _f(value: float | None, width: int, digits: int) -> str:
+    return f"{value:>{width},.{digits}f}" if value is not None else f"{'-':>{width}}"
 
 
 class BenchmarkStarted(ToolResult):
@@ -133,7 +168,8 @@ def validate_sweep(
 
     Raises:
         InputError: empty lists, values out of range (concurrency 1..256, prompt 1..1,048,576 tokens,
-            output 1..32,768, requests 1..10,000) or more than 64 cells.
+            output 1..32,768, requests 1..10,000), more than 64 cells, or more than 16M prompt tokens in
+            flight (largest concurrency x largest prompt).
     """
     if not concurrency:
         raise InputError(
@@ -162,6 +198,15 @@ def validate_sweep(
     if requests_per_cell is not None and not 1 <= requests_per_cell <= 10_000:
         raise InputError(
             "out of range", field="requests_per_cell", value=requests_per_cell, fix="use 1..10000"
+        )
+    inflight = max(concurrency) * max(prompt_lengths)
+    if inflight > MAX_INFLIGHT_PROMPT_TOKENS:
+        raise InputError(
+            f"{max(concurrency)} clients x {max(prompt_lengths):,}-token prompts = {inflight:,} prompt tokens in "
+            f"flight, over the {MAX_INFLIGHT_PROMPT_TOKENS:,} this client builds at once",
+            field="concurrency x prompt_lengths",
+            value=f"{max(concurrency)} x {max(prompt_lengths)}",
+            fix="lower the largest concurrency or prompt length (the seed's largest cell was 64 x 8,192)",
         )
     if len(concurrency) * len(prompt_lengths) > MAX_CELLS:
         raise InputError(
@@ -456,7 +501,7 @@ def best_line(cells: list[Cell]) -> str | None:
     )
     prompt = b.prompt_tokens_measured or b.prompt_tokens_target
     return (
-        f"best: {b.output_tokens_per_s:,.1f} output tok/s at {b.concurrency} clients x {prompt:.0f}-token prompts "
+        f"{b.output_tokens_per_s:,.1f} output tok/s at {b.concurrency} clients x {prompt:.0f}-token prompts "
         f"(median TTFT {b.median_ttft_ms} ms, TPOT {b.median_tpot_ms} ms){cost}"
     )
 
@@ -569,7 +614,7 @@ async def run_sweep(
         notices=notices,
     )
     await asyncio.to_thread(write_files, result, out_dir)
-    record.message = result.best or "done (no successful requests)"
+    record.message = f"best: {result.best}" if result.best else "done (no successful requests)"
     return result
 
 
@@ -593,11 +638,15 @@ async def start_benchmark(
     """
     from tpu_devops.jobs import JOBS
 
-    conc = list(concurrency or DEFAULT_CONCURRENCY)
-    prompts = list(prompt_lengths or DEFAULT_PROMPT_LENGTHS)
+    # None means "the default sweep"; an explicit empty list is a mistake that validate_sweep names.
+    conc = list(DEFAULT_CONCURRENCY if concurrency is None else concurrency)
+    prompts = list(DEFAULT_PROMPT_LENGTHS if prompt_lengths is None else prompt_lengths)
     validate_sweep(conc, prompts, output_len, requests_per_cell)
+    if provisioning_model:
+        validate_provisioning_model(provisioning_model)
     ep = await resolve_endpoint(settings, base_url)
-    choice = await choose_model(settings, ep.url, model)
+    with attributed(ep):
+        choice = await choose_model(settings, ep.url, model)
     out_dir = results_dir(settings, results_dir_path)
     notices = list(choice.notices)
     if choice.max_model_len and max(prompts) + output_len > choice.max_model_len:
@@ -660,6 +709,27 @@ def _load_vllm_bench(path: Path) -> dict[str, Any]:
             value=str(path),
             fix="pass the JSON that vllm bench serve --save-result writes",
         )
+    numeric = (
+        *_VLLM_BENCH_FIELDS,
+        "num_prompts",
+        "failed",
+        "duration",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "median_tpot_ms",
+    )
+    for key in numeric:
+        value = data.get(key)
+        required = key in _VLLM_BENCH_FIELDS
+        if (value is None and required) or (
+            value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0)
+        ):
+            raise InputError(
+                f"field {key!r} is {value!r}, not a non-negative number",
+                field="results_path",
+                value=str(path),
+                fix="pass the unedited JSON that vllm bench serve --save-result writes",
+            )
     return data
 
 
@@ -701,6 +771,8 @@ async def import_results(
     Raises:
         InputError: missing path, no JSON files, or a file that is not a vllm bench serve result.
     """
+    if provisioning_model:
+        validate_provisioning_model(provisioning_model)
     path = Path(results_path).expanduser()
     if not path.exists():
         raise InputError(
@@ -717,8 +789,26 @@ async def import_results(
             value=results_path,
             fix="point at the directory holding vllm bench serve results",
         )
-    records = [(p, _load_vllm_bench(p)) for p in paths]
     notices: list[str] = []
+    records: list[tuple[Path, dict[str, Any]]] = []
+    skipped: list[InputError] = []
+    for p in paths:
+        try:
+            records.append((p, _load_vllm_bench(p)))
+        except InputError as exc:
+            if not path.is_dir():
+                raise
+            skipped.append(exc)  # a directory may also hold other JSON (e.g. our own results.json)
+            notices.append(f"skipped {p.name}: {exc.message}")
+    if not records:
+        first = skipped[0]
+        raise InputError(
+            f"none of the {len(paths)} .json files is a vllm bench serve result (first: {Path(str(first.value)).name}: "
+            f"{first.message})",
+            field="results_path",
+            value=results_path,
+            fix=first.fix,
+        )
     price = await price_or_none(settings, provisioning_model, notices)
     pool, pool_source, more = await kv_pool(settings, None)
     notices.extend(more)

@@ -8,8 +8,8 @@ Everything that reaches vLLM goes through here so that failures are classified o
   ``/v1/models`` (with a notice);
 - chat completions only: ``/v1/completions`` returns empty text on ``-it`` models (DESIGN §3);
 - every transport or HTTP failure becomes a `ServingError` whose ``failure`` names the class
-  (``connection_refused``, ``booting``, ``timeout``, ``model_mismatch``, ``tool_parser_missing``,
-  ``http_error``, ``no_endpoint``) with the fix.
+  (``connection_refused``, ``unresolvable_host`` (DNS), ``booting``, ``timeout``, ``model_mismatch``,
+  ``tool_parser_missing``, ``not_openai_api``, ``http_error``, ``no_endpoint``) with the fix.
 
 Streaming stats follow ``vllm bench serve``'s definitions: TTFT is the time from sending the request to
 the first chunk that carries output (content, reasoning or a tool call); TPOT is
@@ -19,9 +19,12 @@ ITLs. Token counts are the server's ``usage`` (``stream_options.include_usage``)
 
 from __future__ import annotations
 
+import contextlib
 import re
+import socket
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +33,7 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError, InputError, TpuDevopsError
 from tpu_devops.results import ToolResult
-from tpu_devops.serving.client import http_client, normalize_base_url, openai_client
+from tpu_devops.serving.client import http_client, normalize_base_url, openai_client, probe_timeout
 
 # A gap this much longer than the median inter-token gap (and at least STALL_MIN_MS) is a stall.
 STALL_FACTOR = 10.0
@@ -65,6 +68,22 @@ class Endpoint:
 
     url: str
     source: str  # "argument", "VLLM_URL" or "discovery"
+
+    @property
+    def field(self) -> str:
+        """The input a person would change: ``base_url``, ``VLLM_URL`` or the discovered endpoint."""
+        return {"argument": "base_url", "discovery": "endpoint (discovered)"}.get(self.source, "VLLM_URL")
+
+
+@contextlib.contextmanager
+def attributed(ep: Endpoint) -> Iterator[None]:
+    """Name the endpoint's real source in a `ServingError` (``classify`` says VLLM_URL by default)."""
+    try:
+        yield
+    except ServingError as err:
+        if err.field == "VLLM_URL":
+            err.field = ep.field
+        raise
 
 
 async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> Endpoint:
@@ -135,6 +154,15 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             value=url,
             fix="check the firewall allows tcp:8000 from here and that the VM is up; a busy server answers slowly under a benchmark",
         )
+    if _caused_by(exc, socket.gaierror):
+        host = httpx.URL(url).host
+        return ServingError(
+            f"the host name {host!r} of {url} does not resolve (DNS)",
+            failure="unresolvable_host",
+            field="VLLM_URL",
+            value=url,
+            fix="check the spelling of the URL, or use the node's external IP (get_vllm_endpoint finds it)",
+        )
     if isinstance(
         exc, openai.APIConnectionError | httpx.ConnectError | httpx.RemoteProtocolError | httpx.ReadError
     ):
@@ -174,13 +202,26 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             value="missing --enable-auto-tool-choice --tool-call-parser",
             fix="restart vLLM with --enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4",
         )
+    answered = f"answered HTTP {status}" if status is not None else f"failed ({type(exc).__name__})"
     return ServingError(
-        f"{url} answered HTTP {status}: {text[:300]}",
+        f"{url} {answered}: {text[:300]}",
         failure="http_error",
         field="VLLM_URL",
         value=url,
         fix="read the message above; check MODEL_NAME, max_tokens and the prompt length against max_model_len",
     )
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """True when ``kind`` is anywhere in the exception's cause / context chain."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, kind):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def _error_text(exc: BaseException) -> str:
@@ -205,11 +246,33 @@ async def served_models(url: str) -> list[dict[str, Any]]:
         ServingError: classified transport or HTTP failure.
     """
     try:
-        response = await http_client(url).get("/v1/models")
+        response = await http_client(url).get("/v1/models", timeout=probe_timeout())
         response.raise_for_status()
-        return list(response.json().get("data") or [])
     except Exception as exc:
         raise classify(exc, url) from exc
+    return model_cards(response, url)
+
+
+def model_cards(response: Any, url: str) -> list[dict[str, Any]]:
+    """The ``data`` list of an OpenAI ``/v1/models`` answer (``{"object": "list", "data": [{"id"...}]}``).
+
+    Raises:
+        ServingError(failure="not_openai_api"): the answer is not that shape (another service on the port).
+    """
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    cards = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(cards, list) or not all(isinstance(c, dict) and "id" in c for c in cards):
+        raise ServingError(
+            f"GET {url}/v1/models did not return an OpenAI model list (got {response.text[:80]!r})",
+            failure="not_openai_api",
+            field="VLLM_URL",
+            value=url,
+            fix="point at the vLLM server's own port (vllm serve --port, default 8000), not another service or a proxy page",
+        )
+    return cards
 
 
 @dataclass
@@ -351,8 +414,11 @@ async def stream_chat(
     tools: list[dict[str, Any]] | None = None,
     tool_choice: str | None = None,
     extra_body: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
 ) -> StreamedAnswer:
     """One streamed chat completion with ``stream_options.include_usage``; times every output chunk.
+
+    ``timeout_s``: read timeout (seconds between bytes) for this request; default the client's 120 s.
 
     Raises:
         ServingError: classified failure (refused, 503, 404 model, 400 tool parser, ...).
@@ -372,6 +438,8 @@ async def stream_chat(
         kwargs["tool_choice"] = tool_choice or "auto"
     if extra_body:
         kwargs["extra_body"] = extra_body
+    if timeout_s is not None:
+        kwargs["timeout"] = probe_timeout(timeout_s)
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
@@ -446,6 +514,20 @@ class ChatResult(ToolResult):
         )
         return line + (" - STREAM STALLED (KV-cache preemption looks like this)" if s.stalled else "")
 
+    def render_text(self) -> str:
+        """The answer (after the stats line when measured), then who answered, then notices."""
+        lines = [] if self.stats is None else [self.headline(), ""]
+        lines.append(self.content if self.content else f"(empty answer, finish_reason={self.finish_reason})")
+        s = self.stats
+        tokens = (
+            f", {s.prompt_tokens} prompt + {s.completion_tokens} completion tokens ({s.tokens_from})"
+            if s
+            else ""
+        )
+        lines += ["", f"-- {self.model} at {self.endpoint}, finish_reason={self.finish_reason}{tokens}"]
+        lines.extend(f"note: {n}" for n in self.notices)
+        return "\n".join(lines)
+
 
 async def query(
     settings: Settings,
@@ -476,18 +558,19 @@ async def query(
     if temperature is not None and not 0 <= temperature <= 2:
         raise InputError("out of range", field="temperature", value=temperature, fix="use 0..2")
     ep = await resolve_endpoint(settings, base_url)
-    choice = await choose_model(settings, ep.url, model)
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": prompt}
-    ]
-    answer = await stream_chat(
-        ep.url,
-        choice.model,
-        messages,
-        api_key=settings.vllm_api_key,
-        max_tokens=max_tokens,
-        temperature=temperature,
-    )
+    with attributed(ep):
+        choice = await choose_model(settings, ep.url, model)
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
+        answer = await stream_chat(
+            ep.url,
+            choice.model,
+            messages,
+            api_key=settings.vllm_api_key,
+            max_tokens=max_tokens,
+            temperature=temperature,
+        )
     notices = list(choice.notices)
     if not answer.content and not answer.tool_calls:
         notices.append(

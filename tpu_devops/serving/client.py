@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 # Connect fails fast (a booting node refuses connections); reads allow a long generation.
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 120.0
+# Short GETs (/health, /v1/models, /version, /metrics) and health-check chats: a server that accepts the
+# connection but never answers must fail the call in seconds, not hold it for READ_TIMEOUT_S.
+PROBE_TIMEOUT_S = 10.0
+PROBE_CHAT_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 256
 
 _http: dict[str, httpx.AsyncClient] = {}
@@ -32,6 +36,11 @@ def normalize_base_url(url: str) -> str:
 def timeouts(read_s: float = READ_TIMEOUT_S) -> httpx.Timeout:
     """Timeouts used by every client: connect 5 s, read/write/pool as given (seconds)."""
     return httpx.Timeout(read_s, connect=CONNECT_TIMEOUT_S)
+
+
+def probe_timeout(read_s: float = PROBE_TIMEOUT_S) -> httpx.Timeout:
+    """Per-request timeout for short GETs: connect 5 s, read ``read_s`` (default 10 s)."""
+    return timeouts(read_s)
 
 
 def http_client(base_url: str) -> httpx.AsyncClient:

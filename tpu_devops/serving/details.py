@@ -18,8 +18,8 @@ from typing import Any
 from tpu_devops.config import Settings
 from tpu_devops.errors import TpuDevopsError
 from tpu_devops.results import ToolResult
-from tpu_devops.serving.chat import ServingError, classify, resolve_endpoint, served_models
-from tpu_devops.serving.client import http_client
+from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint, served_models
+from tpu_devops.serving.client import http_client, probe_timeout
 from tpu_devops.serving.metrics import fetch_samples, kv_pool_tokens
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,18 @@ class ModelDetails(ToolResult):
             f"KV pool {self.kv_pool_tokens if self.kv_pool_tokens is not None else '?'} tokens"
         )
 
+    def render_text(self) -> str:
+        """Headline, served models, engine cache config, the configured flags as one command line."""
+        lines = [self.headline(), f"endpoint: {self.endpoint} ({self.endpoint_source})"]
+        lines.append(f"served: {', '.join(self.served_models) or 'nothing'}")
+        if self.engine_cache_config:
+            lines.append("engine: " + ", ".join(f"{k}={v}" for k, v in self.engine_cache_config.items()))
+        if self.configured_flags:
+            lines.append(f"configured flags ({self.configured_flags_source}):")
+            lines.append("  " + " ".join(self.configured_flags))
+        lines.extend(f"note: {n}" for n in self.notices)
+        return "\n".join(lines)
+
 
 async def get_details(settings: Settings, base_url: str | None = None) -> ModelDetails:
     """Collect the details (module docstring). ``/version`` and ``/metrics`` are optional (noted when
@@ -55,7 +67,8 @@ async def get_details(settings: Settings, base_url: str | None = None) -> ModelD
         ServingError: no endpoint, or ``/v1/models`` failed (classified, with the fix).
     """
     ep = await resolve_endpoint(settings, base_url)
-    cards = await served_models(ep.url)
+    with attributed(ep):
+        cards = await served_models(ep.url)
     notices: list[str] = []
     served = [str(c.get("id")) for c in cards]
     card = next((c for c in cards if c.get("id") == settings.model_name), cards[0] if cards else None)
@@ -63,7 +76,7 @@ async def get_details(settings: Settings, base_url: str | None = None) -> ModelD
         notices.append(f"MODEL_NAME {settings.model_name!r} is not served; showing {card.get('id')!r}")
     version = None
     try:
-        response = await http_client(ep.url).get("/version")
+        response = await http_client(ep.url).get("/version", timeout=probe_timeout())
         response.raise_for_status()
         version = str(response.json().get("version"))
     except Exception as exc:

@@ -11,9 +11,11 @@ Four probes in order, each timed; the first failure stops the ones that depend o
    (``<|tool_call>call:NAME{...}<tool_call|>``) in ``content`` is ``tool_call_unparsed`` (wrong or no
    parser; Gemma 4 needs ``--tool-call-parser gemma4``).
 
-Failure classes (``failure``): ``no_endpoint``, ``connection_refused`` (booting or crashed), ``booting``
+Failure classes (``failure``): ``no_endpoint``, ``connection_refused`` (booting or crashed),
+``unresolvable_host`` (the URL's host name does not resolve), ``booting``
 (503), ``timeout``, ``model_mismatch``, ``empty_content``, ``tool_parser_missing``,
-``tool_call_unparsed``, ``tool_not_called``, ``http_error``. Each comes with the fix.
+``tool_call_unparsed``, ``tool_not_called``, ``not_openai_api`` (another service answers),
+``http_error``. Each comes with the fix.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from tpu_devops.serving.chat import (
     ServingError,
     classify,
     looks_instruction_tuned,
+    model_cards,
     resolve_endpoint,
     stream_chat,
 )
-from tpu_devops.serving.client import http_client
+from tpu_devops.serving.client import PROBE_CHAT_TIMEOUT_S, http_client, probe_timeout
 
 PROBE_TOOL = {
     "type": "function",
@@ -80,6 +83,15 @@ class HealthResult(ToolResult):
                 f"healthy: {self.model} at {self.endpoint} passed {len(self.probes)} probes in {total:.0f} ms"
             )
         return f"UNHEALTHY ({self.failure}): {self.probes[-1].detail if self.probes else ''} Fix: {self.fix}"
+
+    def render_text(self) -> str:
+        """Headline, then one line per probe (ok / FAIL, latency, what was seen), then notices."""
+        lines = [self.headline(), f"endpoint: {self.endpoint or '-'} ({self.endpoint_source or 'none'})"]
+        for p in self.probes:
+            ms = f"{p.latency_ms:,.1f} ms" if p.latency_ms is not None else "-"
+            lines.append(f"  {p.name:<9} {'ok' if p.ok else 'FAIL':<4} {ms:>11}  {p.detail or ''}")
+        lines.extend(f"note: {n}" for n in self.notices)
+        return "\n".join(lines)
 
 
 def _failed(name: str, err: ServingError, started: float) -> Probe:
@@ -129,7 +141,7 @@ async def verify_health(
     # 1. /health
     started = time.perf_counter()
     try:
-        response = await http_client(ep.url).get("/health")
+        response = await http_client(ep.url).get("/health", timeout=probe_timeout())
         response.raise_for_status()
         probes.append(
             Probe(name="health", ok=True, latency_ms=_ms(started), detail=f"HTTP {response.status_code}")
@@ -141,9 +153,9 @@ async def verify_health(
     # 2. /v1/models
     started = time.perf_counter()
     try:
-        response = await http_client(ep.url).get("/v1/models")
+        response = await http_client(ep.url).get("/v1/models", timeout=probe_timeout())
         response.raise_for_status()
-        cards = response.json().get("data") or []
+        cards = model_cards(response, ep.url)
     except Exception as exc:
         probes.append(_failed("models", classify(exc, ep.url), started))
         return result(ep.url, ep.source)
@@ -181,6 +193,7 @@ async def verify_health(
             api_key=settings.vllm_api_key,
             max_tokens=32,
             temperature=0,
+            timeout_s=PROBE_CHAT_TIMEOUT_S,
         )
     except ServingError as err:
         probes.append(_failed("chat", err, started))
@@ -226,6 +239,7 @@ async def _tool_probe(settings: Settings, url: str, model: str) -> Probe:
             temperature=0,
             tools=[PROBE_TOOL],
             tool_choice="auto",
+            timeout_s=PROBE_CHAT_TIMEOUT_S,
         )
     except ServingError as err:
         return _failed("tool_call", err, started)

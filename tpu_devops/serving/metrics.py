@@ -28,8 +28,8 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError
 from tpu_devops.results import ToolResult
-from tpu_devops.serving.chat import classify, resolve_endpoint
-from tpu_devops.serving.client import http_client
+from tpu_devops.serving.chat import attributed, classify, resolve_endpoint
+from tpu_devops.serving.client import http_client, probe_timeout
 
 KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 TPOT_NAMES = (
@@ -153,6 +153,35 @@ class MetricsResult(ToolResult):
             f"{self.preemptions_total or 0:.0f} preemptions total"
         )
 
+    def render_text(self) -> str:
+        """Headline, then one line each: KV pool, rates since the last call, token totals, latencies."""
+
+        def n(x: float | None, unit: str = "") -> str:
+            return "?" if x is None else f"{x:,.0f}{unit}"
+
+        lines = [self.headline(), f"endpoint: {self.endpoint}"]
+        if self.kv_pool_tokens:
+            lines.append(
+                f"KV pool: {self.kv_pool_tokens:,} tokens (vllm:cache_config_info blocks x block size)"
+            )
+        if self.seconds_since_last_call:
+            lines.append(
+                f"since the last call ({self.seconds_since_last_call:g} s): "
+                f"{n(self.preemptions_since_last_call)} preemptions ({self.preemptions_per_min or 0:g}/min), "
+                f"{self.generation_tokens_per_s or 0:,.1f} generated tok/s"
+            )
+        lines.append(
+            f"tokens total: {n(self.prompt_tokens_total)} prompt, {n(self.generation_tokens_total)} generated"
+        )
+        for name, h in (("TTFT", self.ttft), ("TPOT", self.tpot)):
+            if h:
+                lines.append(
+                    f"{name} ms over {h.count:,} requests: mean {h.mean_ms}, p50 {h.p50_ms}, p90 {h.p90_ms}, "
+                    f"p99 {h.p99_ms} ({h.metric}, histogram estimate)"
+                )
+        lines.extend(f"finding: {f}" for f in self.findings)
+        return "\n".join(lines)
+
 
 def summarise(url: str, samples: Samples, now: float | None = None) -> MetricsResult:
     """Summarise parsed samples; updates the per-endpoint "previous scrape" used for rates."""
@@ -216,7 +245,7 @@ async def fetch_samples(url: str) -> Samples:
         ServingError: classified transport / HTTP failure; EndpointError: not Prometheus text.
     """
     try:
-        response = await http_client(url).get("/metrics")
+        response = await http_client(url).get("/metrics", timeout=probe_timeout())
         response.raise_for_status()
     except Exception as exc:
         raise classify(exc, url) from exc
@@ -230,7 +259,8 @@ async def get_metrics(settings: Settings, base_url: str | None = None) -> Metric
         ServingError / EndpointError: no endpoint, unreachable, or not a Prometheus endpoint.
     """
     ep = await resolve_endpoint(settings, base_url)
-    return summarise(ep.url, await fetch_samples(ep.url))
+    with attributed(ep):
+        return summarise(ep.url, await fetch_samples(ep.url))
 
 
 def kv_pool_tokens(samples: Samples) -> int | None:
