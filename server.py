@@ -12,12 +12,37 @@ if __name__ == "__main__":  # `python server.py`: the entry point validates sett
 
     raise SystemExit(main())
 
-from mcp.server.mcpserver import MCPServer  # noqa: E402
+from typing import Annotated, Any
 
-from tpu_devops import __version__, tooldocs  # noqa: E402
-from tpu_devops.config import get_settings  # noqa: E402
-from tpu_devops.jobs import JOBS, JobList, JobView  # noqa: E402
-from tpu_devops.registration import Registrar  # noqa: E402
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resolve import Resolve
+from pydantic import Field
+
+from tpu_devops import (
+    __version__,
+    capacity,
+    pricing,
+    provisioning,
+    setup_check,
+    sizing,
+    startup,
+    teardown,
+    tooldocs,
+)
+from tpu_devops import lint as planning_lint
+from tpu_devops.config import get_settings
+from tpu_devops.jobs import JOBS, JobList, JobView
+from tpu_devops.logs import analyst as logs_analyst
+from tpu_devops.logs import boot as logs_boot
+from tpu_devops.logs import evidence as logs_evidence
+from tpu_devops.logs import sources as logs_sources
+from tpu_devops.registration import Registrar
+from tpu_devops.serving import benchmark as serving_benchmark
+from tpu_devops.serving import chat as serving_chat
+from tpu_devops.serving import details as serving_details
+from tpu_devops.serving import endpoint as serving_endpoint
+from tpu_devops.serving import health as serving_health
+from tpu_devops.serving import metrics as serving_metrics
 
 settings = get_settings()
 mcp = MCPServer(
@@ -32,9 +57,7 @@ tools = Registrar(mcp, read_only=settings.read_only)
 READ = dict(read_only=True, destructive=False, idempotent=True)
 
 
-# ----------------------------------------------------------------------------------------------
-# Help and jobs
-# ----------------------------------------------------------------------------------------------
+# ---- Help -------------------------------------------------------------------------------------------
 
 
 @tools.tool(title="Help: configuration and tools", open_world=False, **READ)
@@ -46,386 +69,178 @@ async def get_help() -> tooldocs.HelpResult:
     return tooldocs.build_help(settings, await mcp.list_tools())
 
 
-@tools.tool(title="Get job status", open_world=False, **READ)
-def get_job(job_id: str) -> JobView:
-    """Poll a long operation (zone sweep, wait for ACTIVE, benchmark) by the id its tool returned.
-
-    Returns its state (running / succeeded / failed / cancelled), progress so far, and the result.
-    """
-    return JobView.of(JOBS.get(job_id))
+# ---- Planning (no cloud account needed) ---------------------------------------------------------
+# Sizing, flag lint, the startup script and boot-log diagnosis: pure computation on local inputs.
 
 
-@tools.tool(title="List jobs", open_world=False, **READ)
-def list_jobs() -> JobList:
-    """List the long operations started by this server process, newest first."""
-    return JobList(jobs=[JobView.of(r) for r in JOBS.list()])
-
-
-@tools.tool(title="Cancel a job", open_world=False, read_only=False, destructive=False, idempotent=True)
-async def cancel_job(job_id: str) -> JobView:
-    """Cancel a running job. A zone sweep stops before its next create; resources it already
-    created are left as they are (use destroy_queued_resource for those)."""
-    return JobView.of(await JOBS.cancel(job_id))
-
-
-# ---- Serving: health, speed, cost -------------------------------------------------------------
-# Endpoint: the base_url argument, else VLLM_URL, else discovery of the ACTIVE TPU this rig owns.
-
-from typing import Annotated  # noqa: E402
-
-from pydantic import Field  # noqa: E402
-
-from tpu_devops import pricing  # noqa: E402
-from tpu_devops.serving import benchmark as serving_benchmark  # noqa: E402
-from tpu_devops.serving import chat as serving_chat  # noqa: E402
-from tpu_devops.serving import details as serving_details  # noqa: E402
-from tpu_devops.serving import health as serving_health  # noqa: E402
-from tpu_devops.serving import metrics as serving_metrics  # noqa: E402
-
-BaseUrlArg = Annotated[
-    str | None,
-    Field(
-        description="vLLM base URL such as http://10.0.0.5:8000; default VLLM_URL, else the discovered ACTIVE TPU"
-    ),
+ImageOverride = Annotated[str | None, Field(description="vLLM image tag or digest; default VLLM_IMAGE")]
+ModelNameOverride = Annotated[
+    str | None, Field(description="Hugging Face model id to serve; default MODEL_NAME")
 ]
-ModelArg = Annotated[
-    str | None,
-    Field(description="served model id; default MODEL_NAME if served, else the first of /v1/models"),
-]
-ProvisioningArg = Annotated[
-    str | None, Field(description="on-demand, spot or flex-start for the price; default PROVISIONING_MODEL")
+MaxLenOverride = Annotated[int | None, Field(description="--max-model-len in tokens; default MAX_MODEL_LEN")]
+UtilOverride = Annotated[
+    float | None, Field(description="--gpu-memory-utilization (0.1-0.99); default GPU_MEMORY_UTILIZATION")
 ]
 
 
-@tools.tool(title="Verify model health", open_world=True, **READ)
-async def verify_model_health(
-    model: ModelArg = None,
-    check_tool_calling: Annotated[
-        bool, Field(description="also probe tool calling (tool_choice=auto)")
-    ] = True,
-    base_url: BaseUrlArg = None,
-) -> serving_health.HealthResult:
-    """Check the serving endpoint end to end: /health, /v1/models, one short chat, one tool call.
-
-    Each probe is timed. A failure is the answer, classified with its fix: no_endpoint,
-    connection_refused (node booting or vLLM exited), unresolvable_host (DNS), booting (503), timeout,
-    model_mismatch, empty_content, tool_parser_missing, tool_call_unparsed, tool_not_called,
-    not_openai_api (another service on that port), http_error.
-    """
-    return await serving_health.verify_health(
-        settings, model=model, base_url=base_url, tools=check_tool_calling
-    )
-
-
-@tools.tool(title="Ask Gemma", open_world=True, **READ)
-async def query_gemma(
-    prompt: Annotated[str, Field(description="the question to ask")],
-    system: Annotated[str | None, Field(description="optional system message")] = None,
-    max_tokens: Annotated[int, Field(description="output cap in tokens (1-32768)")] = 512,
-    temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
-    model: ModelArg = None,
-    base_url: BaseUrlArg = None,
-) -> serving_chat.ChatResult:
-    """Ask the self-hosted Gemma one question (streamed chat completion) and return its answer."""
-    return await serving_chat.query(
-        settings,
-        prompt,
-        system=system,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        model=model,
-        base_url=base_url,
-    )
-
-
-@tools.tool(title="Ask Gemma with speed stats", open_world=True, **READ)
-async def query_gemma_with_stats(
-    prompt: Annotated[str, Field(description="the question to ask")],
-    system: Annotated[str | None, Field(description="optional system message")] = None,
-    max_tokens: Annotated[int, Field(description="output cap in tokens (1-32768)")] = 512,
-    temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
-    model: ModelArg = None,
-    base_url: BaseUrlArg = None,
-) -> serving_chat.ChatResult:
-    """Ask Gemma one question and measure the stream: TTFT, mean and median TPOT, output tok/s, prompt
-    and completion tokens (the server's usage), and the largest gap between chunks after the first
-    (a stalled stream is how KV-cache preemption shows from outside)."""
-    return await serving_chat.query(
-        settings,
-        prompt,
-        system=system,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        model=model,
-        base_url=base_url,
-        with_stats=True,
-    )
-
-
-@tools.tool(title="vLLM metrics summary", open_world=True, **READ)
-async def get_metrics(base_url: BaseUrlArg = None) -> serving_metrics.MetricsResult:
-    """Read vLLM's Prometheus /metrics and summarise it: KV-cache usage, running / waiting requests,
-    preemptions (total and since the last call), prompt / generation token totals, TTFT and TPOT
-    quantiles from the histograms."""
-    return await serving_metrics.get_metrics(settings, base_url)
-
-
-@tools.tool(title="Served model details", open_world=True, **READ)
-async def get_model_details(base_url: BaseUrlArg = None) -> serving_details.ModelDetails:
-    """What the endpoint serves: model id, max model length, vLLM version, the engine's cache config
-    (block size, KV blocks, memory utilization) and the serving flags this rig's startup script renders."""
-    return await serving_details.get_details(settings, base_url)
-
-
-@tools.tool(
-    title="Benchmark the endpoint", open_world=True, read_only=True, destructive=False, idempotent=False
-)
-async def run_benchmark(
-    concurrency: Annotated[
-        list[int] | None, Field(description="concurrent clients per cell; default [1, 4, 16, 64]")
+@tools.tool(title="Plan capacity: HBM budget and KV cache", open_world=True, **READ)
+def plan_capacity(
+    model: Annotated[
+        str | None,
+        Field(
+            description="config.json path (or its directory), or a Hugging Face repo id (downloaded when not bundled); default MODEL_NAME"
+        ),
     ] = None,
-    prompt_lengths: Annotated[
-        list[int] | None, Field(description="prompt tokens per cell; default [128, 1024, 8192]")
-    ] = None,
-    output_len: Annotated[int, Field(description="output tokens per request (ignore_eos)")] = 128,
-    requests_per_cell: Annotated[
-        int | None, Field(description="requests per cell; default max(8, 2 x clients)")
-    ] = None,
-    provisioning_model: ProvisioningArg = None,
-    results_dir: Annotated[
-        str | None, Field(description="where to write results; default <state dir>/results")
-    ] = None,
-    model: ModelArg = None,
-    base_url: BaseUrlArg = None,
-) -> serving_benchmark.BenchmarkStarted:
-    """Start a benchmark sweep (concurrency x prompt length) as a job and return its id at once.
-
-    Per cell: output tok/s, median and p99 TTFT, median TPOT, per-stream tok/s, failures, $/M output
-    tokens at the live price, and a warning where clients x context exceeds the KV pool. Writes CSV,
-    JSON and a PNG heatmap. Read-only towards the cloud, but it loads the endpoint: poll get_job.
-    """
-    return await serving_benchmark.start_benchmark(
-        settings,
-        concurrency=concurrency,
-        prompt_lengths=prompt_lengths,
-        output_len=output_len,
-        requests_per_cell=requests_per_cell,
-        provisioning_model=provisioning_model,
-        results_dir_path=results_dir,
-        model=model,
-        base_url=base_url,
-    )
-
-
-@tools.tool(title="Import vllm bench serve results", open_world=True, **READ)
-async def import_benchmark_results(
-    results_path: Annotated[str, Field(description="a vllm bench serve JSON file, or a directory of them")],
-    provisioning_model: ProvisioningArg = None,
-    results_dir: Annotated[
-        str | None, Field(description="where to write CSV/JSON/PNG; default <state dir>/results")
-    ] = None,
-) -> serving_benchmark.BenchmarkResult:
-    """Read `vllm bench serve` JSON results and compute the same table as run_benchmark: output tok/s,
-    TTFT, TPOT, per-stream tok/s, failures, $/M output tokens at the live price, KV-pool warnings."""
-    return await serving_benchmark.import_results(
-        settings, results_path, provisioning_model=provisioning_model, results_dir_path=results_dir
-    )
-
-
-@tools.tool(title="Estimate deployment cost", open_world=True, **READ)
-async def estimate_deployment_cost(
     accelerator_type: Annotated[
-        str | None, Field(description="e.g. v5litepod-1 or v5e-1; default ACCELERATOR_TYPE")
+        str | None,
+        Field(description="e.g. v5litepod-1, v6e-1 (v5e-1 is translated); default ACCELERATOR_TYPE"),
     ] = None,
-    provisioning_model: ProvisioningArg = None,
-    region: Annotated[str | None, Field(description="e.g. us-west4; default GOOGLE_CLOUD_REGION")] = None,
-    tokens_per_s: Annotated[
-        float | None, Field(description="aggregate output tokens/s (from run_benchmark) for $/M tokens")
+    gpu_memory_utilization: UtilOverride = None,
+    max_model_len: MaxLenOverride = None,
+    tensor_parallel_size: Annotated[
+        int | None, Field(description="chips the model is split over; default TENSOR_PARALLEL_SIZE")
     ] = None,
-    duration_hours: Annotated[float | None, Field(description="a run length to price, in hours")] = None,
-    usd_per_chip_hour: Annotated[
-        float | None, Field(description="use this price instead of looking it up")
+    weights_gib: Annotated[
+        float | None,
+        Field(
+            description="HBM taken by the loaded weights, GiB; default a measured value or a checkpoint estimate"
+        ),
     ] = None,
-) -> pricing.CostEstimate:
-    """Price a deployment from the live Cloud Billing Catalog (a dated fallback table if unreachable;
-    the answer says which): $/hour, $/month at 24/7, a given duration, $/M output tokens at a given
-    throughput, one preemption (a cold start at this rate) and a forgotten weekend."""
-    return await pricing.estimate_cost(
+    clients: Annotated[
+        int | None, Field(description="concurrent requests to check against the pool (with context_tokens)")
+    ] = None,
+    context_tokens: Annotated[
+        int | None, Field(description="tokens per request (prompt + output) for the clients check")
+    ] = None,
+    kv_cache_dtype: Annotated[
+        str, Field(description="bfloat16 (default) or fp8; fp8 gains nothing on v5e")
+    ] = "bfloat16",
+) -> sizing.PlanResult:
+    """What a deployment holds before you pay for it: KV bytes per token from the model's config geometry
+    (per layer group: cache-owning vs KV-shared layers, sliding vs full attention, head_dim, KV heads and
+    their replication under tensor parallelism), the HBM budget (total, cap, weights, KV pool, the
+    remainder outside the cap that holds compiled programs), KV tokens in whole blocks, max concurrency at
+    max_model_len, and whether clients x context_tokens fits. Gemma 4 E2B on v5litepod-1 at 0.92 and 16,384:
+    18,432 B/token, 321,376 tokens."""
+    return sizing.plan_capacity_with_defaults(
         settings,
+        model=model,
         accelerator_type=accelerator_type,
-        region=region,
-        provisioning_model=provisioning_model,
-        tokens_per_s=tokens_per_s,
-        duration_hours=duration_hours,
-        usd_per_chip_hour=usd_per_chip_hour,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+        tensor_parallel_size=tensor_parallel_size,
+        weights_gib=weights_gib,
+        clients=clients,
+        context_tokens=context_tokens,
+        kv_cache_dtype=kv_cache_dtype,
     )
 
 
-# ---- Logs: Cloud Logging reads, template summaries, the Gemma analyst ---------------------------
-# Log text is redacted (tokens, keys, emails, IPs, project numbers) before any of it leaves the process.
-
-from tpu_devops.logs import analyst as logs_analyst  # noqa: E402
-from tpu_devops.logs import evidence as logs_evidence  # noqa: E402
-from tpu_devops.logs import sources as logs_sources  # noqa: E402
-
-SinceArg = Annotated[
-    str | None, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339; default 24h")
-]
-UntilArg = Annotated[str | None, Field(description="window end (RFC 3339 or a duration ago); default now")]
-SeverityArg = Annotated[str | None, Field(description="minimum severity, e.g. WARNING or ERROR")]
-RawFilterArg = Annotated[
-    str | None,
-    Field(description="extra Cloud Logging filter, added as one bracketed clause (AND) to the built one"),
-]
-NodeArg = Annotated[str | None, Field(description="TPU node or queued resource id; default RESOURCE_ID")]
-PathArg = Annotated[
-    str | None,
-    Field(
-        description="read this exported file instead of Cloud Logging (gcloud logging read --format=json, JSON lines, or docker logs text)"
-    ),
-]
-PageTokenArg = Annotated[str | None, Field(description="next_page_token from the previous call")]
-
-
-@tools.tool(title="Read Cloud Logging entries", open_world=True, **READ)
-def get_cloud_logging_logs(
-    filter: RawFilterArg = None,
-    since: SinceArg = None,
-    until: UntilArg = None,
-    severity: SeverityArg = None,
-    resource_type: Annotated[str | None, Field(description="e.g. gce_instance or tpu_worker")] = None,
-    log_id: Annotated[str | None, Field(description="short log name, e.g. gcplogs-docker-driver")] = None,
-    text: Annotated[str | None, Field(description="free text to find in any field")] = None,
-    limit: Annotated[int, Field(description="entries to return (1-500)")] = 50,
-    page_token: PageTokenArg = None,
-    order: Annotated[str, Field(description="desc (newest first) or asc")] = "desc",
-) -> logs_sources.LogsPage:
-    """Read log entries from Cloud Logging, newest first, in a compact redacted form (timestamp,
-    severity, short log name, resource labels, message, insertId). Says when more entries match and
-    returns the page token to continue."""
-    return logs_sources.get_cloud_logging_logs(
-        settings,
-        filter=filter,
-        since=since,
-        until=until,
-        severity=severity,
-        resource_type=resource_type,
-        log_id=log_id,
-        text=text,
-        limit=limit,
-        page_token=page_token,
-        order=order,
-    )
-
-
-@tools.tool(title="vLLM container logs", open_world=True, **READ)
-def get_vllm_docker_logs(
-    node: NodeArg = None,
-    since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
-    severity: SeverityArg = None,
-    text: Annotated[str | None, Field(description="free text to find")] = None,
-    limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
-    page_token: PageTokenArg = None,
-) -> logs_sources.LogsPage:
-    """The vLLM container's log on our TPU node, from Cloud Logging (Docker gcplogs driver; no SSH),
-    newest first, redacted."""
-    return logs_sources.get_node_logs(
-        settings,
-        "container",
-        node=node,
-        since=since,
-        severity=severity,
-        text=text,
-        limit=limit,
-        page_token=page_token,
-    )
-
-
-@tools.tool(title="TPU VM system logs", open_world=True, **READ)
-def get_tpu_system_logs(
-    node: NodeArg = None,
-    since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
-    severity: SeverityArg = None,
-    limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
-    page_token: PageTokenArg = None,
-) -> logs_sources.LogsPage:
-    """Our TPU node's system logs from Cloud Logging: the startup script (google_metadata_script_runner),
-    syslog, and audit activity / system events such as preemption and maintenance. Newest first, redacted."""
-    return logs_sources.get_node_logs(
-        settings, "system", node=node, since=since, severity=severity, limit=limit, page_token=page_token
-    )
-
-
-@tools.tool(title="Summarize logs", open_world=True, **READ)
-def summarize_logs(
-    path: PathArg = None,
-    filter: RawFilterArg = None,
-    since: SinceArg = None,
-    until: UntilArg = None,
-    severity: SeverityArg = None,
-    node: Annotated[
-        str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
+@tools.tool(title="Lint vLLM serve flags for TPU", open_world=False, **READ)
+def lint_vllm_flags(
+    command: Annotated[
+        str | None,
+        Field(
+            description="a 'vllm serve MODEL --flag value ...' line, optionally inside 'docker run ... IMAGE'"
+        ),
     ] = None,
-    max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
-    token_budget: Annotated[int, Field(description="size of the evidence text in tokens (500-32000)")] = 6000,
-) -> logs_evidence.SummaryResult:
-    """Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first:
-    per template the count, severity, first/last seen, rate and two exemplar insertIds; plus known
-    failure signatures (vLLM boot failures, HBM OOM, preemption / maintenance, Hugging Face 401/403/404,
-    quota and capacity) with their fix. Secrets and personal data are redacted."""
-    return logs_evidence.summarize_logs(
-        settings,
-        path=path,
-        filter=filter,
-        since=since,
-        until=until,
-        severity=severity,
-        node=node,
-        max_entries=max_entries,
-        token_budget=token_budget,
-    )
-
-
-@tools.tool(title="Ask Gemma about the logs", open_world=True, **READ)
-async def analyze_cloud_logging(
-    question: Annotated[str, Field(description="what to find out, e.g. why did vLLM fail to start?")],
-    path: PathArg = None,
-    filter: RawFilterArg = None,
-    since: SinceArg = None,
-    until: UntilArg = None,
-    severity: SeverityArg = None,
-    node: Annotated[
-        str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
+    flags: Annotated[
+        dict[str, Any] | None,
+        Field(description='flags as a mapping instead of a command, e.g. {"max_model_len": 16384}'),
     ] = None,
-    max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
-    max_steps: Annotated[int, Field(description="tool-call rounds the model may take (1-8)")] = 4,
-    base_url: BaseUrlArg = None,
-) -> logs_analyst.AnalysisResult:
-    """Answer a question about the logs with the self-hosted Gemma: it reads a redacted evidence summary
-    and may search logs, fetch an entry by insertId or count by a field (read-only tools only). Every
-    citation is checked against the logs. Without a reachable model the deterministic summary is
-    returned and the answer says the model was not consulted."""
-    return await logs_analyst.analyze_logs(
+    accelerator_type: Annotated[str | None, Field(description="default ACCELERATOR_TYPE")] = None,
+    model: Annotated[str | None, Field(description="model id when not in the command")] = None,
+    image: Annotated[str | None, Field(description="container image when not in the command")] = None,
+    health_check_path: Annotated[
+        str | None, Field(description="the path your health check calls, e.g. /v1/completions")
+    ] = None,
+) -> planning_lint.LintResult:
+    """Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
+    v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
+    block size, tensor parallelism beyond the chips or with one KV head, missing tool-calling flags,
+    /v1/completions health checks on -it models, unpinned images, no compile-cache mount. Each finding:
+    severity, flag, value, what happens, why, source, fix."""
+    return planning_lint.lint_with_defaults(
         settings,
-        question,
-        base_url=base_url,
-        max_steps=max_steps,
-        path=path,
-        filter=filter,
-        since=since,
-        until=until,
-        severity=severity,
-        node=node,
-        max_entries=max_entries,
+        command=command,
+        flags=flags,
+        accelerator_type=accelerator_type,
+        model=model,
+        image=image,
+        health_check_path=health_check_path,
     )
+
+
+@tools.tool(title="Render the TPU VM startup script", open_world=False, **READ)
+def render_startup_script(
+    model_name: ModelNameOverride = None,
+    max_model_len: MaxLenOverride = None,
+    gpu_memory_utilization: UtilOverride = None,
+    vllm_image: ImageOverride = None,
+) -> startup.RenderedScript:
+    """Render the startup script a TPU VM runs at boot (from tpu.env, with optional overrides): fetch the
+    Hugging Face token from Secret Manager with the VM's service account (retrying up to 30 min; the
+    token is never in the script), pull the pinned vLLM image, mount the compile cache, ship container
+    logs to Cloud Logging, record the serving flags and progress in guest attributes. Nothing is run."""
+    return startup.render_startup_script(
+        startup.apply_overrides(
+            settings,
+            model_name=model_name,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            vllm_image=vllm_image,
+        )
+    )
+
+
+@tools.tool(title="Show the vLLM deployment as commands", open_world=False, **READ)
+def get_vllm_deployment_config(
+    model_name: ModelNameOverride = None,
+    max_model_len: MaxLenOverride = None,
+    gpu_memory_utilization: UtilOverride = None,
+    vllm_image: ImageOverride = None,
+) -> startup.DeploymentConfig:
+    """The deployment as human-readable commands: the vllm serve line (built by the same function as the
+    startup script), the docker run line, the equivalent gcloud commands (secret, IAM grant, queued
+    resource create/describe/delete, logs) and a chat-completions health check. Nothing is run."""
+    return startup.deployment_config(
+        startup.apply_overrides(
+            settings,
+            model_name=model_name,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            vllm_image=vllm_image,
+        )
+    )
+
+
+@tools.tool(title="Diagnose a vLLM boot log", open_world=True, **READ)
+def diagnose_vllm_boot(
+    log_text: Annotated[str | None, Field(description="the vLLM container output, pasted")] = None,
+    path: Annotated[str | None, Field(description="path of a saved log file (instead of log_text)")] = None,
+    node: Annotated[
+        str | None,
+        Field(description="TPU node or queued resource id: read its container log from Cloud Logging"),
+    ] = None,
+    since: Annotated[
+        str, Field(description="with node: window start, 30m / 6h / 2d ago or RFC 3339")
+    ] = "24h",
+) -> logs_boot.BootDiagnosis:
+    """Why did (or didn't) vLLM boot? Parses the vLLM version, non-default args, phase timeline (weights,
+    memory statistics, KV init, compile seconds, startup complete), the logged HBM budget and KV tokens
+    cross-checked against plan_capacity, and classifies failures with cause and fix: program allocation
+    OOM after KV init, HBM OOM, unsupported weight quantization, SMEM OOM, chunked-MM floor, invalid KV
+    dtype, gated / missing / unauthorized Hugging Face repo, missing tool parser, fp8 logged but bf16
+    allocated. Harmless noise (vllm._C, Triton, metadata 404s) is counted, not alarmed on. With node, the
+    container log is read from Cloud Logging (redacted) instead of being pasted."""
+    if node:
+        logs_boot.refuse_two_sources(node, log_text, path)
+        log_text = logs_sources.fetch_container_log_text(settings, node, since=since)
+    return logs_boot.diagnose_vllm_boot(log_text=log_text, path=path)
 
 
 # ---- Capacity and provisioning (Google Cloud) --------------------------------------------------
 
-from mcp.server.mcpserver.resolve import Resolve  # noqa: E402
-
-from tpu_devops import capacity, provisioning, setup_check, teardown  # noqa: E402
-from tpu_devops.serving import endpoint as serving_endpoint  # noqa: E402
 
 CLOUD_WRITE = dict(read_only=False, destructive=False)
 ZoneArg = Annotated[str | None, Field(description="zone such as us-west4-a; default GOOGLE_CLOUD_ZONE")]
@@ -635,176 +450,365 @@ async def get_system_status() -> setup_check.SystemStatus:
     return await setup_check.system_status(settings)
 
 
-# ---- Planning (no cloud account needed) ---------------------------------------------------------
-# Sizing, flag lint, the startup script and boot-log diagnosis: pure computation on local inputs.
+# ---- Serving: health, speed, cost -------------------------------------------------------------
+# Endpoint: the base_url argument, else VLLM_URL, else discovery of the ACTIVE TPU this rig owns.
 
-from typing import Any  # noqa: E402
 
-from tpu_devops import lint as planning_lint  # noqa: E402
-from tpu_devops import sizing, startup  # noqa: E402
-from tpu_devops.logs import boot as logs_boot  # noqa: E402
-
-ImageOverride = Annotated[str | None, Field(description="vLLM image tag or digest; default VLLM_IMAGE")]
-ModelNameOverride = Annotated[
-    str | None, Field(description="Hugging Face model id to serve; default MODEL_NAME")
+BaseUrlArg = Annotated[
+    str | None,
+    Field(
+        description="vLLM base URL such as http://10.0.0.5:8000; default VLLM_URL, else the discovered ACTIVE TPU"
+    ),
 ]
-MaxLenOverride = Annotated[int | None, Field(description="--max-model-len in tokens; default MAX_MODEL_LEN")]
-UtilOverride = Annotated[
-    float | None, Field(description="--gpu-memory-utilization (0.1-0.99); default GPU_MEMORY_UTILIZATION")
+ModelArg = Annotated[
+    str | None,
+    Field(description="served model id; default MODEL_NAME if served, else the first of /v1/models"),
+]
+ProvisioningArg = Annotated[
+    str | None, Field(description="on-demand, spot or flex-start for the price; default PROVISIONING_MODEL")
 ]
 
 
-@tools.tool(title="Plan capacity: HBM budget and KV cache", open_world=True, **READ)
-def plan_capacity(
-    model: Annotated[
-        str | None,
-        Field(
-            description="config.json path (or its directory), or a Hugging Face repo id (downloaded when not bundled); default MODEL_NAME"
-        ),
+@tools.tool(title="Verify model health", open_world=True, **READ)
+async def verify_model_health(
+    model: ModelArg = None,
+    check_tool_calling: Annotated[
+        bool, Field(description="also probe tool calling (tool_choice=auto)")
+    ] = True,
+    base_url: BaseUrlArg = None,
+) -> serving_health.HealthResult:
+    """Check the serving endpoint end to end: /health, /v1/models, one short chat, one tool call.
+
+    Each probe is timed. A failure is the answer, classified with its fix: no_endpoint,
+    connection_refused (node booting or vLLM exited), unresolvable_host (DNS), booting (503), timeout,
+    model_mismatch, empty_content, tool_parser_missing, tool_call_unparsed, tool_not_called,
+    not_openai_api (another service on that port), http_error.
+    """
+    return await serving_health.verify_health(
+        settings, model=model, base_url=base_url, tools=check_tool_calling
+    )
+
+
+@tools.tool(title="Ask Gemma", open_world=True, **READ)
+async def query_gemma(
+    prompt: Annotated[str, Field(description="the question to ask")],
+    system: Annotated[str | None, Field(description="optional system message")] = None,
+    max_tokens: Annotated[int, Field(description="output cap in tokens (1-32768)")] = 512,
+    temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
+    model: ModelArg = None,
+    base_url: BaseUrlArg = None,
+) -> serving_chat.ChatResult:
+    """Ask the self-hosted Gemma one question (streamed chat completion) and return its answer."""
+    return await serving_chat.query(
+        settings,
+        prompt,
+        system=system,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        model=model,
+        base_url=base_url,
+    )
+
+
+@tools.tool(title="Ask Gemma with speed stats", open_world=True, **READ)
+async def query_gemma_with_stats(
+    prompt: Annotated[str, Field(description="the question to ask")],
+    system: Annotated[str | None, Field(description="optional system message")] = None,
+    max_tokens: Annotated[int, Field(description="output cap in tokens (1-32768)")] = 512,
+    temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
+    model: ModelArg = None,
+    base_url: BaseUrlArg = None,
+) -> serving_chat.ChatResult:
+    """Ask Gemma one question and measure the stream: TTFT, mean and median TPOT, output tok/s, prompt
+    and completion tokens (the server's usage), and the largest gap between chunks after the first
+    (a stalled stream is how KV-cache preemption shows from outside)."""
+    return await serving_chat.query(
+        settings,
+        prompt,
+        system=system,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        model=model,
+        base_url=base_url,
+        with_stats=True,
+    )
+
+
+@tools.tool(title="vLLM metrics summary", open_world=True, **READ)
+async def get_metrics(base_url: BaseUrlArg = None) -> serving_metrics.MetricsResult:
+    """Read vLLM's Prometheus /metrics and summarise it: KV-cache usage, running / waiting requests,
+    preemptions (total and since the last call), prompt / generation token totals, TTFT and TPOT
+    quantiles from the histograms."""
+    return await serving_metrics.get_metrics(settings, base_url)
+
+
+@tools.tool(title="Served model details", open_world=True, **READ)
+async def get_model_details(base_url: BaseUrlArg = None) -> serving_details.ModelDetails:
+    """What the endpoint serves: model id, max model length, vLLM version, the engine's cache config
+    (block size, KV blocks, memory utilization) and the serving flags this rig's startup script renders."""
+    return await serving_details.get_details(settings, base_url)
+
+
+@tools.tool(
+    title="Benchmark the endpoint", open_world=True, read_only=True, destructive=False, idempotent=False
+)
+async def run_benchmark(
+    concurrency: Annotated[
+        list[int] | None, Field(description="concurrent clients per cell; default [1, 4, 16, 64]")
     ] = None,
+    prompt_lengths: Annotated[
+        list[int] | None, Field(description="prompt tokens per cell; default [128, 1024, 8192]")
+    ] = None,
+    output_len: Annotated[int, Field(description="output tokens per request (ignore_eos)")] = 128,
+    requests_per_cell: Annotated[
+        int | None, Field(description="requests per cell; default max(8, 2 x clients)")
+    ] = None,
+    provisioning_model: ProvisioningArg = None,
+    results_dir: Annotated[
+        str | None, Field(description="where to write results; default <state dir>/results")
+    ] = None,
+    model: ModelArg = None,
+    base_url: BaseUrlArg = None,
+) -> serving_benchmark.BenchmarkStarted:
+    """Start a benchmark sweep (concurrency x prompt length) as a job and return its id at once.
+
+    Per cell: output tok/s, median and p99 TTFT, median TPOT, per-stream tok/s, failures, $/M output
+    tokens at the live price, and a warning where clients x context exceeds the KV pool. Writes CSV,
+    JSON and a PNG heatmap. Read-only towards the cloud, but it loads the endpoint: poll get_job.
+    """
+    return await serving_benchmark.start_benchmark(
+        settings,
+        concurrency=concurrency,
+        prompt_lengths=prompt_lengths,
+        output_len=output_len,
+        requests_per_cell=requests_per_cell,
+        provisioning_model=provisioning_model,
+        results_dir_path=results_dir,
+        model=model,
+        base_url=base_url,
+    )
+
+
+@tools.tool(title="Import vllm bench serve results", open_world=True, **READ)
+async def import_benchmark_results(
+    results_path: Annotated[str, Field(description="a vllm bench serve JSON file, or a directory of them")],
+    provisioning_model: ProvisioningArg = None,
+    results_dir: Annotated[
+        str | None, Field(description="where to write CSV/JSON/PNG; default <state dir>/results")
+    ] = None,
+) -> serving_benchmark.BenchmarkResult:
+    """Read `vllm bench serve` JSON results and compute the same table as run_benchmark: output tok/s,
+    TTFT, TPOT, per-stream tok/s, failures, $/M output tokens at the live price, KV-pool warnings."""
+    return await serving_benchmark.import_results(
+        settings, results_path, provisioning_model=provisioning_model, results_dir_path=results_dir
+    )
+
+
+@tools.tool(title="Estimate deployment cost", open_world=True, **READ)
+async def estimate_deployment_cost(
     accelerator_type: Annotated[
-        str | None,
-        Field(description="e.g. v5litepod-1, v6e-1 (v5e-1 is translated); default ACCELERATOR_TYPE"),
+        str | None, Field(description="e.g. v5litepod-1 or v5e-1; default ACCELERATOR_TYPE")
     ] = None,
-    gpu_memory_utilization: UtilOverride = None,
-    max_model_len: MaxLenOverride = None,
-    tensor_parallel_size: Annotated[
-        int | None, Field(description="chips the model is split over; default TENSOR_PARALLEL_SIZE")
+    provisioning_model: ProvisioningArg = None,
+    region: Annotated[str | None, Field(description="e.g. us-west4; default GOOGLE_CLOUD_REGION")] = None,
+    tokens_per_s: Annotated[
+        float | None, Field(description="aggregate output tokens/s (from run_benchmark) for $/M tokens")
     ] = None,
-    weights_gib: Annotated[
-        float | None,
-        Field(
-            description="HBM taken by the loaded weights, GiB; default a measured value or a checkpoint estimate"
-        ),
+    duration_hours: Annotated[float | None, Field(description="a run length to price, in hours")] = None,
+    usd_per_chip_hour: Annotated[
+        float | None, Field(description="use this price instead of looking it up")
     ] = None,
-    clients: Annotated[
-        int | None, Field(description="concurrent requests to check against the pool (with context_tokens)")
-    ] = None,
-    context_tokens: Annotated[
-        int | None, Field(description="tokens per request (prompt + output) for the clients check")
-    ] = None,
-    kv_cache_dtype: Annotated[
-        str, Field(description="bfloat16 (default) or fp8; fp8 gains nothing on v5e")
-    ] = "bfloat16",
-) -> sizing.PlanResult:
-    """What a deployment holds before you pay for it: KV bytes per token from the model's config geometry
-    (per layer group: cache-owning vs KV-shared layers, sliding vs full attention, head_dim, KV heads and
-    their replication under tensor parallelism), the HBM budget (total, cap, weights, KV pool, the
-    remainder outside the cap that holds compiled programs), KV tokens in whole blocks, max concurrency at
-    max_model_len, and whether clients x context_tokens fits. Gemma 4 E2B on v5litepod-1 at 0.92 and 16,384:
-    18,432 B/token, 321,376 tokens."""
-    return sizing.plan_capacity_with_defaults(
+) -> pricing.CostEstimate:
+    """Price a deployment from the live Cloud Billing Catalog (a dated fallback table if unreachable;
+    the answer says which): $/hour, $/month at 24/7, a given duration, $/M output tokens at a given
+    throughput, one preemption (a cold start at this rate) and a forgotten weekend."""
+    return await pricing.estimate_cost(
         settings,
-        model=model,
         accelerator_type=accelerator_type,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_model_len=max_model_len,
-        tensor_parallel_size=tensor_parallel_size,
-        weights_gib=weights_gib,
-        clients=clients,
-        context_tokens=context_tokens,
-        kv_cache_dtype=kv_cache_dtype,
+        region=region,
+        provisioning_model=provisioning_model,
+        tokens_per_s=tokens_per_s,
+        duration_hours=duration_hours,
+        usd_per_chip_hour=usd_per_chip_hour,
     )
 
 
-@tools.tool(title="Lint vLLM serve flags for TPU", open_world=False, **READ)
-def lint_vllm_flags(
-    command: Annotated[
-        str | None,
-        Field(
-            description="a 'vllm serve MODEL --flag value ...' line, optionally inside 'docker run ... IMAGE'"
-        ),
-    ] = None,
-    flags: Annotated[
-        dict[str, Any] | None,
-        Field(description='flags as a mapping instead of a command, e.g. {"max_model_len": 16384}'),
-    ] = None,
-    accelerator_type: Annotated[str | None, Field(description="default ACCELERATOR_TYPE")] = None,
-    model: Annotated[str | None, Field(description="model id when not in the command")] = None,
-    image: Annotated[str | None, Field(description="container image when not in the command")] = None,
-    health_check_path: Annotated[
-        str | None, Field(description="the path your health check calls, e.g. /v1/completions")
-    ] = None,
-) -> planning_lint.LintResult:
-    """Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
-    v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
-    block size, tensor parallelism beyond the chips or with one KV head, missing tool-calling flags,
-    /v1/completions health checks on -it models, unpinned images, no compile-cache mount. Each finding:
-    severity, flag, value, what happens, why, source, fix."""
-    return planning_lint.lint_with_defaults(
+# ---- Logs: Cloud Logging reads, template summaries, the Gemma analyst ---------------------------
+# Log text is redacted (tokens, keys, emails, IPs, project numbers) before any of it leaves the process.
+
+
+SinceArg = Annotated[
+    str | None, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339; default 24h")
+]
+UntilArg = Annotated[str | None, Field(description="window end (RFC 3339 or a duration ago); default now")]
+SeverityArg = Annotated[str | None, Field(description="minimum severity, e.g. WARNING or ERROR")]
+RawFilterArg = Annotated[
+    str | None,
+    Field(description="extra Cloud Logging filter, added as one bracketed clause (AND) to the built one"),
+]
+NodeArg = Annotated[str | None, Field(description="TPU node or queued resource id; default RESOURCE_ID")]
+PathArg = Annotated[
+    str | None,
+    Field(
+        description="read this exported file instead of Cloud Logging (gcloud logging read --format=json, JSON lines, or docker logs text)"
+    ),
+]
+PageTokenArg = Annotated[str | None, Field(description="next_page_token from the previous call")]
+
+
+@tools.tool(title="Read Cloud Logging entries", open_world=True, **READ)
+def get_cloud_logging_logs(
+    filter: RawFilterArg = None,
+    since: SinceArg = None,
+    until: UntilArg = None,
+    severity: SeverityArg = None,
+    resource_type: Annotated[str | None, Field(description="e.g. gce_instance or tpu_worker")] = None,
+    log_id: Annotated[str | None, Field(description="short log name, e.g. gcplogs-docker-driver")] = None,
+    text: Annotated[str | None, Field(description="free text to find in any field")] = None,
+    limit: Annotated[int, Field(description="entries to return (1-500)")] = 50,
+    page_token: PageTokenArg = None,
+    order: Annotated[str, Field(description="desc (newest first) or asc")] = "desc",
+) -> logs_sources.LogsPage:
+    """Read log entries from Cloud Logging, newest first, in a compact redacted form (timestamp,
+    severity, short log name, resource labels, message, insertId). Says when more entries match and
+    returns the page token to continue."""
+    return logs_sources.get_cloud_logging_logs(
         settings,
-        command=command,
-        flags=flags,
-        accelerator_type=accelerator_type,
-        model=model,
-        image=image,
-        health_check_path=health_check_path,
+        filter=filter,
+        since=since,
+        until=until,
+        severity=severity,
+        resource_type=resource_type,
+        log_id=log_id,
+        text=text,
+        limit=limit,
+        page_token=page_token,
+        order=order,
     )
 
 
-@tools.tool(title="Render the TPU VM startup script", open_world=False, **READ)
-def render_startup_script(
-    model_name: ModelNameOverride = None,
-    max_model_len: MaxLenOverride = None,
-    gpu_memory_utilization: UtilOverride = None,
-    vllm_image: ImageOverride = None,
-) -> startup.RenderedScript:
-    """Render the startup script a TPU VM runs at boot (from tpu.env, with optional overrides): fetch the
-    Hugging Face token from Secret Manager with the VM's service account (retrying up to 30 min; the
-    token is never in the script), pull the pinned vLLM image, mount the compile cache, ship container
-    logs to Cloud Logging, record the serving flags and progress in guest attributes. Nothing is run."""
-    return startup.render_startup_script(
-        startup.apply_overrides(
-            settings,
-            model_name=model_name,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            vllm_image=vllm_image,
-        )
+@tools.tool(title="vLLM container logs", open_world=True, **READ)
+def get_vllm_docker_logs(
+    node: NodeArg = None,
+    since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
+    severity: SeverityArg = None,
+    text: Annotated[str | None, Field(description="free text to find")] = None,
+    limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
+    page_token: PageTokenArg = None,
+) -> logs_sources.LogsPage:
+    """The vLLM container's log on our TPU node, from Cloud Logging (Docker gcplogs driver; no SSH),
+    newest first, redacted."""
+    return logs_sources.get_node_logs(
+        settings,
+        "container",
+        node=node,
+        since=since,
+        severity=severity,
+        text=text,
+        limit=limit,
+        page_token=page_token,
     )
 
 
-@tools.tool(title="Show the vLLM deployment as commands", open_world=False, **READ)
-def get_vllm_deployment_config(
-    model_name: ModelNameOverride = None,
-    max_model_len: MaxLenOverride = None,
-    gpu_memory_utilization: UtilOverride = None,
-    vllm_image: ImageOverride = None,
-) -> startup.DeploymentConfig:
-    """The deployment as human-readable commands: the vllm serve line (built by the same function as the
-    startup script), the docker run line, the equivalent gcloud commands (secret, IAM grant, queued
-    resource create/describe/delete, logs) and a chat-completions health check. Nothing is run."""
-    return startup.deployment_config(
-        startup.apply_overrides(
-            settings,
-            model_name=model_name,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            vllm_image=vllm_image,
-        )
+@tools.tool(title="TPU VM system logs", open_world=True, **READ)
+def get_tpu_system_logs(
+    node: NodeArg = None,
+    since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
+    severity: SeverityArg = None,
+    limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
+    page_token: PageTokenArg = None,
+) -> logs_sources.LogsPage:
+    """Our TPU node's system logs from Cloud Logging: the startup script (google_metadata_script_runner),
+    syslog, and audit activity / system events such as preemption and maintenance. Newest first, redacted."""
+    return logs_sources.get_node_logs(
+        settings, "system", node=node, since=since, severity=severity, limit=limit, page_token=page_token
     )
 
 
-@tools.tool(title="Diagnose a vLLM boot log", open_world=True, **READ)
-def diagnose_vllm_boot(
-    log_text: Annotated[str | None, Field(description="the vLLM container output, pasted")] = None,
-    path: Annotated[str | None, Field(description="path of a saved log file (instead of log_text)")] = None,
+@tools.tool(title="Summarize logs", open_world=True, **READ)
+def summarize_logs(
+    path: PathArg = None,
+    filter: RawFilterArg = None,
+    since: SinceArg = None,
+    until: UntilArg = None,
+    severity: SeverityArg = None,
     node: Annotated[
-        str | None,
-        Field(description="TPU node or queued resource id: read its container log from Cloud Logging"),
+        str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
     ] = None,
-    since: Annotated[
-        str, Field(description="with node: window start, 30m / 6h / 2d ago or RFC 3339")
-    ] = "24h",
-) -> logs_boot.BootDiagnosis:
-    """Why did (or didn't) vLLM boot? Parses the vLLM version, non-default args, phase timeline (weights,
-    memory statistics, KV init, compile seconds, startup complete), the logged HBM budget and KV tokens
-    cross-checked against plan_capacity, and classifies failures with cause and fix: program allocation
-    OOM after KV init, HBM OOM, unsupported weight quantization, SMEM OOM, chunked-MM floor, invalid KV
-    dtype, gated / missing / unauthorized Hugging Face repo, missing tool parser, fp8 logged but bf16
-    allocated. Harmless noise (vllm._C, Triton, metadata 404s) is counted, not alarmed on. With node, the
-    container log is read from Cloud Logging (redacted) instead of being pasted."""
-    if node:
-        logs_boot.refuse_two_sources(node, log_text, path)
-        log_text = logs_sources.fetch_container_log_text(settings, node, since=since)
-    return logs_boot.diagnose_vllm_boot(log_text=log_text, path=path)
+    max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
+    token_budget: Annotated[int, Field(description="size of the evidence text in tokens (500-32000)")] = 6000,
+) -> logs_evidence.SummaryResult:
+    """Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first:
+    per template the count, severity, first/last seen, rate and two exemplar insertIds; plus known
+    failure signatures (vLLM boot failures, HBM OOM, preemption / maintenance, Hugging Face 401/403/404,
+    quota and capacity) with their fix. Secrets and personal data are redacted."""
+    return logs_evidence.summarize_logs(
+        settings,
+        path=path,
+        filter=filter,
+        since=since,
+        until=until,
+        severity=severity,
+        node=node,
+        max_entries=max_entries,
+        token_budget=token_budget,
+    )
+
+
+@tools.tool(title="Ask Gemma about the logs", open_world=True, **READ)
+async def analyze_cloud_logging(
+    question: Annotated[str, Field(description="what to find out, e.g. why did vLLM fail to start?")],
+    path: PathArg = None,
+    filter: RawFilterArg = None,
+    since: SinceArg = None,
+    until: UntilArg = None,
+    severity: SeverityArg = None,
+    node: Annotated[
+        str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
+    ] = None,
+    max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
+    max_steps: Annotated[int, Field(description="tool-call rounds the model may take (1-8)")] = 4,
+    base_url: BaseUrlArg = None,
+) -> logs_analyst.AnalysisResult:
+    """Answer a question about the logs with the self-hosted Gemma: it reads a redacted evidence summary
+    and may search logs, fetch an entry by insertId or count by a field (read-only tools only). Every
+    citation is checked against the logs. Without a reachable model the deterministic summary is
+    returned and the answer says the model was not consulted."""
+    return await logs_analyst.analyze_logs(
+        settings,
+        question,
+        base_url=base_url,
+        max_steps=max_steps,
+        path=path,
+        filter=filter,
+        since=since,
+        until=until,
+        severity=severity,
+        node=node,
+        max_entries=max_entries,
+    )
+
+
+# ---- Jobs: long operations (zone sweeps, waits for ACTIVE, benchmarks) --------------------------------
+
+
+@tools.tool(title="Get job status", open_world=False, **READ)
+def get_job(job_id: str) -> JobView:
+    """Poll a long operation (zone sweep, wait for ACTIVE, benchmark) by the id its tool returned.
+
+    Returns its state (running / succeeded / failed / cancelled), progress so far, and the result.
+    """
+    return JobView.of(JOBS.get(job_id))
+
+
+@tools.tool(title="List jobs", open_world=False, **READ)
+def list_jobs() -> JobList:
+    """List the long operations started by this server process, newest first."""
+    return JobList(jobs=[JobView.of(r) for r in JOBS.list()])
+
+
+@tools.tool(title="Cancel a job", open_world=False, read_only=False, destructive=False, idempotent=True)
+async def cancel_job(job_id: str) -> JobView:
+    """Cancel a running job. A zone sweep stops before its next create; resources it already
+    created are left as they are (use destroy_queued_resource for those)."""
+    return JobView.of(await JOBS.cancel(job_id))

@@ -38,6 +38,7 @@ class JobRecord:
     message: str = "started"
     progress: dict[str, Any] = field(default_factory=dict)
     result: Any = None
+    result_text: str | None = None
     error: dict[str, Any] | None = None
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
 
@@ -53,6 +54,7 @@ class JobRecord:
             "message": self.message,
             "progress": dict(self.progress),
             "result": self.result,
+            "result_text": self.result_text,
             "error": self.error,
         }
 
@@ -80,6 +82,8 @@ class JobRegistry:
     async def _run(self, record: JobRecord, body: JobBody) -> None:
         try:
             result = await body(record)
+            if isinstance(result, ToolResult):
+                record.result_text = result.render_text()
             record.result = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
             record.state = "succeeded"
             if record.message == "started":
@@ -146,10 +150,20 @@ class JobView(ToolResult):
     message: str
     progress: dict[str, Any]
     result: Any = None
+    result_text: str | None = None
     error: dict[str, Any] | None = None
 
     def headline(self) -> str:
         return f"job {self.job_id} ({self.kind}): {self.state} after {self.elapsed_s:.0f}s: {self.message}"
+
+    def render_text(self) -> str:
+        """The headline, progress, then the finished result in its own readable form."""
+        if self.result_text is None:
+            return super().render_text()
+        lines = [self.headline()]
+        if self.progress:
+            lines.append("progress: " + ", ".join(f"{k}={v}" for k, v in self.progress.items()))
+        return "\n".join([*lines, "", self.result_text])
 
     @classmethod
     def of(cls, record: JobRecord) -> JobView:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported on first use: tools/list must not pay for an HTTP stack
+    import httpx
     from openai import AsyncOpenAI
 
 # Connect fails fast (a booting node refuses connections); reads allow a long generation.
@@ -35,6 +34,8 @@ def normalize_base_url(url: str) -> str:
 
 def timeouts(read_s: float = READ_TIMEOUT_S) -> httpx.Timeout:
     """Timeouts used by every client: connect 5 s, read/write/pool as given (seconds)."""
+    import httpx
+
     return httpx.Timeout(read_s, connect=CONNECT_TIMEOUT_S)
 
 
@@ -48,6 +49,8 @@ def http_client(base_url: str) -> httpx.AsyncClient:
     key = normalize_base_url(base_url)
     client = _http.get(key)
     if client is None or client.is_closed:
+        import httpx
+
         client = httpx.AsyncClient(
             base_url=key,
             timeout=timeouts(),
