@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -184,12 +183,12 @@ async def test_sweep_budget_deletes_the_waiting_request_and_moves_on(fake_gcp, g
     fake_gcp.secrets.put("hf-token", TOKEN)
     fake_gcp.tpu.script("us-west4-a", "wait")
     record = JobRecord(id="t", kind="find-tpu", description="")
-    started = time.monotonic()
     result = await capacity.run_sweep(
         gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"], budget=0.2)
     )
-    assert time.monotonic() - started < 30
     assert [a.outcome for a in result.attempts] == ["timeout", "active"]
+    # The waiting zone was given up at its budget, not at the default per-zone wait of minutes.
+    assert result.attempts[0].seconds < 900  # find_tpu's default zone_budget_s
     assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
 
 
