@@ -159,7 +159,7 @@ def load_cases() -> list[dict[str, Any]]:
 
 def deterministic(case: dict[str, Any]) -> dict[str, Any]:
     """Score the summary of one case: root cause first, and the pack cites one of its entries."""
-    from tpu_devops.logs.evidence import summarize_mining
+    from tpu_devops.logs.evidence import is_root_cause, summarize_mining
     from tpu_devops.logs.mining import mine
     from tpu_devops.logs.sources import FileSource
 
@@ -167,11 +167,7 @@ def deterministic(case: dict[str, Any]) -> dict[str, Any]:
     summary = summarize_mining(mine(source.pages()), source=case["export"])
     top = summary.ranked[0].stats if summary.ranked else None
     if not case.get("root_cause_regex"):
-        no_error = (
-            top is None
-            or top.severity not in ("ERROR", "CRITICAL")
-            and not (summary.ranked[0].signature and summary.ranked[0].signature.weight >= 50)
-        )
+        no_error = top is None or not is_root_cause(summary.ranked[0])
         return {
             "case": case["id"],
             "root_cause_first": no_error,

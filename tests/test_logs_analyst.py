@@ -28,11 +28,6 @@ ROOT_IDS = {"3a808ea2a697db", "13736e5d29147d"}
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def vllm() -> Iterator[FakeVllm]:
     with FakeVllm() as fake:
         yield fake
@@ -230,3 +225,16 @@ async def test_at_most_three_calls_per_turn(vllm: FakeVllm) -> None:
     result = await analyze("Why?", FileSource(str(EXPORT)), settings=_settings(vllm.url))
     assert [s.refused is None for s in result.steps] == [True, True, True, False]
     assert "at most 3 calls" in (result.steps[3].refused or "")
+
+
+@pytest.mark.anyio
+async def test_a_secret_in_the_question_never_reaches_the_model(vllm: FakeVllm) -> None:
+    vllm.queue(ScriptedTurn(content="Root cause [3a808ea2a697db]."))
+    result = await analyze(
+        f"Why did the download fail with HF_TOKEN={SECRET}?",
+        FileSource(str(EXPORT)),
+        settings=_settings(vllm.url),
+    )
+    sent = json.dumps(vllm.requests, ensure_ascii=False)
+    assert SECRET not in sent and "HF_TOKEN=<HF_TOKEN_1>" in sent
+    assert SECRET not in result.model_dump_json()

@@ -75,3 +75,21 @@ def test_quoting_and_log_names() -> None:
         log_name("p", "cloudaudit.googleapis.com/activity")
         == "projects/p/logs/cloudaudit.googleapis.com%2Factivity"
     )
+
+
+def test_a_comment_that_could_hide_a_parenthesis_is_refused() -> None:
+    # Without the "--" lines the real parser reads `X) OR (Y`: it would close our bracket.
+    for raw in ("-- (\nX) OR (Y -- )\n", "severity>=ERROR -- only errors"):
+        with pytest.raises(InputError) as err:
+            check_raw_filter(raw)
+        assert err.value.field == "filter" and "--" in err.value.message
+    assert (
+        check_raw_filter('textPayload:"a -- b" AND -severity>=ERROR')
+        == 'textPayload:"a -- b" AND -severity>=ERROR'
+    )
+
+
+def test_a_window_beyond_the_calendar_is_an_input_error() -> None:
+    with pytest.raises(InputError) as err:
+        parse_time("99999999d", field_name="since", now=NOW)
+    assert err.value.field == "since" and "out of range" in err.value.message

@@ -82,3 +82,9 @@ def test_429_is_retried_then_succeeds(settings: Settings, gcp: FakeGcp) -> None:
     gcp.logging.fail_next = (429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Read requests'")
     page = list_entries_page(settings, filter_=SINCE, page_size=2)
     assert len(page["entries"]) == 2
+
+
+def test_a_bad_page_token_names_the_page_token(settings: Settings) -> None:
+    with pytest.raises(InputError) as err:
+        list_entries_page(settings, filter_=SINCE, page_size=5, page_token="garbage")
+    assert err.value.field == "page_token" and "next_page_token" in (err.value.fix or "")

@@ -19,11 +19,6 @@ SINCE = "2026-08-07T00:00:00Z"
 ROOT_IDS = {"3a808ea2a697db", "13736e5d29147d"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _planted_entries() -> list[dict]:
     entries = json.loads(EXPORT.read_text())
     base = entries[0]  # a Docker gcplogs driver entry of the node
@@ -202,3 +197,41 @@ async def test_diagnose_vllm_boot_reads_the_node_container_log(
     assert data["status"] == "failed" and data["root_cause"]["signature"] == "program-allocation-oom"
     _no_secret(result.content[0].text, json.dumps(data))
     assert missing.is_error and "node" in missing.content[0].text
+
+
+@pytest.mark.anyio
+async def test_bad_inputs_come_back_as_clear_tool_errors(
+    fakes: tuple[FakeGcp, FakeVllm], tmp_path: Path
+) -> None:
+    gcp, vllm = fakes
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "notjson.json").write_text("hello { not json\n")
+    bad_sources: list[tuple[dict, str]] = [
+        ({"path": str(tmp_path / "missing.json")}, "path"),
+        ({"path": str(tmp_path)}, "path"),
+        ({"path": str(tmp_path / "notjson.json")}, "path"),
+        ({"path": str(tmp_path / "empty.json")}, "path"),
+        ({"max_entries": 10**12}, "max_entries"),
+        ({"since": "yesterday"}, "since"),
+        ({"since": "99999999d"}, "since"),
+        ({"filter": "(severity>=ERROR"}, "filter"),
+        ({"filter": 'textPayload:"OOM'}, "filter"),
+        ({"filter": "-- (\nX) OR (Y -- )\n"}, "filter"),
+    ]
+    calls = [("summarize_logs", args, field) for args, field in bad_sources]
+    calls += [("analyze_cloud_logging", {"question": "why?", **args}, field) for args, field in bad_sources]
+    calls += [
+        ("analyze_cloud_logging", {"question": "why?", "since": SINCE, "base_url": "not a url"}, "base_url"),
+        ("get_cloud_logging_logs", {"since": "yesterday"}, "since"),
+        ("get_cloud_logging_logs", {"limit": 10**12}, "limit"),
+        ("get_cloud_logging_logs", {"filter": "a) OR (b"}, "filter"),
+        ("get_cloud_logging_logs", {"filter": 'x:"unterminated'}, "filter"),
+        ("get_cloud_logging_logs", {"since": SINCE, "page_token": "garbage"}, "page_token"),
+    ]
+    async with mcp_client(**_env(gcp, vllm, tmp_path)) as client:
+        for name, args, field in calls:
+            result = await client.call_tool(name, args)
+            text = result.content[0].text
+            assert result.is_error, (name, args, text)
+            assert f"{field} = " in text and "Fix: " in text and "Traceback" not in text, (name, args, text)
+    assert vllm.requests == []  # no bad input reached the model

@@ -58,3 +58,21 @@ def test_harmless_text_is_unchanged() -> None:
     assert redact_text(line) == line
     assert redact_text("listening on 127.0.0.1:8000") == "listening on 127.0.0.1:8000"
     assert redact_text("") == ""
+
+
+def test_prefixed_secret_keys_and_basic_auth_are_replaced() -> None:
+    out = redact_text(
+        "VLLM_API_KEY=sk-abcdef123456 DB_PASSWORD: hunter22x Authorization: Basic dXNlcjpwYXNzd29yZA=="
+    )
+    assert "sk-abcdef123456" not in out and "hunter22x" not in out and "dXNlcjpwYXNzd29yZA" not in out
+    assert "VLLM_API_KEY=<SECRET_1>" in out and "Basic <BASIC_AUTH_1>" in out
+    for harmless in ("max_num_batched_tokens=2048", "tokenizer=google/gemma-4-E2B-it", "basic functionality"):
+        assert redact_text(harmless) == harmless
+
+
+def test_memo_replays_the_counts_of_a_cached_value() -> None:
+    r = Redactor()
+    first = r.memo(("labels", "a"), lambda: {"mail": r.redact("ops@example.com, a long label value here")})
+    again = r.memo(("labels", "a"), lambda: {"mail": "not computed again"})
+    assert first is again and first == {"mail": "<EMAIL_1>, a long label value here"}
+    assert r.counts == {"EMAIL": 2}

@@ -14,9 +14,9 @@ from tpu_devops.errors import InputError
 from tpu_devops.logs.sources import (
     CloudLoggingSource,
     FileSource,
-    container_filter,
     fetch_container_log_text,
     get_node_logs,
+    node_filter,
     open_source,
     read_page,
     split_prefix,
@@ -116,7 +116,7 @@ def test_cloud_source_pages_and_node_logs() -> None:
                 "TPU_DEVOPS_ENV_FILE": "/nonexistent",
             }
         )
-        flt = container_filter(s, "gemma4-qr", since="2026-08-07T00:00:00Z")
+        flt = node_filter(s, "gemma4-qr", "container", since="2026-08-07T00:00:00Z")
         src = CloudLoggingSource(s, flt, page_size=500, max_entries=1200)
         assert sum(len(p) for p in src.pages()) == 1171 and src.next_page_token is None
         page = read_page(CloudLoggingSource(s, flt), 10)
@@ -138,5 +138,105 @@ def test_open_source_rejects_mixed_inputs() -> None:
     with pytest.raises(InputError) as err:
         open_source(s, path=str(EXPORT), node="gemma4-qr")
     assert err.value.field == "path"
+    # A window or severity is not applied to a file: refused rather than silently ignored.
+    with pytest.raises(InputError) as err:
+        open_source(s, path=str(EXPORT), since="1h", severity="ERROR")
+    assert err.value.field == "path" and "since/severity" in (err.value.fix or "")
     with pytest.raises(InputError):
         open_source(s, node="Bad_Node!")
+
+
+def test_bad_file_shapes_name_the_path_and_the_fix(tmp_path: Path) -> None:
+    cases = {
+        "empty.json": ("", "empty"),
+        "blank.log": ("\n  \n", "empty"),
+        "notjson.json": ("hello { not json\n", "does not start with JSON"),
+        "string.json": ('"just a string"\n', "does not start with JSON"),
+        "binary.log": ("\x00\x01binary", "binary"),
+    }
+    for name, (content, problem) in cases.items():
+        path = tmp_path / name
+        path.write_text(content)
+        with pytest.raises(InputError) as err:
+            list(FileSource(str(path)).pages())
+        assert err.value.field == "path" and problem in err.value.message and err.value.fix, name
+    with pytest.raises(InputError) as err:
+        FileSource(str(tmp_path))
+    assert err.value.message == "not a file"
+    # Plain text under another name is still read as text (docker logs output).
+    text = tmp_path / "vllm.log"
+    text.write_text("INFO 08-07 23:11:08 [api_server.py:1] Starting vLLM server\n")
+    assert [r.insert_id for r in _records(text)] == ["line-1"]
+
+
+def test_an_array_element_that_never_closes_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    import tpu_devops.logs.sources as sources
+
+    path = tmp_path / "broken.json"
+    path.write_text('[{"insertId": "a", "textPayload": "' + "x" * (1 << 20))
+    with path.open() as handle:
+        records = sources._iter_json_array(handle, chunk_chars=1 << 12, max_element_chars=1 << 16)
+        with pytest.raises(ValueError, match="within 65,536 characters"):
+            list(records)
+        assert handle.tell() < 1 << 17  # stopped near the bound, not at the end of the file
+
+
+def test_every_shown_field_is_redacted(tmp_path: Path) -> None:
+    entries = [
+        {"insertId": "k1", "jsonPayload": {SECRET: "v", "other": 1}},
+        {"insertId": "k2", "textPayload": "x", "labels": {SECRET: "v", "mail": "a@example.com"}},
+        {"insertId": SECRET, "textPayload": "y"},
+        # The JSON form of this payload is cut at 4,000 characters inside the token.
+        {"insertId": "k4", "jsonPayload": {"pad": "p" * 3970, "z": SECRET}},
+        {
+            "insertId": "k5",
+            "jsonPayload": {
+                "message": "m",
+                "instance": {"name": "ops@example.com"},
+                "container": {"name": SECRET},
+            },
+        },
+        {
+            "insertId": "k6",
+            "logName": f"projects/p/logs/{SECRET}",
+            "resource": {"type": SECRET},
+            "textPayload": "z",
+        },
+    ]
+    path = tmp_path / "leak.json"
+    path.write_text(json.dumps(entries))
+    records = _records(path)
+    shown = json.dumps(
+        [[r.insert_id, r.timestamp, r.log, r.resource_type, r.labels, r.message] for r in records]
+    )
+    assert SECRET not in shown and SECRET[:12] not in shown
+    assert "<HF_TOKEN_1>" in shown and "<EMAIL_1>" in shown
+    assert records[3].message.endswith('"z":"<HF_TOKEN_1>"}')  # redacted whole, then cut
+
+
+def test_a_run_of_empty_cloud_pages_stops_with_the_token_to_resume() -> None:
+    from tpu_devops.logs.sources import MAX_EMPTY_PAGES
+
+    with FakeGcp() as gcp:
+        gcp.logging.load_export(EXPORT)
+        gcp.logging.empty_pages = 100  # entries.list may answer empty pages while it scans
+        s = load_settings(
+            environ={
+                "GOOGLE_CLOUD_PROJECT": "my-project",
+                "TPU_DEVOPS_GCP_ENDPOINT": gcp.url,
+                "TPU_DEVOPS_ENV_FILE": "/nonexistent",
+            }
+        )
+        src = CloudLoggingSource(s, 'timestamp>="2026-08-07T00:00:00Z"', page_size=100)
+        assert list(src.pages()) == []
+        assert src.truncated and src.next_page_token and len(gcp.logging.requests) == MAX_EMPTY_PAGES
+
+
+def test_an_over_long_line_is_cut_and_numbering_continues(tmp_path: Path) -> None:
+    import tpu_devops.logs.sources as sources
+
+    path = tmp_path / "long.log"
+    path.write_bytes(b"first\n" + b"x" * 300 + b"\nthird\n")
+    with path.open("rb") as handle:
+        lines = list(sources._lines(handle, limit=64))
+    assert [(n, len(line), whole) for n, line, whole in lines] == [(1, 6, True), (2, 64, False), (3, 6, True)]

@@ -20,7 +20,7 @@ from typing import Any
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, InputError, NotFoundError, PermissionError_, QuotaError
-from tpu_devops.gcp.common import base_url, credentials, retry_policy, run_blocking
+from tpu_devops.gcp.common import base_url, credentials, retry_policy
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,17 @@ def logging_client(settings: Settings) -> Any:
     return client
 
 
-def _classify(exc: Exception, filter_: str) -> Exception:
+def _classify(exc: Exception, filter_: str, page_token: str | None) -> Exception:
     from google.api_core import exceptions as gexc
 
     message = getattr(exc, "message", None) or str(exc)
+    if isinstance(exc, gexc.BadRequest) and page_token and "token" in message.lower():
+        return InputError(
+            f"Cloud Logging rejected the page token: {message}",
+            field="page_token",
+            value=page_token,
+            fix="pass next_page_token from the previous call with the same filter and order, or drop it",
+        )
     if isinstance(exc, gexc.BadRequest):
         return InputError(
             f"Cloud Logging rejected the query: {message}",
@@ -99,7 +106,7 @@ def list_entries_page(
     page_token: str | None = None,
     resource_names: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Read one page of log entries (blocking; use `alist_entries_page` from async code).
+    """Read one page of log entries (blocking: call it from a worker thread in async code).
 
     Args:
         filter_: a Logging query-language filter (build it with `tpu_devops.logs.filters`).
@@ -112,7 +119,7 @@ def list_entries_page(
         ``{"entries": [LogEntry JSON, ...], "nextPageToken": str | None}``.
 
     Raises:
-        InputError (bad order / page size / filter), PermissionError_, NotFoundError, QuotaError,
+        InputError (bad order / page size / filter / page token), PermissionError_, NotFoundError, QuotaError,
         CloudError, ConfigError (no project or credentials).
     """
     if order not in ORDERS:
@@ -137,13 +144,8 @@ def list_entries_page(
     except ConfigError:
         raise
     except Exception as exc:
-        classified = _classify(exc, filter_)
+        classified = _classify(exc, filter_, page_token)
         log.info("entries.list failed: %s", classified)
         raise classified from None
     response = response if isinstance(response, dict) else {}
     return {"entries": response.get("entries") or [], "nextPageToken": response.get("nextPageToken") or None}
-
-
-async def alist_entries_page(settings: Settings, **kwargs: Any) -> dict[str, Any]:
-    """`list_entries_page` in a worker thread (same arguments, result and errors)."""
-    return await run_blocking(list_entries_page, settings, **kwargs)

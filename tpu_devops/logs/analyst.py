@@ -44,6 +44,7 @@ from tpu_devops.logs.evidence import (
     RootCause,
     Summary,
     SummaryResult,
+    check_token_budget,
     estimate_tokens,
     neutralize,
     summarize_mining,
@@ -369,11 +370,20 @@ def _entry_line(record: LogRecord, tid: str, width: int = 300) -> str:
     return f"[{record.insert_id}] {record.timestamp} {record.severity} {tid}: {msg}"
 
 
-@dataclass
-class ToolStep:
-    """One executed (or refused) tool call."""
+def _arguments(arguments: Any) -> dict[str, Any] | None:
+    """A tool call's arguments (a JSON object, as text or parsed) as a dict; None when not an object."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            return None
+    return arguments if isinstance(arguments, dict) else None
 
-    name: str
+
+class AnalysisStep(BaseModel):
+    """A tool call the model made (executed, or refused with the reason), as reported to the user."""
+
+    tool: str
     arguments: dict[str, Any]
     result_tokens: int
     refused: str | None = None
@@ -388,16 +398,12 @@ class Toolbox:
         self.nonce = nonce
         self.cap = result_token_cap
         self.seen: set[str] = set()
-        self.steps: list[ToolStep] = []
+        self.steps: list[AnalysisStep] = []
 
     def run(self, name: str, arguments: Any, *, raw: bool = False) -> str:
         """The tool's result text (wrapped and capped), or a refusal the model can read."""
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments or "{}")
-            except json.JSONDecodeError:
-                arguments = None
-        if not isinstance(arguments, dict):
+        arguments = _arguments(arguments)
+        if arguments is None:
             return self._refuse(name, {}, "arguments must be a JSON object", raw)
         key = json.dumps([name, arguments], sort_keys=True, default=str)
         if name not in TOOL_NAMES:
@@ -414,35 +420,25 @@ class Toolbox:
         except TpuDevopsError as exc:
             return self._refuse(name, arguments, str(exc), raw)
         out = _wrap(self.nonce, _cap(text, self.cap))
-        self.steps.append(ToolStep(name, arguments, estimate_tokens(out), None, raw))
+        self.steps.append(
+            AnalysisStep(tool=name, arguments=arguments, result_tokens=estimate_tokens(out), raw_syntax=raw)
+        )
         return out
 
     def refuse(self, name: str, arguments: Any, reason: str, raw: bool = False) -> str:
         """Record a refused call and return the refusal text the model reads."""
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments or "{}")
-            except json.JSONDecodeError:
-                arguments = {}
-        return self._refuse(name, arguments if isinstance(arguments, dict) else {}, reason, raw)
+        return self._refuse(name, _arguments(arguments) or {}, reason, raw)
 
     def _refuse(self, name: str, arguments: dict[str, Any], reason: str, raw: bool) -> str:
-        self.steps.append(ToolStep(name, arguments, 0, reason, raw))
+        self.steps.append(
+            AnalysisStep(tool=name, arguments=arguments, result_tokens=0, refused=reason, raw_syntax=raw)
+        )
         return f"refused: {reason}"
 
-    def _t_search_logs(
-        self,
-        text: str | None = None,
-        severity: str | None = None,
-        template: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int = 10,
-    ) -> str:
+    def _t_search_logs(self, limit: Any = 10, **filters: Any) -> str:
+        # filters: text, severity, template, since, until (`LogIndex.search`; others: TypeError).
         limit = max(1, min(int(limit or 10), 20))
-        hits, total = self.index.search(
-            text=text, severity=severity, template=template, since=since, until=until, limit=limit
-        )
+        hits, total = self.index.search(limit=limit, **filters)
         lines = [f"{total} matching entries; first {len(hits)}:"]
         lines += [_entry_line(r, t) for r, t in hits]
         return "\n".join(lines)
@@ -527,16 +523,6 @@ def verify_citations(answer: str, index: LogIndex) -> tuple[str, list[Citation]]
 # ---------------------------------------------------------------------------------------------
 
 
-class AnalysisStep(BaseModel):
-    """A tool call the model made, as reported to the user."""
-
-    tool: str
-    arguments: dict[str, Any]
-    result_tokens: int
-    refused: str | None = None
-    raw_syntax: bool = False
-
-
 class AnalysisResult(ToolResult):
     """The analyst's answer with checked citations, or the deterministic summary when no model."""
 
@@ -616,7 +602,7 @@ async def consult_model(
     model: str,
     limits: Limits,
     context_tokens: int | None = None,
-) -> tuple[str, list[ToolStep], int, list[str]]:
+) -> tuple[str, list[AnalysisStep], int, list[str]]:
     """Run the tool-calling loop. Returns (raw answer text, steps, tokens used, notices).
 
     At most `MAX_CALLS_PER_STEP` calls run per model turn (the rest are refused), and tools stop
@@ -716,7 +702,8 @@ async def analyze(
     discovery). Any endpoint failure falls back to the deterministic summary with the reason.
 
     Raises:
-        InputError: empty question; errors of the source (bad file, filter, cloud permission).
+        InputError: empty question, max_steps outside 1..8, a malformed ``base_url``; errors of the
+        source (bad file, filter, cloud permission).
     """
     from tpu_devops.gcp.common import run_blocking
 
@@ -736,7 +723,7 @@ async def analyze(
     question = redactor.redact(question.strip())[:2000]
     index, summary = await run_blocking(read_into_index, source, token_budget=limits.evidence_token_budget)
     notices: list[str] = []
-    if getattr(source, "truncated", False):
+    if source.truncated:
         notices.append("stopped at max_entries; the analysis covers the entries read")
     if index.dropped:
         notices.append(f"{index.dropped} entries beyond {MAX_INDEX} were mined but are not searchable")
@@ -764,13 +751,16 @@ async def analyze(
             context_tokens=choice.max_model_len,
         )
     except Exception as exc:  # any endpoint failure -> deterministic answer, said plainly
+        if isinstance(exc, InputError) and exc.field == "base_url":
+            raise  # a malformed URL is the caller's to fix, not an outage to fall back from
         reason = exc.message if isinstance(exc, TpuDevopsError) else f"{type(exc).__name__}: {exc}"
+        reason = redactor.redact(reason)  # an HTTP error may quote a URL or body
         log.info("analyst fell back to the deterministic summary: %s", reason)
         answer = deterministic_answer(summary_result)
         answer, cites = verify_citations(answer, index)
         notices.insert(0, f"model not consulted ({reason}); this is the deterministic summary")
-        if redactor.notice():
-            notices.append(redactor.notice() or "")
+        if notice := redactor.notice():
+            notices.append(notice)
         return base.model_copy(
             update={"answer": redactor.redact(answer), "citations": cites, "notices": notices}
         )
@@ -783,8 +773,8 @@ async def analyze(
         )
         answer += "\n\nDeterministic summary: " + deterministic_answer(summary_result)
         answer, cites = verify_citations(answer, index)
-    if redactor.notice():
-        notices.append(redactor.notice() or "")
+    if notice := redactor.notice():
+        notices.append(notice)
     return base.model_copy(
         update={
             "answer": answer,
@@ -793,16 +783,7 @@ async def analyze(
             "endpoint": endpoint.url,
             "citations": cites,
             "unverified_citations": unverified,
-            "steps": [
-                AnalysisStep(
-                    tool=s.name,
-                    arguments=s.arguments,
-                    result_tokens=s.result_tokens,
-                    refused=s.refused,
-                    raw_syntax=s.raw_syntax,
-                )
-                for s in steps
-            ],
+            "steps": steps,
             "tokens_used": used,
             "notices": notices + loop_notes + choice.notices,
         }
@@ -821,10 +802,7 @@ async def analyze_logs(
     """`analyze` over `tpu_devops.logs.sources.open_source` (file path or Cloud Logging query)."""
     from tpu_devops.logs.sources import open_source
 
-    if not 500 <= int(token_budget) <= 32_000:
-        raise InputError(
-            "token_budget out of range", field="token_budget", value=token_budget, fix="use 500 to 32000"
-        )
+    budget = check_token_budget(token_budget)
     source = open_source(settings, **source_args)
-    limits = Limits(max_steps=int(max_steps), evidence_token_budget=int(token_budget))
+    limits = Limits(max_steps=int(max_steps), evidence_token_budget=budget)
     return await analyze(question, source, settings=settings, base_url=base_url, limits=limits)

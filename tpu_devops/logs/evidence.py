@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tpu_devops.errors import InputError
 from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
 from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
 from tpu_devops.logs.signatures import Signature, SignatureHit, match
@@ -64,6 +65,23 @@ class Ranked:
     stats: TemplateStats
     score: float
     signature: Signature | None
+
+
+def is_root_cause(r: Ranked) -> bool:
+    """True when ``r`` may be reported as a root cause: ERROR or worse, or a root-cause signature
+    (weight >= 50)."""
+    return SEVERITY_RANK.get(r.stats.severity, 0) >= ERROR_RANK or (
+        r.signature is not None and r.signature.weight >= 50
+    )
+
+
+def check_token_budget(token_budget: int) -> int:
+    """``token_budget`` as an int; raises InputError (field ``token_budget``) outside 500..32,000."""
+    if not 500 <= int(token_budget) <= 32_000:
+        raise InputError(
+            "token_budget out of range", field="token_budget", value=token_budget, fix="use 500 to 32000"
+        )
+    return int(token_budget)
 
 
 def _signature_of(t: TemplateStats) -> Signature | None:
@@ -176,10 +194,7 @@ def build_pack(
         f"SOURCE {source}".rstrip(),
         f"WINDOW {result.first_seen or '?'} .. {result.last_seen or '?'}{minutes}; {result.total} entries: {sev}",
     ]
-    if ranked and (
-        SEVERITY_RANK.get(ranked[0].stats.severity, 0) >= ERROR_RANK
-        or (ranked[0].signature and ranked[0].signature.weight >= 50)
-    ):
+    if ranked and is_root_cause(ranked[0]):
         top = ranked[0]
         head.append(f"TOP CANDIDATE {top.stats.id}" + (f" ({top.signature.title})" if top.signature else ""))
     if hits:
@@ -308,12 +323,8 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
     """The `SummaryResult` tools return."""
     result = summary.mining
     root = None
-    top_rank = summary.ranked[0] if summary.ranked else None
-    if top_rank is not None and (
-        SEVERITY_RANK.get(top_rank.stats.severity, 0) >= ERROR_RANK
-        or (top_rank.signature is not None and top_rank.signature.weight >= 50)
-    ):
-        r = top_rank
+    if summary.ranked and is_root_cause(summary.ranked[0]):
+        r = summary.ranked[0]
         root = RootCause(
             template_id=r.stats.id,
             template=r.stats.template,
@@ -351,10 +362,10 @@ def summarize_source(source: LogSource, *, token_budget: int = DEFAULT_TOKEN_BUD
     name = source.describe()
     summary = summarize_mining(result, source=name, token_budget=token_budget)
     notices = []
-    if getattr(source, "truncated", False):
+    if source.truncated:
         notices.append("stopped at max_entries; the summary covers the newest entries read")
-    if source.redactor.notice():
-        notices.append(source.redactor.notice() or "")
+    if notice := source.redactor.notice():
+        notices.append(notice)
     return to_result(summary, source=name, notices=notices)
 
 
@@ -366,11 +377,7 @@ def summarize_logs(
     Raises:
         InputError: token_budget outside 500..32000, or bad source arguments.
     """
-    from tpu_devops.errors import InputError
     from tpu_devops.logs.sources import open_source
 
-    if not 500 <= int(token_budget) <= 32_000:
-        raise InputError(
-            "token_budget out of range", field="token_budget", value=token_budget, fix="use 500 to 32000"
-        )
-    return summarize_source(open_source(settings, **source_args), token_budget=int(token_budget))
+    budget = check_token_budget(token_budget)
+    return summarize_source(open_source(settings, **source_args), token_budget=budget)

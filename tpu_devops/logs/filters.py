@@ -3,9 +3,10 @@
 Every clause is built from a validated parameter; values are always double-quoted with ``\\`` and
 ``"`` escaped, field paths are checked against a conservative character set, and clauses are joined
 with ``AND`` (Logging query language: cloud.google.com/logging/docs/view/logging-query-language).
-A user-supplied raw filter is accepted only when its parentheses and quotes balance, and is added as
-one bracketed clause ``( ... )``: it can narrow the result, never escape the time window or the
-resource restriction built here.
+A user-supplied raw filter is accepted only when its parentheses and quotes balance and it holds no
+``--`` comment (the language ignores the rest of a line after two dashes: see "Comments" in that
+reference), and is added as one bracketed clause ``( ... )``: it can narrow the result, never escape
+the time window or the resource restriction built here.
 
 Times are RFC 3339 in UTC (``timestamp>="2026-08-07T23:00:00Z"``), the form the API compares on.
 Severity names and their order are the ``LogSeverity`` enum of the Logging API.
@@ -68,10 +69,17 @@ def parse_time(value: str, *, field_name: str, now: datetime | None = None) -> d
     now = now or datetime.now(UTC)
     text = str(value).strip()
     m = _RELATIVE.match(text)
-    if m:
-        return now - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
     try:
+        if m:
+            return now - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except OverflowError:  # "99999999d" reaches before year 1
+        raise InputError(
+            "the time is out of range",
+            field=field_name,
+            value=value,
+            fix='use e.g. "30d" or an RFC 3339 date',
+        ) from None
     except ValueError:
         raise InputError(
             "not a time: use a duration ago (30m, 6h, 2d) or an RFC 3339 timestamp",
@@ -96,9 +104,10 @@ def rfc3339(moment: datetime) -> str:
 def check_raw_filter(raw: str) -> str:
     """Validate a user's raw filter so it can be bracketed safely; returns it stripped.
 
-    Raises InputError when quotes or parentheses do not balance (outside string literals), or when
-    it is longer than the API's 20,000-character limit: such a filter could close our bracket and
-    widen the query.
+    Raises InputError when quotes or parentheses do not balance (outside string literals), when it
+    holds a ``--`` comment (the query language ignores the rest of that line, so a comment can hide a
+    parenthesis from this check and close our bracket), or when it is longer than half the API's
+    20,000-character limit: such a filter could widen the query.
     """
     text = raw.strip()
     if len(text) > MAX_FILTER_CHARS // 2:
@@ -106,7 +115,7 @@ def check_raw_filter(raw: str) -> str:
     depth = 0
     in_string = False
     escaped = False
-    for ch in text:
+    for i, ch in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -117,6 +126,13 @@ def check_raw_filter(raw: str) -> str:
             continue
         if ch == '"':
             in_string = True
+        elif ch == "-" and text.startswith("--", i):
+            raise InputError(
+                "comments (--) are not accepted in a filter",
+                field="filter",
+                value=text,
+                fix="remove the -- comment (to negate, use NOT or a single -)",
+            )
         elif ch == "(":
             depth += 1
         elif ch == ")":

@@ -125,9 +125,6 @@ class MiningResult:
             ],
         )
 
-    def by_id(self) -> dict[str, TemplateStats]:
-        return {t.id: t for t in self.templates}
-
 
 def _new_miner() -> Any:
     from drain3 import TemplateMiner

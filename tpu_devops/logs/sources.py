@@ -1,8 +1,9 @@
 """Log sources behind one interface: Cloud Logging reads and exported files, as redacted `LogRecord`s.
 
 A source yields pages (lists) of `LogRecord` so consumers stream: nothing here holds a whole export
-as dicts and records at the same time. Every message is redacted (`tpu_devops.logs.redact`) as the
-record is made, so everything downstream (mining, tool output, prompts) only sees placeholders.
+as dicts and records at the same time. Every text field a record shows (message, insertId, timestamp,
+log name, resource type, label keys and values) is redacted (`tpu_devops.logs.redact`) as the record is
+made, so everything downstream (mining, tool output, prompts) only sees placeholders.
 
 Inputs understood:
 
@@ -21,6 +22,7 @@ payload: ``textPayload``, ``jsonPayload.message`` (the Docker ``gcplogs`` driver
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -40,6 +42,12 @@ from tpu_devops.logs.redact import Redactor
 from tpu_devops.results import ToolResult
 
 PAGE_SIZE = 1000
+MAX_EMPTY_PAGES = 5  # empty entries.list pages in a row before a read stops (see CloudLoggingSource)
+# One JSON array element; Cloud Logging caps a LogEntry at 256 KiB, an audit entry at 512 KiB
+# (cloud.google.com/logging/quotas).
+MAX_ENTRY_CHARS = 8 << 20
+MAX_LINE_CHARS = 1 << 20  # one line of a text or JSON-lines file; the rest of a longer line is skipped
+MAX_OBJECT_BYTES = 64 << 20  # a ``{"entries": [...]}`` file, which is parsed whole
 MAX_MESSAGE_CHARS = 4000  # longer payloads are cut (a log line, not a document)
 DOCKER_LOG_ID = "gcplogs-docker-driver"  # Docker gcplogs driver default log name
 STARTUP_LOG_ID = "google_metadata_script_runner"  # GCE guest agent: startup-script output
@@ -145,7 +153,9 @@ def _message_of(entry: dict[str, Any]) -> str:
         for key in ("message", "MESSAGE", "msg", "log", "textPayload"):
             if isinstance(payload.get(key), str):
                 return payload[key]
-        return json.dumps(payload, separators=(",", ":"), sort_keys=True)[:MAX_MESSAGE_CHARS]
+        # Whole, not cut: the caller redacts first and cuts after, so no secret is cut into a prefix
+        # that its pattern no longer matches.
+        return json.dumps(payload, separators=(",", ":"), sort_keys=True)
     proto = entry.get("protoPayload")
     if isinstance(proto, dict):
         status = proto.get("status") or {}
@@ -153,7 +163,7 @@ def _message_of(entry: dict[str, Any]) -> str:
         text = " ".join(p for p in parts if p)
         if status.get("message"):
             text += f": {status['message']}"
-        return text or json.dumps(proto, separators=(",", ":"), sort_keys=True)[:MAX_MESSAGE_CHARS]
+        return text or json.dumps(proto, separators=(",", ":"), sort_keys=True)
     return ""
 
 
@@ -163,9 +173,52 @@ def short_log_name(log_name: str) -> str:
     return unquote(tail if sep else log_name)
 
 
+# An insertId or label key of up to 32 letters, digits, "_" and "-", or an RFC 3339 timestamp: every
+# pattern in `logs.redact` needs a character outside these (. @ / = : space) or 33+ characters (an HF
+# token, a Google API key), so such a value is used without running the patterns.
+_PLAIN_ID = re.compile(r"[0-9A-Za-z_-]{0,32}")
+_PLAIN_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)")
+
+
+def _plain(value: Any, plain: re.Pattern[str], redactor: Redactor) -> str:
+    """``str(value)`` ('' for None), redacted unless ``plain`` matches all of it."""
+    text = "" if value is None else str(value)
+    return text if plain.fullmatch(text) else redactor.redact(text)
+
+
+def _context(
+    log_name: Any,
+    resource_type: Any,
+    label_sets: tuple[Any, Any],
+    instance: Any,
+    container: Any,
+    redactor: Redactor,
+) -> tuple[dict[str, str], str, str]:
+    """(labels, short log name, resource type), all redacted: resource labels, then entry labels, plus the
+    Docker driver's instance and container names."""
+    redact = redactor.redact
+    labels: dict[str, str] = {}
+    for source in label_sets:
+        if isinstance(source, dict):
+            for k, v in source.items():
+                labels[_plain(k, _PLAIN_ID, redactor)] = redact(str(v))
+    if instance:
+        labels.setdefault("instance_name", redact(str(instance)))
+    if container:
+        labels["container"] = redact(str(container).lstrip("/"))
+    return labels, redact(short_log_name(str(log_name or ""))), _plain(resource_type, _PLAIN_ID, redactor)
+
+
+def _items(labels: Any) -> Any:
+    return tuple(labels.items()) if isinstance(labels, dict) else None
+
+
 def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
-    """A `LogRecord` from one LogEntry JSON object (message redacted with ``redactor``)."""
-    message = redactor.redact(_message_of(entry))
+    """A `LogRecord` from one LogEntry JSON object. Every text field a tool or prompt can show
+    (message, insertId, timestamp, log name, resource type, label keys and values) is redacted with
+    ``redactor``."""
+    redact = redactor.redact
+    message = redact(_message_of(entry))
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS]
     level, body = split_prefix(message)
@@ -176,26 +229,26 @@ def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
     if severity == "DEFAULT" and level:
         severity = level
     resource = entry.get("resource") or {}
-    labels: dict[str, str] = {}
-    for source in (resource.get("labels"), entry.get("labels")):
-        if isinstance(source, dict):
-            for k, v in source.items():
-                labels[str(k)] = redactor.redact(str(v))
     payload = entry.get("jsonPayload")
+    instance = container = None
     if isinstance(payload, dict):
-        instance = payload.get("instance")
-        if isinstance(instance, dict) and instance.get("name"):
-            labels.setdefault("instance_name", str(instance["name"]))
-        container = payload.get("container")
-        if isinstance(container, dict) and container.get("name"):
-            labels["container"] = str(container["name"]).lstrip("/")
+        instance, container = payload.get("instance"), payload.get("container")
+        instance = instance.get("name") if isinstance(instance, dict) else None
+        container = container.get("name") if isinstance(container, dict) else None
+    args = (entry.get("logName"), resource.get("type"), (resource.get("labels"), entry.get("labels")))
+    # The node's labels and names repeat on every entry: memoized per distinct combination.
+    key = ("context", args[0], args[1], _items(args[2][0]), _items(args[2][1]), instance, container)
+    try:
+        labels, log, resource_type = redactor.memo(key, _context, *args, instance, container, redactor)
+    except TypeError:  # a label value that is not a string (a list, an object): not hashable
+        labels, log, resource_type = _context(*args, instance, container, redactor)
     return LogRecord(
-        insert_id=str(entry.get("insertId") or ""),
-        timestamp=str(entry.get("timestamp") or entry.get("receiveTimestamp") or ""),
+        insert_id=_plain(entry.get("insertId"), _PLAIN_ID, redactor),
+        timestamp=_plain(entry.get("timestamp") or entry.get("receiveTimestamp"), _PLAIN_TS, redactor),
         severity=severity,
-        log=short_log_name(str(entry.get("logName") or "")),
-        resource_type=str(resource.get("type") or ""),
-        labels=labels,
+        log=log,
+        resource_type=resource_type,
+        labels=dict(labels),
         message=message,
         body=body,
     )
@@ -243,6 +296,7 @@ class LogSource(Protocol):
     """Anything that yields pages of redacted `LogRecord`s."""
 
     redactor: Redactor
+    truncated: bool  # True once `pages` stopped at max_entries (or a read bound) with more to read
 
     def pages(self) -> Iterator[list[LogRecord]]:
         """Pages (lists) of records, in source order."""
@@ -258,8 +312,14 @@ class LogSource(Protocol):
 # ---------------------------------------------------------------------------------------------
 
 
-def _iter_json_array(handle: Any, chunk_chars: int = 1 << 20) -> Iterator[Any]:
-    """Yield the elements of a top-level JSON array one at a time, reading ``handle`` in chunks."""
+def _iter_json_array(
+    handle: Any, chunk_chars: int = 1 << 20, max_element_chars: int = MAX_ENTRY_CHARS
+) -> Iterator[Any]:
+    """Yield the elements of a top-level JSON array one at a time, reading ``handle`` in chunks.
+
+    Raises ValueError (json.JSONDecodeError) for malformed JSON, and when one element is still not
+    complete after ``max_element_chars`` characters, so a broken file is not read whole into memory.
+    """
     decoder = json.JSONDecoder()
     buffer = ""
     pos = 0
@@ -299,11 +359,34 @@ def _iter_json_array(handle: Any, chunk_chars: int = 1 << 20) -> Iterator[Any]:
                     raise
                 buffer = buffer[pos:] + more
                 pos = 0
+                if len(buffer) > max_element_chars + chunk_chars:  # malformed, or not a log entry
+                    raise ValueError(
+                        f"an array element is not valid JSON within {max_element_chars:,} characters"
+                    ) from None
         yield value
         pos = end
         if pos > chunk_chars:
             buffer = buffer[pos:]
             pos = 0
+
+
+def _lines(handle: Any, limit: int = MAX_LINE_CHARS) -> Iterator[tuple[int, Any, bool]]:
+    """``(number, line, whole)`` for each line of ``handle`` (text or binary), numbered from 1. A line
+    longer than ``limit`` is cut there (``whole`` False) and the rest of it skipped, so one huge line
+    is never held in memory."""
+    newline = "\n" if isinstance(handle, io.TextIOBase) else b"\n"
+    number = 0
+    while line := handle.readline(limit):
+        number += 1
+        whole = len(line) < limit or line.endswith(newline)
+        rest = line
+        while len(rest) == limit and not rest.endswith(newline):  # skip the rest of a cut line
+            rest = handle.readline(limit)
+        yield number, line, whole
+
+
+_FILE_FIX = "use `gcloud logging read --format=json` output, JSON lines, or plain text"
+_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
 @dataclass
@@ -329,20 +412,29 @@ class FileSource:
         p = Path(os.path.expanduser(self.path))
         if not p.is_file():
             raise InputError(
-                "no such file",
+                "not a file" if p.exists() else "no such file",
                 field="path",
                 value=self.path,
-                fix="give the path of a log export readable by the server",
+                fix="give the path of a log export file readable by the server",
             )
         self._path = p
 
     def describe(self) -> str:
         return f"file {self._path.name} ({self.kind or 'unread'})"
 
+    def _bad(self, problem: str, fix: str = _FILE_FIX) -> InputError:
+        return InputError(problem, field="path", value=self.path, fix=fix)
+
     def _detect(self) -> str:
+        """The file's shape from its first 64 KiB. Raises InputError for an empty or binary file, or a
+        ``.json`` / ``.jsonl`` file that does not hold JSON."""
         with self._path.open("r", encoding="utf-8", errors="replace") as handle:
             head = handle.read(65536)
         stripped = head.lstrip()
+        if not stripped:
+            raise self._bad("the file is empty", "check the export command wrote entries (widen --freshness)")
+        if "\x00" in head:
+            raise self._bad("a binary (or UTF-16) file, not a log export", "save the export as UTF-8 text")
         if stripped.startswith("["):
             return "json-array"
         if stripped.startswith("{"):
@@ -352,6 +444,8 @@ class FileSource:
                 return "json-lines"
             except json.JSONDecodeError:
                 return "json-object"
+        if self._path.suffix.lower() in _JSON_SUFFIXES:
+            raise self._bad(f"a {self._path.suffix} file that does not start with JSON")
         return "text"
 
     def _raw_entries(self) -> Iterator[dict[str, Any]]:
@@ -359,21 +453,27 @@ class FileSource:
             if self.kind == "json-array":
                 yield from (e for e in _iter_json_array(handle) if isinstance(e, dict))
             elif self.kind == "json-lines":
-                for number, line in enumerate(handle, 1):
+                for number, line, whole in _lines(handle):
                     if not line.strip():
                         continue
                     try:
+                        if not whole:
+                            raise ValueError
                         entry = json.loads(line)
-                    except json.JSONDecodeError:
-                        raise InputError(
-                            f"line {number} is not JSON",
-                            field="path",
-                            value=self.path,
-                            fix="export with --format=json",
+                    except ValueError:
+                        raise self._bad(
+                            f"line {number} is not JSON"
+                            + ("" if whole else f" within {MAX_LINE_CHARS >> 20} MiB"),
+                            "export with --format=json",
                         ) from None
                     if isinstance(entry, dict):
                         yield entry
             else:
+                if self._path.stat().st_size > MAX_OBJECT_BYTES:
+                    raise self._bad(
+                        f"a single JSON object larger than {MAX_OBJECT_BYTES >> 20} MiB",
+                        "export with `gcloud logging read --format=json` (a JSON array, read as a stream) or JSON lines",
+                    )
                 data = json.load(handle)
                 entries = data.get("entries") if isinstance(data, dict) else None
                 if not isinstance(entries, list):
@@ -390,7 +490,7 @@ class FileSource:
             last_ts = ""
             # Binary lines split on "\n" only, so line-N matches `grep -n` even with "\r" progress bars.
             with self._path.open("rb") as handle:
-                for number, raw in enumerate(handle, 1):
+                for number, raw, _ in _lines(handle):
                     line = raw.decode("utf-8", errors="replace").replace("\r", " ")
                     if not line.strip():
                         continue
@@ -401,15 +501,20 @@ class FileSource:
         try:
             for entry in self._raw_entries():
                 yield record_from_entry(entry, self.redactor)
-        except (ValueError, json.JSONDecodeError) as exc:
-            raise InputError(
-                f"not a readable log export: {exc}",
-                field="path",
-                value=self.path,
-                fix="use `gcloud logging read --format=json` output, JSON lines, or plain text",
-            ) from None
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise self._bad(f"not a readable log export: {exc}") from None
 
     def pages(self) -> Iterator[list[LogRecord]]:
+        """Pages of records. Raises InputError (field ``path``) for an unreadable, empty, binary or
+        malformed file."""
+        try:
+            yield from self._pages()
+        except OSError as exc:  # permission denied, I/O error
+            raise self._bad(
+                f"cannot read the file: {exc.strerror or exc}", "check the file's permissions"
+            ) from None
+
+    def _pages(self) -> Iterator[list[LogRecord]]:
         self.kind = self._detect()
         page: list[LogRecord] = []
         for record in self._records():
@@ -442,6 +547,11 @@ class CloudLoggingSource:
         max_entries: stop after this many; ``next_page_token`` then resumes where it stopped
             (at a page boundary).
         page_token: resume a previous read.
+
+    ``entries.list`` may answer a page with no entries and a ``nextPageToken`` while it scans (the
+    LogEntries.list reference: fewer than ``pageSize`` entries, even none, does not mean the end), so
+    after `MAX_EMPTY_PAGES` empty pages in a row the read stops as truncated with the token to resume:
+    each page is one call against the per-minute read quota.
     """
 
     settings: Settings
@@ -462,6 +572,7 @@ class CloudLoggingSource:
         from tpu_devops.gcp.logging import list_entries_page
 
         token = self.page_token
+        empty = 0
         while True:
             size = min(self.page_size, max(1, self.max_entries - self.count))
             page = list_entries_page(
@@ -471,11 +582,12 @@ class CloudLoggingSource:
             self.count += len(records)
             token = page["nextPageToken"]
             self.next_page_token = token
+            empty = 0 if records else empty + 1
             if records:
                 yield records
             if not token:
                 return
-            if self.count >= self.max_entries:
+            if self.count >= self.max_entries or empty >= MAX_EMPTY_PAGES:
                 self.truncated = True
                 return
 
@@ -508,44 +620,33 @@ def node_clause(node: str) -> str:
     )
 
 
-def container_filter(
+# Which logs `node_filter` reads for each kind.
+NODE_LOGS: dict[str, tuple[str, ...]] = {"container": (DOCKER_LOG_ID,), "system": SYSTEM_LOG_IDS}
+
+
+def node_filter(
     settings: Settings,
     node: str,
+    kind: str,
     *,
     since: str = "24h",
     until: str | None = None,
     severity: str | None = None,
     text: str | None = None,
 ) -> str:
-    """Filter for the vLLM container's log of ``node`` (Docker ``gcplogs`` driver entries)."""
+    """Filter for one kind of ``node``'s logs: ``"container"`` (the vLLM container's Docker ``gcplogs``
+    driver entries) or ``"system"`` (startup script runner, syslog, audit activity / system events:
+    preemption and maintenance are system events).
+
+    Raises:
+        InputError: bad node id, window, severity (field named). ConfigError: no project.
+    """
     spec = FilterSpec(
         since=since,
         until=until,
         severity=severity,
         text=text,
-        log_ids=[DOCKER_LOG_ID],
-        extra=[node_clause(node)],
-    )
-    return build_filter(spec, project=require_project(settings))
-
-
-def system_filter(
-    settings: Settings,
-    node: str,
-    *,
-    since: str = "24h",
-    until: str | None = None,
-    severity: str | None = None,
-    text: str | None = None,
-) -> str:
-    """Filter for ``node``'s system logs: startup script runner, syslog, audit activity/system events
-    (preemption and maintenance are system events)."""
-    spec = FilterSpec(
-        since=since,
-        until=until,
-        severity=severity,
-        text=text,
-        log_ids=list(SYSTEM_LOG_IDS),
+        log_ids=list(NODE_LOGS[kind]),
         extra=[node_clause(node)],
     )
     return build_filter(spec, project=require_project(settings))
@@ -600,29 +701,24 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
     """
     if not 1 <= int(limit) <= HARD_LIMIT:
         raise InputError("limit out of range", field="limit", value=limit, fix=f"use 1 to {HARD_LIMIT}")
-    views: list[LogView] = []
-    notices: list[str] = []
-    if isinstance(source, CloudLoggingSource):
+    cloud = isinstance(source, CloudLoggingSource)
+    source.max_entries = limit
+    if cloud:
         source.page_size = limit
-        source.max_entries = limit
-    else:
-        source.max_entries = limit
-    for page in source.pages():
-        views.extend(r.view() for r in page)
-        if len(views) >= limit:
-            break
-    token = source.next_page_token if isinstance(source, CloudLoggingSource) else None
-    if isinstance(source, FileSource) and source.truncated:
+    views = [r.view() for page in source.pages() for r in page]
+    token = source.next_page_token if cloud else None
+    notices: list[str] = []
+    if not cloud and source.truncated:
         notices.append(f"showing the first {limit} records of the file; use summarize_logs for all of it")
     if token:
         notices.append(f"truncated at {limit} entries; more match the filter (pass next_page_token)")
-    if source.redactor.notice():
-        notices.append(source.redactor.notice() or "")
+    if notice := source.redactor.notice():
+        notices.append(notice)
     return LogsPage(
         source=source.describe(),
-        filter=source.filter_ if isinstance(source, CloudLoggingSource) else None,
+        filter=source.filter_ if cloud else None,
         returned=len(views),
-        entries=views[:limit],
+        entries=views,
         next_page_token=token,
         notices=notices,
     )
@@ -640,7 +736,7 @@ def fetch_container_log_text(
         InputError (bad node), ConfigError (no project), cloud errors from `gcp.logging`.
     """
     source = CloudLoggingSource(
-        settings, container_filter(settings, node, since=since), max_entries=max_entries
+        settings, node_filter(settings, node, "container", since=since), max_entries=max_entries
     )
     messages: list[str] = []
     for page in source.pages():
@@ -682,7 +778,8 @@ def open_source(
     a raw Logging filter added as one bracketed clause. Without ``since`` the window is 24 h.
 
     Raises:
-        InputError: both a path and query arguments, bad window/severity/filter, max_entries range.
+        InputError: a path with query arguments (filter, node, since, until, severity: they are not
+        applied to files), bad window/severity/filter, max_entries range.
     """
     redactor = redactor or Redactor()
     if not 1 <= int(max_entries) <= 200_000:
@@ -690,12 +787,14 @@ def open_source(
             "max_entries out of range", field="max_entries", value=max_entries, fix="use 1 to 200000"
         )
     if path:
-        if filter or node:
+        query = {"filter": filter, "node": node, "since": since, "until": until, "severity": severity}
+        if given := [name for name, value in query.items() if value]:
             raise InputError(
-                "give either a file path or a Cloud Logging query, not both",
+                f"give either a file path or a Cloud Logging query, not both ({', '.join(given)} is for a"
+                " query; a file is read whole)",
                 field="path",
                 value=path,
-                fix="drop path to query Cloud Logging, or drop filter/node to read the file",
+                fix=f"drop path to query Cloud Logging, or drop {'/'.join(given)} to read the file",
             )
         return FileSource(path, redactor=redactor, max_entries=int(max_entries))
     spec = FilterSpec(since=since, until=until, severity=severity, raw=filter)
@@ -749,6 +848,5 @@ def get_node_logs(
     """``kind`` ``"container"`` (vLLM's Docker log) or ``"system"`` (startup script, syslog, audit)
     of ``node`` (default RESOURCE_ID), read from Cloud Logging: no SSH."""
     node = node or settings.resource_id
-    make = container_filter if kind == "container" else system_filter
-    flt = make(settings, node, since=since, until=until, severity=severity, text=text)
+    flt = node_filter(settings, node, kind, since=since, until=until, severity=severity, text=text)
     return read_page(CloudLoggingSource(settings, flt, order=order, page_token=page_token), limit)

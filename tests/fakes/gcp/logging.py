@@ -7,7 +7,9 @@ implicit AND, parentheses, and bare or quoted values as a global text search ove
 field. ``severity`` compares by the LogSeverity order, ``timestamp`` by time. Requests also honour
 ``resourceNames``, ``orderBy`` (``timestamp asc|desc``), ``pageSize`` (max 1000, default 50) and
 ``pageToken`` (opaque, bound to the filter and order, as the real API requires). Invalid filters
-answer 400 ``INVALID_ARGUMENT`` in Google's error shape.
+answer 400 ``INVALID_ARGUMENT`` in Google's error shape. ``empty_pages = N`` makes the next N answers
+pages with no entries and a ``nextPageToken`` that resumes at the same place, as the real API may
+answer while it scans a long window.
 """
 
 from __future__ import annotations
@@ -217,6 +219,7 @@ class FakeLogging:
         self.entries: list[dict[str, Any]] = list(entries or [])
         self.requests: list[dict[str, Any]] = []
         self.fail_next: tuple[int, str, str] | None = None
+        self.empty_pages = 0
 
     def add(self, entries: list[dict[str, Any]]) -> None:
         self.entries.extend(entries)
@@ -276,8 +279,15 @@ class FakeLogging:
                 return _error(
                     400, "INVALID_ARGUMENT", "page token does not match the request's filter or order"
                 )
+
+        def token(at: int) -> str:
+            return base64.urlsafe_b64encode(f"{binding}:{at}".encode()).decode()
+
+        if self.empty_pages > 0:
+            self.empty_pages -= 1
+            return JSONResponse({"nextPageToken": token(offset)})
         page = matched[offset : offset + size]
         out: dict[str, Any] = {"entries": page} if page else {}
         if offset + size < len(matched):
-            out["nextPageToken"] = base64.urlsafe_b64encode(f"{binding}:{offset + size}".encode()).decode()
+            out["nextPageToken"] = token(offset + size)
         return JSONResponse(out)
