@@ -755,7 +755,12 @@ async def analyze(
             raise  # a malformed URL is the caller's to fix, not an outage to fall back from
         reason = exc.message if isinstance(exc, TpuDevopsError) else f"{type(exc).__name__}: {exc}"
         reason = redactor.redact(reason)  # an HTTP error may quote a URL or body
-        log.info("analyst fell back to the deterministic summary: %s", reason)
+        # An error of ours is an outage said plainly; anything else may be a bug: keep its traceback.
+        log.info(
+            "analyst fell back to the deterministic summary: %s",
+            reason,
+            exc_info=not isinstance(exc, TpuDevopsError),
+        )
         answer = deterministic_answer(summary_result)
         answer, cites = verify_citations(answer, index)
         notices.insert(0, f"model not consulted ({reason}); this is the deterministic summary")
