@@ -80,7 +80,7 @@ def _pipeline(pages: list[str]):
 
 
 def run() -> list[str]:
-    """Run the benchmark; returns the lines it prints."""
+    """Run the benchmark; returns the lines to print."""
     import drain3  # noqa: F401  (import cost outside the timings)
 
     pages = synthetic_pages()
@@ -115,10 +115,8 @@ def run() -> list[str]:
         f"logs: pipeline peak memory {peak / 2**20:.0f} MB traced (target < 500 MB); process max RSS {rss_mb:.0f} MB "
         f"(includes the {sum(map(len, pages)) / 2**20:.0f} MB of page text held by the benchmark)",
     ]
-    for line in lines:
-        print(line)
     return lines
 
 
 if __name__ == "__main__":
-    run()
+    print("\n".join(run()))
