@@ -14,7 +14,9 @@ import sys
 def configure_logging() -> None:
     """Log to stderr (``TPU_DEVOPS_LOG_LEVEL``, default INFO)."""
     level = os.environ.get("TPU_DEVOPS_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     # One INFO line per HTTP request would bury the server's own messages during a benchmark sweep.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
 
