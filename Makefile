@@ -1,14 +1,19 @@
 # tpu-devops. `make setup && make test` on a fresh clone; `make run` starts the stdio server.
 # tpu.env is read with ?= so a real environment variable always wins:
 #   GOOGLE_CLOUD_ZONE=us-east5-a make run
--include tpu.env
+# (A plain `-include tpu.env` would not do: make lets a makefile assignment beat the environment and
+# then exports it to every recipe.) .tpu.env.mk is tpu.env rewritten as `KEY ?= value` lines.
+-include .tpu.env.mk
+
+.tpu.env.mk: tpu.env
+	@sed -n -e 's/[$$]/$$$$/g' -e 's/^\([A-Za-z_][A-Za-z0-9_]*\)=\(.*\)$$/\1 ?= \2/p' $< > $@
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 GOOGLE_CLOUD_ZONE ?= us-west4-a
 
-.PHONY: setup run test tools snapshot lint format bench demo eval-analyst fake-gcp clean
+.PHONY: setup run test tools snapshot lint format bench demo eval-analyst fake-gcp check-config clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -26,6 +31,10 @@ node_modules/.installed: package.json package-lock.json
 
 run: setup
 	./mcp-run.sh
+
+# Validate tpu.env plus the environment exactly as the server will, and print the result.
+check-config: setup
+	$(PY) -m tpu_devops.main --check-config
 
 test: setup
 	$(PY) -m pytest -q
@@ -59,4 +68,4 @@ fake-gcp: setup
 	$(PY) -m tests.fakes.gcp
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .tpu.env.mk

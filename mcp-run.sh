@@ -21,8 +21,15 @@ if [ -f "$env_file" ]; then
     key="${line%%=*}"
     [[ "$key" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || continue
     value="${line#*=}"
-    # Strip one pair of surrounding quotes, as dotenv does.
-    if [[ "$value" =~ ^\"(.*)\"$ ]] || [[ "$value" =~ ^\'(.*)\'$ ]]; then value="${BASH_REMATCH[1]}"; fi
+    # As python-dotenv reads it: one pair of surrounding quotes is stripped; an unquoted value loses
+    # an inline " # comment" and surrounding blanks.
+    if [[ "$value" =~ ^\"(.*)\"$ ]] || [[ "$value" =~ ^\'(.*)\'$ ]]; then
+      value="${BASH_REMATCH[1]}"
+    else
+      [[ "$value" =~ ^(.*[^[:space:]])?[[:space:]]+#.*$ ]] && value="${BASH_REMATCH[1]}"
+      value="${value#"${value%%[![:space:]]*}"}"
+      value="${value%"${value##*[![:space:]]}"}"
+    fi
     if [ -z "${!key+x}" ]; then export "$key=$value"; fi
   done < "$env_file"
 fi

@@ -18,6 +18,7 @@ def make_rig(tmp_path: Path) -> Path:
     (rig / "tpu.env").write_text(
         "# comment\nGOOGLE_CLOUD_ZONE=us-west4-a\nMODEL_NAME=google/gemma-4-E2B-it\n"
         'LIMIT_MM_PER_PROMPT={"image":4,"audio":1}\nQUOTED="with spaces"\nEMPTY_ONE=\n'
+        "COMMENTED=us-east5-a   # my zone\nHASHED=a#b\nQUOTED_HASH='x # y'\n"
     )
     fake_python = rig / ".venv" / "bin" / "python"
     fake_python.write_text('#!/bin/sh\necho "ARGS=$*"\nenv\n')
@@ -39,6 +40,10 @@ def test_unset_variables_are_exported_from_tpu_env(tmp_path: Path) -> None:
     assert env["GOOGLE_CLOUD_ZONE"] == "us-west4-a"
     assert env["LIMIT_MM_PER_PROMPT"] == '{"image":4,"audio":1}'
     assert env["QUOTED"] == "with spaces"
+    # Inline comments are read as python-dotenv reads them (the server reads the same file with it).
+    assert env["COMMENTED"] == "us-east5-a"
+    assert env["HASHED"] == "a#b"
+    assert env["QUOTED_HASH"] == "x # y"
     assert env["ARGS"] == "-m tpu_devops.main"
 
 
