@@ -156,6 +156,8 @@ async def main() -> int:
     env = dict(os.environ)
     env.setdefault("TPU_DEVOPS_STATE_DIR", str(state))
     env.setdefault("TPU_DEVOPS_LOG_LEVEL", "WARNING")
+    # The demo promises no cloud: without credentials google-auth would probe the GCE metadata server.
+    env.setdefault("NO_GCE_CHECK", "true")
     params = StdioServerParameters(command=str(ROOT / "mcp-run.sh"), args=[], env=env, cwd=str(ROOT))
     plan = steps()
     vllm_url = env.get("VLLM_URL", "").strip()

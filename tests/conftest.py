@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+# google-auth probes the GCE metadata server (169.254.169.254) when no credentials are found: tests
+# and the processes they start must never send traffic off this machine.
+os.environ.setdefault("NO_GCE_CHECK", "true")
 
 import pytest
 

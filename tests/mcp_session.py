@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def server_env(**overrides: str) -> dict[str, str]:
     """A clean environment for the server: PATH/HOME plus explicit overrides (no tpu.env surprises)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "SYSTEMROOT")}
+    env["NO_GCE_CHECK"] = "true"  # no probe of the GCE metadata server from a test
     env.update(overrides)
     return env
 
