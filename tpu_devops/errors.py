@@ -33,6 +33,9 @@ class TpuDevopsError(Exception):
         else:
             parts.append(self.message)
         if self.fix:
+            parts[-1] = parts[-1].rstrip()
+            if not parts[-1].endswith((".", "!", "?", ":")):
+                parts[-1] += "."
             parts.append(f"Fix: {self.fix}")
         return " ".join(parts)
 

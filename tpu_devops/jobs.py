@@ -149,7 +149,7 @@ class JobView(ToolResult):
     elapsed_s: float
     message: str
     progress: dict[str, Any]
-    result: Any = None
+    result: dict[str, Any] | list[Any] | str | float | None = None
     result_text: str | None = None
     error: dict[str, Any] | None = None
 

@@ -102,7 +102,7 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
             else:
                 result = await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
         except TpuDevopsError as exc:
-            log.info("%s refused: %s", fn.__name__, exc)
+            log.debug("%s refused: %s", fn.__name__, exc)  # the SDK logs the tool error itself
             raise ToolError(str(exc)) from exc
         return to_call_result(result)
 
