@@ -153,8 +153,10 @@ async def test_given_price_and_bad_inputs(gcp: FakeGcp, tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         await pricing.get_price(s, provisioning_model="reserved")
     assert err.value.field == "provisioning_model"
-    with pytest.raises(InputError):
+    with pytest.raises(InputError) as err:
         await pricing.estimate_cost(s, duration_hours=0)
+    # was "use hours between 0 and 8760" for 0 itself (newcomer trial)
+    assert "between 0 and" not in err.value.fix and "positive" in err.value.fix
     with pytest.raises(InputError):
         await pricing.get_price(s, usd_per_chip_hour=-1)
 

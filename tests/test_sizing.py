@@ -126,11 +126,41 @@ def test_weights_estimate_from_a_local_safetensors_index(tmp_path: Path) -> None
     assert err.value.field == "weights_gib" and "weights_gib" in (err.value.fix or "")
 
 
-def test_weights_that_do_not_fit_leave_no_pool() -> None:
-    plan = sizing.plan_capacity(
-        str(CONFIGS / "Llama-3.1-8B-Instruct.config.json"), "v5litepod-1", weights_gib=14.96
+def test_weights_that_do_not_fit_are_refused() -> None:
+    # was a plan with "-85.51 GiB pool" (newcomer trial: weights_gib=100)
+    for weights in (14.96, 100):
+        with pytest.raises(InputError) as err:
+            sizing.plan_capacity(
+                str(CONFIGS / "Llama-3.1-8B-Instruct.config.json"), "v5litepod-1", weights_gib=weights
+            )
+        assert err.value.field == "weights_gib" and err.value.value == weights
+        assert "does not fit" in err.value.message and "cap 14.49 GiB" in err.value.message
+        assert "tensor_parallel_size" in err.value.fix
+
+
+def test_tensor_parallel_below_one_says_so() -> None:
+    # was "v5litepod-1 has 1 chip(s)" for tensor_parallel_size=-2
+    for tp in (0, -2):
+        with pytest.raises(InputError) as err:
+            sizing.plan_capacity("google/gemma-4-E2B-it", tensor_parallel_size=tp, weights_gib=9)
+        assert err.value.field == "tensor_parallel_size" and ">= 1" in err.value.message
+
+
+def test_ranges_match_settings_and_startup() -> None:
+    from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
+
+    lo, hi = MAX_MODEL_LEN_RANGE
+    ulo, uhi = GPU_MEMORY_UTILIZATION_RANGE
+    for kwargs in (
+        {"max_model_len": lo - 1},
+        {"max_model_len": hi + 1},
+        {"gpu_memory_utilization": uhi + 0.005},
+    ):
+        with pytest.raises(InputError):
+            sizing.plan_capacity("google/gemma-4-E2B-it", weights_gib=9, **kwargs)
+    assert sizing.plan_capacity(
+        "google/gemma-4-E2B-it", max_model_len=lo, gpu_memory_utilization=ulo, weights_gib=1
     )
-    assert plan.kv_tokens == 0 and any("do not fit" in w for w in plan.warnings)
 
 
 @pytest.mark.parametrize(
@@ -301,7 +331,7 @@ def test_malformed_optional_config_fields_are_named_not_crashes(key: str, value:
 def test_range_errors_print_whole_numbers_readably() -> None:
     with pytest.raises(InputError) as err:
         sizing.plan_capacity("google/gemma-4-E2B-it", max_model_len=0)
-    assert "10,485,760" in str(err.value) and "e+07" not in str(err.value)
+    assert "1,048,576" in str(err.value) and "e+06" not in str(err.value)
 
 
 def test_machine_type_of_another_generation_warns_against_the_configured_accelerator() -> None:

@@ -128,6 +128,21 @@ def test_control_characters_are_rejected():
     assert err.value.field == "max_model_len"
 
 
+def test_override_ranges_are_the_shared_ones():
+    from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
+
+    lo, hi = MAX_MODEL_LEN_RANGE
+    ulo, uhi = GPU_MEMORY_UTILIZATION_RANGE
+    assert (
+        startup.apply_overrides(settings(), max_model_len=lo, gpu_memory_utilization=ulo).max_model_len == lo
+    )
+    with pytest.raises(ConfigError) as err:
+        startup.apply_overrides(settings(), max_model_len=hi + 1)
+    assert f"{hi:,}" in err.value.message
+    with pytest.raises(ConfigError):
+        startup.apply_overrides(settings(), gpu_memory_utilization=uhi + 0.005)
+
+
 def test_deployment_config_lists_equivalent_commands():
     cfg = startup.deployment_config(settings(GOOGLE_CLOUD_PROJECT="my-tpu-project"))
     assert cfg.serve_command.startswith("vllm serve google/gemma-4-E2B-it ")

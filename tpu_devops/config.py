@@ -27,6 +27,10 @@ DEFAULT_ENV_FILE = PROJECT_ROOT / "tpu.env"
 # Names of variables whose values are secrets: never shown by get_help or logged.
 SECRET_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY"})
 
+# Accepted ranges shared by Settings, plan_capacity and render_startup_script (one pair, one place).
+MAX_MODEL_LEN_RANGE = (256, 1_048_576)  # tokens per request
+GPU_MEMORY_UTILIZATION_RANGE = (0.1, 0.99)  # fraction of HBM vLLM may use
+
 DEFAULTS: dict[str, str] = {
     "GOOGLE_CLOUD_PROJECT": "",
     "GOOGLE_CLOUD_REGION": "us-west4",
@@ -320,7 +324,9 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             fix="use letters, digits, '-' and '_' only, e.g. hf-token",
         )
 
-    max_model_len = _int(env, "MAX_MODEL_LEN", lo=256, hi=1_048_576, optional=True)
+    max_model_len = _int(
+        env, "MAX_MODEL_LEN", lo=MAX_MODEL_LEN_RANGE[0], hi=MAX_MODEL_LEN_RANGE[1], optional=True
+    )
     max_batched = _int(env, "MAX_NUM_BATCHED_TOKENS", lo=16, hi=1_048_576, optional=True)
     limit_mm = None
     if env["LIMIT_MM_PER_PROMPT"].strip():
@@ -342,9 +348,9 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         util = float(env["GPU_MEMORY_UTILIZATION"])
     except ValueError:
         util = -1.0
-    if not 0.1 <= util <= 0.99:
+    if not GPU_MEMORY_UTILIZATION_RANGE[0] <= util <= GPU_MEMORY_UTILIZATION_RANGE[1]:
         raise ConfigError(
-            "not a fraction between 0.1 and 0.99",
+            "not a fraction between {} and {}".format(*GPU_MEMORY_UTILIZATION_RANGE),
             field="GPU_MEMORY_UTILIZATION",
             value=env["GPU_MEMORY_UTILIZATION"],
             fix="use 0.92 on v5e (higher values fail ~14 min into boot)",

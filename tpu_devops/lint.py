@@ -9,6 +9,7 @@ E2B), the fixture boot logs, and vLLM / tpu-inference sources cited per rule.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shlex
@@ -42,9 +43,113 @@ BOOLEAN_FLAGS = frozenset(
         "skip-tokenizer-init",
         "disable-frontend-multiprocessing",
         "headless",
+        "enable-lora",
+        "enable-sleep-mode",
+        "enable-expert-parallel",
+        "enable-prompt-tokens-details",
+        "enable-force-include-usage",
+        "enable-server-load-tracking",
+        "enable-request-id-headers",
+        "disable-custom-all-reduce",
+        "disable-sliding-window",
+        "disable-cascade-attn",
+        "disable-uvicorn-access-log",
+        "disable-fastapi-docs",
+        "return-tokens-as-token-ids",
     }
 )
 SHORT_FLAGS = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "q": "quantization"}
+# Typed vLLM serve flags (vllm/engine/arg_utils.py EngineArgs.add_cli_args and the OpenAI server's
+# make_arg_parser); not every flag of every version, so an unknown name is a warning, never an error.
+INT_FLAGS = frozenset(
+    {
+        "max-model-len",
+        "max-num-batched-tokens",
+        "max-num-seqs",
+        "tensor-parallel-size",
+        "pipeline-parallel-size",
+        "data-parallel-size",
+        "block-size",
+        "port",
+        "seed",
+        "max-logprobs",
+        "max-parallel-loading-workers",
+        "max-seq-len-to-capture",
+        "max-num-partial-prefills",
+        "max-long-partial-prefills",
+        "long-prefill-token-threshold",
+        "num-scheduler-steps",
+        "num-gpu-blocks-override",
+        "max-lora-rank",
+        "max-loras",
+        "max-cpu-loras",
+        "num-speculative-tokens",
+        "api-server-count",
+        "uvicorn-log-level-int",
+    }
+)
+FLOAT_FLAGS = frozenset({"gpu-memory-utilization", "swap-space", "cpu-offload-gb"})
+STRING_FLAGS = frozenset(
+    {
+        "model",
+        "host",
+        "served-model-name",
+        "tokenizer",
+        "tokenizer-mode",
+        "revision",
+        "tokenizer-revision",
+        "code-revision",
+        "download-dir",
+        "load-format",
+        "dtype",
+        "kv-cache-dtype",
+        "quantization",
+        "limit-mm-per-prompt",
+        "mm-processor-kwargs",
+        "tool-call-parser",
+        "reasoning-parser",
+        "chat-template",
+        "chat-template-content-format",
+        "additional-config",
+        "hf-overrides",
+        "generation-config",
+        "override-generation-config",
+        "compilation-config",
+        "speculative-config",
+        "kv-transfer-config",
+        "distributed-executor-backend",
+        "api-key",
+        "root-path",
+        "uvicorn-log-level",
+        "allowed-origins",
+        "allowed-methods",
+        "allowed-headers",
+        "ssl-keyfile",
+        "ssl-certfile",
+        "response-role",
+        "lora-modules",
+        "tool-parser-plugin",
+        "guided-decoding-backend",
+        "structured-outputs-config",
+        "task",
+        "runner",
+        "config",
+        "scheduling-policy",
+        "hf-token",
+    }
+)
+KNOWN_FLAGS = BOOLEAN_FLAGS | INT_FLAGS | FLOAT_FLAGS | STRING_FLAGS
+FLAG_EXAMPLES = {
+    "max-model-len": "16384",
+    "max-num-batched-tokens": "4096",
+    "max-num-seqs": "256",
+    "tensor-parallel-size": "1",
+    "gpu-memory-utilization": "0.92",
+    "port": "8000",
+    "tool-call-parser": "gemma4",
+    "reasoning-parser": "gemma4",
+    "limit-mm-per-prompt": """'{"image":4,"audio":1}'""",
+}
 _SEED = "seed measurement on v5e-1, Gemma 4 E2B (DESIGN §3)"
 
 
@@ -229,25 +334,119 @@ class Context:
 
 
 def _num(ctx: Context, name: str, out: list[Finding], kind: type = float) -> Any:
+    """The flag's value as ``kind``, or None when unset or invalid (`rule_flag_values` reports invalid ones)."""
     raw = ctx.get(name)
     if raw is None or raw is True:
         return None
-    try:
-        return kind(str(raw).replace("_", ""))
-    except ValueError:
-        out.append(
-            Finding(
-                id="not-a-number",
-                severity="error",
-                flag=f"--{name}",
-                value=str(raw),
-                what_happens="vLLM's argument parser rejects the command",
-                why=f"--{name} takes a {'number' if kind is float else 'whole number'}",
-                source="vLLM CLI argument types",
-                fix=f"give --{name} a {kind.__name__} value",
+    parsed = parse_flag_number(str(raw), kind)
+    return parsed if isinstance(parsed, kind) else None
+
+
+def parse_flag_number(raw: str, kind: type) -> int | float | str:
+    """``raw`` as ``kind`` the way vLLM's CLI reads it, or a reason string when the CLI would reject it.
+
+    Whole-number flags accept vLLM's human-readable forms (``16k`` = 16,000, ``16K`` = 16,384, ``1M``);
+    source: vllm/engine/arg_utils.py ``human_readable_int``.
+    """
+    text = raw.strip().replace("_", "")
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            return "not a number"
+    m = re.fullmatch(r"([+-]?\d+(?:\.\d+)?)([kKmMgGtT]?)", text)
+    if not m:
+        return "not a whole number"
+    number, suffix = m.groups()
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix.lower()]
+    if suffix.isupper():
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[suffix]
+    value = float(number) * scale
+    if value != int(value) or ("." in number and not suffix):
+        return "not a whole number"
+    return int(value)
+
+
+def _value_finding(finding_id: str, name: str, raw: Any, what: str, why: str, fix: str) -> Finding:
+    return Finding(
+        id=finding_id,
+        severity="error",
+        flag=f"--{name}",
+        value=None if raw is True else str(raw),
+        what_happens=what,
+        why=why,
+        source="vLLM serve argument types (vllm/engine/arg_utils.py EngineArgs.add_cli_args)",
+        fix=fix,
+    )
+
+
+def rule_flag_values(ctx: Context, out: list[Finding]) -> None:
+    """Unknown flags (warning), valued flags without a value, and values the CLI would reject (errors)."""
+    for name, raw in ctx.spec.flags.items():
+        if name.startswith("_") or name == "model":
+            continue
+        base = name[3:] if name.startswith("no-") else name
+        if name not in KNOWN_FLAGS and base not in BOOLEAN_FLAGS:
+            close = difflib.get_close_matches(name, sorted(KNOWN_FLAGS), n=1)
+            out.append(
+                Finding(
+                    id="unknown-flag",
+                    severity="warning",
+                    flag=f"--{name}",
+                    value=None if raw is True else str(raw),
+                    what_happens="if vLLM does not know it either, the CLI exits: unrecognized arguments",
+                    why="it is not a vLLM serve flag this lint knows, so none of its checks cover it",
+                    source="vLLM serve flags (vllm serve --help=all)",
+                    fix=f"did you mean --{close[0]}?"
+                    if close
+                    else "check the spelling with vllm serve --help=all",
+                )
             )
-        )
-        return None
+            continue
+        if name in BOOLEAN_FLAGS or name.startswith("no-"):
+            continue
+        if raw is True:
+            example = FLAG_EXAMPLES.get(name, "VALUE")
+            out.append(
+                _value_finding(
+                    "flag-missing-value",
+                    name,
+                    raw,
+                    f"the CLI exits: argument --{name}: expected one argument",
+                    f"--{name} takes a value and none was given",
+                    f"--{name} {example}",
+                )
+            )
+            continue
+        kind = int if name in INT_FLAGS else float if name in FLOAT_FLAGS else None
+        if kind is None:
+            continue
+        if name == "max-model-len" and str(raw).strip().lower() in ("auto", "-1"):
+            continue  # vLLM: fit the longest context the KV pool allows
+        example = FLAG_EXAMPLES.get(name, "1")
+        parsed = parse_flag_number(str(raw), kind)
+        if isinstance(parsed, str):
+            out.append(
+                _value_finding(
+                    "not-a-number",
+                    name,
+                    raw,
+                    f"the CLI exits: argument --{name}: invalid value {str(raw)!r}",
+                    f"--{name} takes a {'whole number' if kind is int else 'number'}: {parsed}",
+                    f"--{name} {example}",
+                )
+            )
+        elif kind is int and parsed < 1 and name not in ("port", "seed"):
+            out.append(
+                _value_finding(
+                    "flag-value-range",
+                    name,
+                    raw,
+                    "vLLM refuses to start",
+                    f"--{name} must be >= 1",
+                    f"--{name} {example}",
+                )
+            )
 
 
 def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
@@ -300,8 +499,8 @@ def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
 
 def rule_kv_cache_dtype(ctx: Context, out: list[Finding]) -> None:
     raw = ctx.get("kv-cache-dtype")
-    if raw is None:
-        return
+    if raw is None or raw is True:
+        return  # True: no value given (rule_flag_values)
     value = str(raw)
     flag = "--kv-cache-dtype"
     if value not in KV_DTYPE_CHOICES:
@@ -364,20 +563,10 @@ def rule_batched_tokens(ctx: Context, out: list[Finding]) -> None:
     disabled_chunking = ctx.get("disable-chunked-mm-input") is True
     flag = "--max-num-batched-tokens"
     if tokens is not None and tokens <= 0:
-        out.append(
-            Finding(
-                id="batched-tokens-range",
-                severity="error",
-                flag=flag,
-                value=str(tokens),
-                what_happens="vLLM refuses to start",
-                why="a token budget must be positive",
-                source="vLLM SchedulerConfig",
-                fix="use a power of two such as 4096",
-            )
-        )
-        return
-    if ctx.is_gemma4 and disabled_chunking and (tokens is None or tokens < GEMMA4_MM_ITEM_TOKENS):
+        return  # reported by rule_flag_values
+    unset = ctx.get("max-num-batched-tokens") is None
+    too_small = unset or (tokens is not None and tokens < GEMMA4_MM_ITEM_TOKENS)
+    if ctx.is_gemma4 and disabled_chunking and too_small:
         shown = "default (2048)" if tokens is None else str(tokens)
         out.append(
             Finding(
@@ -392,7 +581,7 @@ def rule_batched_tokens(ctx: Context, out: list[Finding]) -> None:
                 fix="--max-num-batched-tokens 4096",
             )
         )
-    if ctx.is_gemma4 and not disabled_chunking and tokens is None:
+    if ctx.is_gemma4 and not disabled_chunking and unset:
         out.append(
             Finding(
                 id="gemma4-batched-tokens-default",
@@ -463,7 +652,9 @@ def rule_tensor_parallel(ctx: Context, out: list[Finding]) -> None:
     if tp is None:
         return
     flag = "--tensor-parallel-size"
-    if tp < 1 or tp > ctx.accel.chips:
+    if tp < 1:
+        return  # reported by rule_flag_values (must be >= 1)
+    if tp > ctx.accel.chips:
         out.append(
             Finding(
                 id="tensor-parallel-exceeds-chips",
@@ -473,7 +664,7 @@ def rule_tensor_parallel(ctx: Context, out: list[Finding]) -> None:
                 what_happens="vLLM fails at start: it cannot place the shards",
                 why=f"{ctx.accel.name} has {ctx.accel.chips} chip(s)",
                 source="catalog: chips per accelerator type",
-                fix=f"--tensor-parallel-size {min(max(tp, 1), ctx.accel.chips)}",
+                fix=f"--tensor-parallel-size {ctx.accel.chips}",
             )
         )
     elif tp > 1 and ctx.kv_heads is not None and tp > ctx.kv_heads:
@@ -494,6 +685,8 @@ def rule_tensor_parallel(ctx: Context, out: list[Finding]) -> None:
 def rule_tool_calling(ctx: Context, out: list[Finding]) -> None:
     auto = ctx.get("enable-auto-tool-choice") is True
     parser = ctx.get("tool-call-parser")
+    if parser is True:
+        parser = None  # no value given (rule_flag_values)
     if auto and not parser:
         out.append(
             Finding(
@@ -551,7 +744,7 @@ def rule_tool_calling(ctx: Context, out: list[Finding]) -> None:
 
 def rule_limit_mm(ctx: Context, out: list[Finding]) -> None:
     raw = ctx.get("limit-mm-per-prompt")
-    if raw is None or isinstance(raw, dict):
+    if raw is None or raw is True or isinstance(raw, dict):
         return
     try:
         value = json.loads(str(raw))
@@ -649,6 +842,7 @@ def rule_compile_cache(ctx: Context, out: list[Finding]) -> None:
 
 
 RULES: list[Callable[[Context, list[Finding]], None]] = [
+    rule_flag_values,
     rule_memory_utilization,
     rule_kv_cache_dtype,
     rule_batched_tokens,

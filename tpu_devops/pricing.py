@@ -423,7 +423,10 @@ async def estimate_cost(
     """
     if duration_hours is not None and not 0 < duration_hours <= 8760:
         raise InputError(
-            "out of range", field="duration_hours", value=duration_hours, fix="use hours between 0 and 8760"
+            "out of range (0, 8760]: more than 0 hours, at most a year",
+            field="duration_hours",
+            value=duration_hours,
+            fix="use a positive number of hours up to 8760, e.g. 3 (omit it for the hourly price only)",
         )
     if not 0 <= cold_start_minutes <= 240:
         raise InputError(

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
+from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.results import ToolResult
 
@@ -582,9 +583,18 @@ def plan_from_geometry(
     Raises:
         InputError: utilization, lengths or TP out of range.
     """
-    _check_number(gpu_memory_utilization, "gpu_memory_utilization", 0.05, 1.0, "use 0.92 on v5e")
-    _check_number(max_model_len, "max_model_len", 16, 10_485_760, "use e.g. 16384")
-    if tensor_parallel_size < 1 or tensor_parallel_size > accel.chips:
+    _check_number(
+        gpu_memory_utilization, "gpu_memory_utilization", *GPU_MEMORY_UTILIZATION_RANGE, "use 0.92 on v5e"
+    )
+    _check_number(max_model_len, "max_model_len", *MAX_MODEL_LEN_RANGE, "use e.g. 16384")
+    if isinstance(tensor_parallel_size, bool) or tensor_parallel_size < 1:
+        raise InputError(
+            "must be >= 1 (the number of chips the model is split over)",
+            field="tensor_parallel_size",
+            value=tensor_parallel_size,
+            fix=f"use 1..{accel.chips} on {accel.name}",
+        )
+    if tensor_parallel_size > accel.chips:
         raise InputError(
             f"{accel.name} has {accel.chips} chip(s)",
             field="tensor_parallel_size",
@@ -700,8 +710,8 @@ def plan_capacity(
     Args:
         model: local config.json path (or its directory) or Hugging Face repo id.
         accelerator_type: any spelling `catalog.resolve_accelerator_type` accepts (v5e-1 -> v5litepod-1).
-        gpu_memory_utilization: fraction of HBM vLLM may use (0.05-1.0).
-        max_model_len: tokens per request (16-10,485,760).
+        gpu_memory_utilization: fraction of HBM vLLM may use (config.GPU_MEMORY_UTILIZATION_RANGE, 0.1-0.99).
+        max_model_len: tokens per request (config.MAX_MODEL_LEN_RANGE, 256-1,048,576).
         tensor_parallel_size: chips the model is split over (1..chips of the type).
         weights_gib: HBM of the loaded weights; default a measured value or a checkpoint estimate.
         clients, context_tokens: optional load to check against the pool.
@@ -738,6 +748,17 @@ def plan_capacity(
         context_tokens=context_tokens,
         config_source=source,
     )
+    if plan.budget.kv_pool_gib <= 0:
+        b = plan.budget
+        raise InputError(
+            f"the model does not fit: weights {b.weights_gib:.2f} GiB ({weights_source}) exceed the HBM cap "
+            f"{b.cap_gib:.2f} GiB ({b.chips} chip(s) x {b.hbm_per_chip_gib:.2f} GiB x {b.gpu_memory_utilization:g}), "
+            "leaving no room for a KV cache",
+            field="weights_gib",
+            value=weights_gib if weights_gib is not None else round(weights, 2),
+            fix="use an accelerator type with more HBM per deployment (more chips with tensor_parallel_size, or "
+            "v6e: 32 GiB/chip), or a smaller model; weights_gib is GiB of HBM after loading, not of the download",
+        )
     plan.warnings[:0] = extra
     return plan
 

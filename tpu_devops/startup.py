@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from tpu_devops import __version__
-from tpu_devops.config import Settings
+from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, Settings
 from tpu_devops.errors import ConfigError
 from tpu_devops.results import ToolResult
 
@@ -144,15 +144,20 @@ def apply_overrides(
             )
         update["model_name"] = model_name.strip()
     if max_model_len is not None:
-        if not 256 <= max_model_len <= 1_048_576:
+        lo, hi = MAX_MODEL_LEN_RANGE
+        if isinstance(max_model_len, bool) or not lo <= max_model_len <= hi:
             raise ConfigError(
-                "out of range", field="max_model_len", value=max_model_len, fix="use 256..1048576, e.g. 16384"
+                f"out of range [{lo:,}, {hi:,}]",
+                field="max_model_len",
+                value=max_model_len,
+                fix=f"use {lo:,}..{hi:,}, e.g. 16384",
             )
         update["max_model_len"] = max_model_len
     if gpu_memory_utilization is not None:
-        if not 0.1 <= gpu_memory_utilization <= 0.99:
+        lo_u, hi_u = GPU_MEMORY_UTILIZATION_RANGE
+        if not lo_u <= gpu_memory_utilization <= hi_u:
             raise ConfigError(
-                "not a fraction between 0.1 and 0.99",
+                f"not a fraction between {lo_u} and {hi_u}",
                 field="gpu_memory_utilization",
                 value=gpu_memory_utilization,
                 fix="use 0.92 on v5e",

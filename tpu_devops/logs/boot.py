@@ -922,24 +922,65 @@ def refuse_two_sources(node: str, log_text: str | None, path: str | None) -> Non
         )
 
 
+def _looks_like_json(p: Path) -> bool:
+    """True when the file's first non-blank character opens a JSON array or object (a log export)."""
+    with p.open("rb") as fh:
+        head = fh.read(4096).lstrip()
+    return head[:1] in (b"[", b"{")
+
+
+def read_export_text(path: str) -> tuple[str, int]:
+    """The messages of a Cloud Logging export (``gcloud logging read --format=json`` array, JSON lines,
+    or ``{"entries": [...]}``), redacted, oldest first, one per line: the text ``docker logs`` would show.
+
+    Exports list the newest entry first; entries are sorted by ``timestamp`` (stable; entries without one
+    keep their place at the start). Returns ``(text, entry_count)``.
+
+    Raises:
+        InputError: malformed JSON, or no LogEntry with a message in the file.
+    """
+    from tpu_devops.logs.sources import FileSource
+
+    source = FileSource(path, max_entries=500_000)
+    records = [r for page in source.pages() for r in page]
+    records = [r for r in records if r.message.strip()]
+    if not records:
+        raise InputError(
+            "a JSON file with no log entries (no LogEntry with textPayload or jsonPayload.message)",
+            field="path",
+            value=path,
+            fix="pass a Cloud Logging export (gcloud logging read --format=json) or the container's plain-text "
+            "output (docker logs vllm > boot.log); summarize_logs reads other exports",
+        )
+    records.sort(key=lambda r: r.epoch() or 0.0)
+    return "\n".join(r.message for r in records), len(records)
+
+
 def diagnose_vllm_boot(log_text: str | None = None, path: str | None = None) -> BootDiagnosis:
     """Tool entry point: diagnose a boot log given as text or as a file path.
 
+    A file may be plain text (``docker logs vllm``) or a Cloud Logging export (JSON array / JSON lines of
+    LogEntry, newest first): an export's messages are diagnosed in timestamp order.
+
     Raises:
-        InputError: neither or both inputs, missing/unreadable file, file over 512 MiB, empty log.
+        InputError: neither or both inputs, missing/unreadable file, not a regular file, file over
+        512 MiB, empty log, a JSON file without log entries.
     """
     if (log_text is None or log_text == "") == (path is None or path == ""):
         raise InputError(
-            "give exactly one of log_text or path",
+            "give exactly one of log_text, path or node",
             field="log_text" if not path else "path",
             value=None,
-            fix="paste the container log as log_text, or pass the path of a saved log file",
+            fix="paste the container log as log_text, pass the path of a saved log file (plain text or a "
+            "Cloud Logging JSON export), or pass node (a TPU node / queued resource id) to read it from "
+            "Cloud Logging",
         )
     if path:
         p = Path(path).expanduser()
         if not p.is_file():
+            exists = p.exists()
             raise InputError(
-                "no such file",
+                ("not a regular file (a directory or a device)" if exists else "no such file"),
                 field="path",
                 value=path,
                 fix="pass the path of a saved vLLM log (e.g. docker logs vllm > boot.log)",
@@ -953,14 +994,18 @@ def diagnose_vllm_boot(log_text: str | None = None, path: str | None = None) -> 
                 fix="pass the boot part of the log",
             )
         try:
-            # newline="" keeps lone \r (progress bars) inside their line, so line numbers match grep -n.
-            with p.open(encoding="utf-8", errors="replace", newline="") as fh:
-                text = fh.read()
+            if _looks_like_json(p):
+                text, entries = read_export_text(path)
+                source = f"{p} (Cloud Logging export, {entries:,} entries, oldest first)"
+            else:
+                # newline="" keeps lone \r (progress bars) inside their line, so line numbers match grep -n.
+                with p.open(encoding="utf-8", errors="replace", newline="") as fh:
+                    text = fh.read()
+                source = str(p)
         except OSError as exc:
             raise InputError(
                 f"cannot read: {exc.strerror}", field="path", value=path, fix="check permissions"
             ) from None
-        source = str(p)
     else:
         text = log_text or ""
         source = "log_text"

@@ -386,6 +386,21 @@ def _lines(handle: Any, limit: int = MAX_LINE_CHARS) -> Iterator[tuple[int, Any,
 
 
 _FILE_FIX = "use `gcloud logging read --format=json` output, JSON lines, or plain text"
+# LogEntry fields (https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry): an object with
+# none of them is not a log entry.
+LOG_ENTRY_KEYS = frozenset(
+    {
+        "insertId",
+        "timestamp",
+        "receiveTimestamp",
+        "severity",
+        "logName",
+        "textPayload",
+        "jsonPayload",
+        "protoPayload",
+        "resource",
+    }
+)
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
@@ -433,7 +448,7 @@ class FileSource:
         stripped = head.lstrip()
         if not stripped:
             raise self._bad("the file is empty", "check the export command wrote entries (widen --freshness)")
-        if "\x00" in head:
+        if "\x00" in head or head.count("\ufffd") > max(8, len(head) // 100):
             raise self._bad("a binary (or UTF-16) file, not a log export", "save the export as UTF-8 text")
         if stripped.startswith("["):
             return "json-array"
@@ -448,10 +463,26 @@ class FileSource:
             raise self._bad(f"a {self._path.suffix} file that does not start with JSON")
         return "text"
 
+    def _entry(self, value: Any, where: str) -> dict[str, Any]:
+        """``value`` when it is a LogEntry object, else InputError naming where it sits."""
+        if isinstance(value, dict) and LOG_ENTRY_KEYS.intersection(value):
+            return value
+        shown = (
+            json.dumps(value)[:80]
+            if not isinstance(value, dict)
+            else "an object with keys " + ", ".join(sorted(map(str, value))[:6])
+        )
+        raise self._bad(
+            f"{where} is not a Cloud Logging LogEntry ({shown}): is this a log export?",
+            "pass `gcloud logging read --format=json` output (objects with timestamp, severity, "
+            "textPayload/jsonPayload), JSON lines of them, or a plain-text log",
+        )
+
     def _raw_entries(self) -> Iterator[dict[str, Any]]:
         with self._path.open("r", encoding="utf-8", errors="replace") as handle:
             if self.kind == "json-array":
-                yield from (e for e in _iter_json_array(handle) if isinstance(e, dict))
+                for index, value in enumerate(_iter_json_array(handle)):
+                    yield self._entry(value, f"array element {index}")
             elif self.kind == "json-lines":
                 for number, line, whole in _lines(handle):
                     if not line.strip():
@@ -466,8 +497,7 @@ class FileSource:
                             + ("" if whole else f" within {MAX_LINE_CHARS >> 20} MiB"),
                             "export with --format=json",
                         ) from None
-                    if isinstance(entry, dict):
-                        yield entry
+                    yield self._entry(entry, f"line {number}")
             else:
                 if self._path.stat().st_size > MAX_OBJECT_BYTES:
                     raise self._bad(
@@ -477,12 +507,10 @@ class FileSource:
                 data = json.load(handle)
                 entries = data.get("entries") if isinstance(data, dict) else None
                 if not isinstance(entries, list):
-                    entries = (
-                        [data]
-                        if isinstance(data, dict) and ("insertId" in data or "timestamp" in data)
-                        else []
-                    )
-                yield from (e for e in entries if isinstance(e, dict))
+                    yield self._entry(data, "the JSON value")
+                    return
+                for index, value in enumerate(entries):
+                    yield self._entry(value, f"entries[{index}]")
 
     def _records(self) -> Iterator[LogRecord]:
         if self.kind == "text":
@@ -528,6 +556,11 @@ class FileSource:
                 page = []
         if page:
             yield page
+        if self.count == 0:
+            raise self._bad(
+                "0 log entries in the file: is this a log export?",
+                "check the export command wrote entries (widen --freshness), or pass another file",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -782,6 +815,13 @@ def open_source(
         applied to files), bad window/severity/filter, max_entries range.
     """
     redactor = redactor or Redactor()
+    if path is not None and not path.strip():
+        raise InputError(
+            "empty path (an empty string is not 'no file')",
+            field="path",
+            value=path,
+            fix="pass the path of a log export, or omit path (null) to query Cloud Logging",
+        )
     if not 1 <= int(max_entries) <= 200_000:
         raise InputError(
             "max_entries out of range", field="max_entries", value=max_entries, fix="use 1 to 200000"

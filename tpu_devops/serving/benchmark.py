@@ -769,10 +769,18 @@ async def import_results(
     with $/M at the live price and the KV check, and (``write``) save CSV + JSON + PNG.
 
     Raises:
-        InputError: missing path, no JSON files, or a file that is not a vllm bench serve result.
+        InputError: empty or missing path, no JSON files, or a file that is not a vllm bench serve result.
     """
     if provisioning_model:
         validate_provisioning_model(provisioning_model)
+    if not results_path or not results_path.strip():
+        # Path("") is the current directory: an empty argument must not scan wherever the server runs.
+        raise InputError(
+            "empty path",
+            field="results_path",
+            value=results_path,
+            fix="pass a vllm bench serve JSON file or a directory of them, e.g. ./bench/results",
+        )
     path = Path(results_path).expanduser()
     if not path.exists():
         raise InputError(
