@@ -94,7 +94,7 @@ def steps() -> list[Step]:
             {"results_path": bench, "provisioning_model": "spot"},
         ),
         Step(
-            "What a spot v5litepod-1 costs at 1,496.5 tok/s",
+            "What a spot v5litepod-1 costs at the seed's best run, 1,496.5 tok/s (the fixture above: 1,381.5)",
             "estimate_deployment_cost",
             {"accelerator_type": "v5litepod-1", "provisioning_model": "spot", "tokens_per_s": 1496.5},
         ),
