@@ -235,3 +235,50 @@ def test_diagnosis_text_is_a_timeline_and_findings() -> None:
     assert "KV cache sized: 348,896 tokens" in text and "cross-check: plan" in text
     assert "  fix: --gpu-memory-utilization 0.92" in text
     assert "non_default_args" not in text
+
+
+# ---- newcomer trial: a Cloud Logging export, and clearer path errors -------------------------------
+
+EXPORTS = Path(__file__).parent / "data" / "logs"
+
+
+@pytest.mark.parametrize(
+    ("export", "plain"),
+    [("v5e1-util095-export.json", OOM), ("v6e1-boot-ok-export.json", OK)],
+)
+def test_a_cloud_logging_export_is_diagnosed_in_time_order(export: str, plain: Path) -> None:
+    # was read as JSON text: "31,699 lines" and a timeline running backwards (negative seconds)
+    d = diagnose_vllm_boot(path=str(EXPORTS / export))
+    ref = diagnose_vllm_boot(path=str(plain))
+    assert "Cloud Logging export" in d.source and "oldest first" in d.source
+    elapsed = [p.elapsed_s for p in d.phases if p.elapsed_s is not None]
+    assert elapsed and min(elapsed) >= 0 and elapsed == sorted(elapsed)
+    assert d.lines < 5000  # one line per entry, not the pretty-printed JSON
+    assert (d.root_cause.id if d.root_cause else None) == (ref.root_cause.id if ref.root_cause else None)
+    assert d.budget == ref.budget and d.vllm_version == ref.vllm_version
+
+
+def test_json_lines_export_and_json_without_entries(tmp_path: Path) -> None:
+    import json
+
+    entries = json.loads((EXPORTS / "v5e1-util095-export.json").read_text())
+    lines = tmp_path / "export.jsonl"
+    lines.write_text("\n".join(json.dumps(e) for e in entries))
+    assert diagnose_vllm_boot(path=str(lines)).root_cause.id == "program-allocation-oom"
+    (tmp_path / "eval.json").write_text('[{"id": "x", "question": "q"}]')
+    with pytest.raises(InputError) as err:
+        diagnose_vllm_boot(path=str(tmp_path / "eval.json"))
+    assert err.value.field == "path" and "LogEntry" in err.value.message
+
+
+def test_a_directory_or_device_is_not_a_regular_file(tmp_path: Path) -> None:
+    for path in (str(tmp_path), "/dev/null"):
+        with pytest.raises(InputError) as err:
+            diagnose_vllm_boot(path=path)
+        assert "not a regular file" in err.value.message and "no such file" not in err.value.message
+
+
+def test_no_input_names_all_three_sources() -> None:
+    with pytest.raises(InputError) as err:
+        diagnose_vllm_boot()
+    assert "node" in err.value.message and "node" in err.value.fix

@@ -162,3 +162,47 @@ def test_machine_type_of_another_generation_is_flagged_against_the_configured_on
     result = lint_with_defaults(settings, command=BASE, accelerator_type="ct6e-standard-1t")
     assert result.accelerator_type == "v6e-1"
     assert any("v6e machine type" in n and "ct5lp-hightpu-1t" in n for n in result.notices)
+
+
+# ---- newcomer trial: values the CLI rejects, missing values, unknown flags -----------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "finding", "flag"),
+    [
+        ("--max-model-len abc", "not-a-number", "--max-model-len"),
+        ("--max-model-len -5", "flag-value-range", "--max-model-len"),
+        ("--max-model-len 0", "flag-value-range", "--max-model-len"),
+        ("--max-num-seqs 2.5", "not-a-number", "--max-num-seqs"),
+        ("--tensor-parallel-size 0", "flag-value-range", "--tensor-parallel-size"),
+        ("--max-num-batched-tokens", "flag-missing-value", "--max-num-batched-tokens"),
+        ("--max-num-batched-tokens --enforce-eager", "flag-missing-value", "--max-num-batched-tokens"),
+    ],
+)
+def test_values_the_cli_rejects_are_errors(extra: str, finding: str, flag: str) -> None:
+    result = lint_vllm_flags(f"{BASE} {extra}")
+    hits = [f for f in result.findings if f.id == finding]
+    assert hits and hits[0].severity == "error" and hits[0].flag == flag and hits[0].fix.startswith(flag)
+    assert result.errors >= 1
+    if finding == "flag-value-range":
+        assert ">= 1" in hits[0].why
+    # a missing value is not reported as "default (2048)"
+    assert not any(f.value == "default (2048)" for f in result.findings if f.flag == flag)
+
+
+@pytest.mark.parametrize("value", ["16384", "16k", "16K", "1M", "auto", "-1"])
+def test_forms_vllm_accepts_for_max_model_len(value: str) -> None:
+    result = lint_vllm_flags(f"{BASE} --max-model-len {value}")
+    assert not [f for f in result.findings if f.flag == "--max-model-len"], value
+
+
+def test_flag_mapping_values_and_unknown_flags() -> None:
+    result = lint_vllm_flags(flags={"max_model_len": "abc"})
+    assert ids(result).get("not-a-number") == "error" and result.errors == 1
+    result = lint_vllm_flags(flags={"bogus_flag": 1})
+    found = [f for f in result.findings if f.id == "unknown-flag"]
+    assert found and found[0].severity == "warning" and "not a vLLM serve flag" in found[0].why
+    assert "no findings" not in result.render_text()
+    typo = lint_vllm_flags(flags={"max_model_lenght": 16384})
+    assert "--max-model-len" in [f for f in typo.findings if f.id == "unknown-flag"][0].fix
+    assert lint_vllm_flags(flags={"max_model_len": 16384, "enforce_eager": True}).findings == []

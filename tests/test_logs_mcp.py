@@ -206,7 +206,22 @@ async def test_bad_inputs_come_back_as_clear_tool_errors(
     gcp, vllm = fakes
     (tmp_path / "empty.json").write_text("")
     (tmp_path / "notjson.json").write_text("hello { not json\n")
+    # newcomer trial: these were summarized as "0 entries" / "4 entries" / garbage templates, or path=""
+    # silently switched to a Cloud Logging query
+    (tmp_path / "array.json").write_text('[1, 2, "x", null]')
+    (tmp_path / "none.json").write_text("[]")
+    (tmp_path / "records.jsonl").write_text('{"name": "a", "size": 1}\n{"name": "b", "size": 2}\n')
+    (tmp_path / "noise.bin").write_bytes(bytes(range(128, 256)) * 40)
+    not_a_log = FIXTURES / "logs" / "eval_set.json"
     bad_sources: list[tuple[dict, str]] = [
+        ({"path": str(tmp_path / "array.json")}, "path"),
+        ({"path": str(tmp_path / "none.json")}, "path"),
+        ({"path": str(tmp_path / "records.jsonl")}, "path"),
+        ({"path": str(tmp_path / "noise.bin")}, "path"),
+        ({"path": str(not_a_log)}, "path"),
+        ({"path": ""}, "path"),
+        ({"path": str(EXPORT), "since": "garbage"}, "path"),
+        ({"path": str(EXPORT), "severity": "LOUD"}, "path"),
         ({"path": str(tmp_path / "missing.json")}, "path"),
         ({"path": str(tmp_path)}, "path"),
         ({"path": str(tmp_path / "notjson.json")}, "path"),

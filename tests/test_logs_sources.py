@@ -240,3 +240,40 @@ def test_an_over_long_line_is_cut_and_numbering_continues(tmp_path: Path) -> Non
     with path.open("rb") as handle:
         lines = list(sources._lines(handle, limit=64))
     assert [(n, len(line), whole) for n, line, whole in lines] == [(1, 6, True), (2, 64, False), (3, 6, True)]
+
+
+def test_json_that_is_not_log_entries_is_refused(tmp_path: Path) -> None:
+    # newcomer trial: a JSON array of scalars read as 0 entries, eval_set.json as 4 entries
+    cases = {
+        "scalars.json": '[1, 2, "x", null]',
+        "empty-array.json": "[]",
+        "objects.json": json.dumps([{"id": "a", "question": "q"}]),
+        "lines.jsonl": '{"name": "a"}\n',
+        "wrapped.json": json.dumps({"entries": [{"foo": 1}]}),
+        "single.json": json.dumps({"foo": 1}),
+    }
+    for name, content in cases.items():
+        (tmp_path / name).write_text(content)
+        with pytest.raises(InputError) as err:
+            _records(tmp_path / name)
+        assert err.value.field == "path" and "log export" in err.value.message, (name, err.value.message)
+    with pytest.raises(InputError) as err:
+        _records(FIXTURES / "logs" / "eval_set.json")
+    assert "not a Cloud Logging LogEntry" in err.value.message
+
+
+def test_undecodable_bytes_without_nul_are_binary(tmp_path: Path) -> None:
+    (tmp_path / "noise.log").write_bytes(bytes(range(128, 256)) * 40)
+    with pytest.raises(InputError) as err:
+        _records(tmp_path / "noise.log")
+    assert "binary" in err.value.message
+
+
+def test_an_empty_path_is_not_a_cloud_query() -> None:
+    settings = load_settings(
+        environ={"GOOGLE_CLOUD_PROJECT": "my-project", "TPU_DEVOPS_ENV_FILE": "/nonexistent"}
+    )
+    for path in ("", "  "):
+        with pytest.raises(InputError) as err:
+            open_source(settings, path=path)
+        assert err.value.field == "path" and "empty path" in err.value.message

@@ -155,3 +155,45 @@ async def test_odd_inputs_are_named_errors_over_stdio(tmp_path: Path) -> None:
         ):
             result = await client.call_tool(name, args)
             assert result.content[0].text.strip() != f"Error executing tool {name}"
+
+
+async def test_newcomer_trial_inputs_over_stdio(tmp_path: Path) -> None:
+    """Inputs a newcomer tried that passed silently or gave misleading answers."""
+    e4b = "google/gemma-4-E4B-it"
+    async with mcp_client(**env_for(tmp_path)) as client:
+        # lint: values vLLM's CLI rejects were "0 error(s) ... no blocking problems"
+        for command, flag in (
+            (f"vllm serve {e4b} --max-model-len abc", "--max-model-len"),
+            (f"vllm serve {e4b} --max-model-len -5", "--max-model-len"),
+            (f"vllm serve {e4b} --max-num-batched-tokens", "--max-num-batched-tokens"),
+            (f"vllm serve {e4b} --tensor-parallel-size 0", "--tensor-parallel-size"),
+        ):
+            out = await call(client, "lint_vllm_flags", {"command": command})
+            errors = [f for f in out["findings"] if f["severity"] == "error"]
+            assert out["errors"] >= 1 and errors[0]["flag"] == flag, (command, out["findings"])
+            assert "default (2048)" not in json.dumps(errors)
+        out = await call(client, "lint_vllm_flags", {"flags": {"max_model_len": "abc"}})
+        assert out["errors"] == 1
+        result = await client.call_tool("lint_vllm_flags", {"flags": {"bogus_flag": 1}})
+        text = result.content[0].text
+        assert "not a vLLM serve flag" in text and "no findings" not in text
+
+        # plan_capacity: weights over the cap were a plan with a negative pool
+        text = await refused(client, "plan_capacity", {"model": e4b, "weights_gib": 100})
+        assert "weights_gib" in text and "does not fit" in text and "-85" not in text
+        text = await refused(
+            client, "plan_capacity", {"model": e4b, "weights_gib": 9, "tensor_parallel_size": -2}
+        )
+        assert "tensor_parallel_size" in text and ">= 1" in text and "has 1 chip" not in text
+
+        # diagnose_vllm_boot: a Cloud Logging export was read as JSON text (negative timeline)
+        out = await call(
+            client, "diagnose_vllm_boot", {"path": str(DATA / "logs" / "v5e1-util095-export.json")}
+        )
+        assert out["root_cause"]["id"] == "program-allocation-oom"
+        assert all(p["elapsed_s"] is None or p["elapsed_s"] >= 0 for p in out["phases"])
+        text = await refused(client, "diagnose_vllm_boot", {})
+        assert "node" in text
+        for path in ("/dev/null", str(tmp_path)):
+            text = await refused(client, "diagnose_vllm_boot", {"path": path})
+            assert "not a regular file" in text

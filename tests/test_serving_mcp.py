@@ -92,6 +92,13 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
             assert {k: Path(v).exists() for k, v in files.items()} == {"csv": True, "json": True, "png": True}
             assert Path(files["csv"]).parent.parent == tmp_path / "state" / "results"
             assert [c["completed"] for c in job["result"]["cells"]] == [2, 2]
+            # newcomer trial: progress showed last_cell={'concurrency': 4, ...} raw; now one readable line
+            last = job["progress"]["last_cell"]
+            assert (
+                isinstance(last, str)
+                and last.startswith("2 clients x 32-token prompts:")
+                and "2/2 ok" in last
+            )
 
 
 async def test_health_failure_classes_over_mcp(tmp_path: Path, gcp: FakeGcp) -> None:
@@ -132,6 +139,13 @@ async def test_no_endpoint_and_bad_input_are_clear_errors(tmp_path: Path, gcp: F
         assert result.is_error and "concurrency" in result.content[0].text
         result = await client.call_tool("estimate_deployment_cost", {"provisioning_model": "reserved"})
         assert result.is_error and "provisioning_model" in result.content[0].text
+        # newcomer trial: "" scanned the server's working directory; 0 h said "use hours between 0 and 8760"
+        result = await client.call_tool("import_benchmark_results", {"results_path": ""})
+        assert result.is_error and "results_path = ''" in result.content[0].text
+        assert "empty path" in result.content[0].text and "package-lock" not in result.content[0].text
+        result = await client.call_tool("estimate_deployment_cost", {"duration_hours": 0})
+        assert result.is_error and "duration_hours" in result.content[0].text
+        assert "between 0 and" not in result.content[0].text
 
 
 async def test_endpoint_discovered_from_our_active_tpu(tmp_path: Path, gcp: FakeGcp) -> None:

@@ -3,8 +3,10 @@ the source of the fact, and the fix.
 
 Input is a ``vllm serve ...`` command line (optionally inside ``docker run ... IMAGE vllm serve ...``)
 or a flag mapping. Flag names are normalised (``--max_model_len`` = ``--max-model-len``); ``--flag=value``
-and ``--flag value`` both work. Facts come from DESIGN §3 (seed measurements on v5e-1 with Gemma 4
-E2B), the fixture boot logs, and vLLM / tpu-inference sources cited per rule.
+and ``--flag value`` both work. Values vLLM's CLI would reject (``--max-model-len abc``, ``-5``, a
+trailing flag without its value) are errors; a flag name this lint does not know is a warning. Facts
+come from DESIGN §3 (seed measurements on v5e-1 with Gemma 4 E2B), the fixture boot logs, and vLLM /
+tpu-inference sources cited per rule.
 """
 
 from __future__ import annotations
@@ -432,7 +434,7 @@ def rule_flag_values(ctx: Context, out: list[Finding]) -> None:
                     name,
                     raw,
                     f"the CLI exits: argument --{name}: invalid value {str(raw)!r}",
-                    f"--{name} takes a {'whole number' if kind is int else 'number'}: {parsed}",
+                    f"--{name} takes a {'whole number' if kind is int else 'number'} and {str(raw)!r} is {parsed}",
                     f"--{name} {example}",
                 )
             )

@@ -34,7 +34,8 @@ def _render_value(value: Any, indent: int, lines: list[str], key: str | None) ->
     elif value is None:
         return
     elif isinstance(value, float):
-        lines.append(f"{pad}{label}{value:,.4g}" if abs(value) < 1e6 else f"{pad}{label}{value:,.0f}")
+        # ,.4g switches to 1.437e+04 from 10,000 up: whole-number formatting reads better there
+        lines.append(f"{pad}{label}{value:,.4g}" if abs(value) < 1e4 else f"{pad}{label}{value:,.0f}")
     elif isinstance(value, str) and "\n" in value:
         lines.append(f"{pad}{label}|")
         lines.extend(f"{pad}  {line}" for line in value.splitlines())

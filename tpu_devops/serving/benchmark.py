@@ -93,6 +93,18 @@ class Cell(BaseModel):
     source: str
 
 
+def cell_summary(cell: Cell) -> str:
+    """One readable line for a job's progress: ``4 clients x 512-token prompts: 1,381.5 tok/s out, TTFT p50
+    812 ms, 16/16 ok`` (the full cell is in the finished result)."""
+    parts = [f"{cell.concurrency} clients x {cell.prompt_tokens_target or '?'}-token prompts:"]
+    if cell.output_tokens_per_s is not None:
+        parts.append(f"{cell.output_tokens_per_s:,.1f} tok/s out,")
+    if cell.median_ttft_ms is not None:
+        parts.append(f"TTFT p50 {cell.median_ttft_ms:,.0f} ms,")
+    parts.append(f"{cell.completed}/{cell.requests} ok")
+    return " ".join(parts)
+
+
 class BenchmarkResult(ToolResult):
     """A sweep (measured or imported): the cells, the price used, the KV pool checked, the files."""
 
@@ -599,7 +611,7 @@ async def run_sweep(
             record.progress = {
                 "cells_done": len(cells),
                 "cells_total": total,
-                "last_cell": cell.model_dump(mode="json"),
+                "last_cell": cell_summary(cell),
             }
     result = BenchmarkResult(
         endpoint=url,
