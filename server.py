@@ -249,13 +249,15 @@ PmArg = Annotated[str | None, Field(description="flex-start, spot or on-demand; 
 MaxRunArg = Annotated[
     int | None,
     Field(
-        description="flex-start only: seconds before it stops itself (600-604800); default MAX_RUN_DURATION"
+        description="flex-start only (refused with spot / on-demand): seconds before it stops itself "
+        "(600-604800); default MAX_RUN_DURATION"
     ),
 ]
 ValidUntilArg = Annotated[
     int | None,
     Field(
-        description="seconds the request may wait for capacity before it fails; default VALID_UNTIL_DURATION"
+        description="seconds the request may wait for capacity before it fails (60-2592000); "
+        "default VALID_UNTIL_DURATION"
     ),
 ]
 
@@ -301,14 +303,23 @@ async def create_tpu_queued_resource(
     wait: Annotated[bool, Field(description="also start a job that waits for ACTIVE (poll get_job)")] = False,
     wait_timeout_s: Annotated[float, Field(ge=1, le=86400, description="how long the wait job polls")] = 3600,
     poll_interval_s: Annotated[float, Field(ge=0.05, le=600, description="seconds between polls")] = 15,
+    allow_second: Annotated[
+        bool,
+        Field(
+            description="create even though this rig already has a live queued resource in another zone "
+            "(two TPUs then bill at once); default false: refuse"
+        ),
+    ] = False,
 ) -> provisioning.CreateResult:
     """Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
     and rig=<id>, with the rendered startup script. Touches only its own id: if it exists, reports it instead.
-    Refuses when the Hugging Face token secret is missing. Returns at once; waiting is a job (wait=true)."""
+    Refuses when the Hugging Face token secret is missing, and when the rig already has a live queued resource
+    in another zone (unless allow_second=true). Returns at once; waiting is a job (wait=true: poll get_job
+    with the returned job_id)."""
     return await provisioning.create_with_optional_wait(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id, wait=wait,
-        wait_timeout_s=wait_timeout_s, poll_interval_s=poll_interval_s,
+        wait_timeout_s=wait_timeout_s, poll_interval_s=poll_interval_s, allow_second=allow_second,
     )  # fmt: skip
 
 
@@ -337,7 +348,8 @@ async def get_reservation_status(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
 ) -> provisioning.ReservationStatus:
     """Our queued resource's state, time in state, node, external IP and endpoint URL, flex-start expiry
-    countdown and cost so far, with the next step."""
+    countdown and cost so far, with the next step. Lists every live queued resource of the rig in any zone
+    and warns when there are several (each one bills)."""
     return await provisioning.reservation_status(settings, zone, queued_resource_id)
 
 
@@ -359,9 +371,11 @@ async def find_tpu(
     """Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
     past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
     model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
-    found, permission denied, bad accelerator) stops the sweep at once. Poll get_job."""
+    found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
+    starts; only one sweep per rig runs at a time (a second call names the running job), and the sweep stops
+    instead of creating when the rig already has a live queued resource in any zone. Poll get_job."""
     model = provisioning.check_provisioning_model(provisioning_model, settings)
-    return capacity.start_sweep(
+    return await capacity.start_sweep(
         settings,
         capacity.SweepOptions(
             provisioning_model=model, zones=zones, zone_budget_s=zone_budget_s, poll_interval_s=poll_interval_s,
@@ -437,7 +451,12 @@ async def check_setup() -> setup_check.SetupReport:
 
 
 @tools.tool(title="Get the vLLM endpoint", open_world=True, **READ)
-async def get_vllm_endpoint(zone: ZoneArg = None) -> serving_endpoint.EndpointResult:
+async def get_vllm_endpoint(
+    zone: Annotated[
+        str | None,
+        Field(description="a zone, or 'all' for every zone; default GOOGLE_CLOUD_ZONE, then every zone"),
+    ] = None,
+) -> serving_endpoint.EndpointResult:
     """The vLLM base URL: VLLM_URL if set, else our ACTIVE queued resource's node external IP
     (http://IP:VLLM_PORT). Says clearly when there is none, it is still provisioning, or there are several."""
     return await serving_endpoint.get_vllm_endpoint(settings, zone)

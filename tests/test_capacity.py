@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import anyio
 import pytest
 
 from tests.conftest import gcp_environ
@@ -201,3 +202,80 @@ async def test_sweep_never_holds_two_tpus(fake_gcp, gcp_settings) -> None:
     result = await capacity.run_sweep(gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"]))
     assert result.zone == "us-west4-b" and "never holds two" in result.stopped_because
     assert fake_gcp.tpu.creates() == []
+
+
+def test_sweep_lease_is_exclusive_and_freed_by_release_expiry_or_a_dead_process(tmp_path) -> None:
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    store = capacity.ZoneStore(tmp_path)
+    mine = store.acquire_lease("sweep:p:rig", "a", 60, job_id="find-tpu-1")
+    assert mine is not None and mine.held
+    other = capacity.ZoneStore(tmp_path).acquire_lease("sweep:p:rig", "b", 60)
+    assert other is not None and not other.held and other.job_id == "find-tpu-1" and other.pid == os.getpid()
+    store.release_lease("sweep:p:rig", "a")
+    assert store.acquire_lease("sweep:p:rig", "b", 0.0).held  # expires at once
+    assert store.acquire_lease("sweep:p:rig", "c", 60).held  # expired: taken over
+    # Held by a process that no longer exists (a server killed mid-sweep): free at once.
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE leases SET pid = ? WHERE name = 'sweep:p:rig'", (int(dead.stdout),))
+    assert store.acquire_lease("sweep:p:rig", "d", 60).held
+
+
+async def test_sweep_checks_every_zone_before_each_create(fake_gcp, gcp_settings) -> None:
+    """A rig request that appears in another zone mid-sweep (another server, a manual create) stops the
+    sweep before its next create: it used to be checked only when the sweep started."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    labels = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result: list[capacity.SweepResult] = []
+
+    async def sweep() -> None:
+        result.append(
+            await capacity.run_sweep(
+                gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"], budget=1.0)
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sweep)
+        with anyio.fail_after(30):
+            while fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None:
+                await anyio.sleep(0.02)
+        fake_gcp.tpu.add_foreign("asia-east1-a", "gemma4-e2b", labels=labels)
+    assert [c["zone"] for c in fake_gcp.tpu.creates()] == ["us-west4-a"]
+    assert result[0].zone == "asia-east1-a" and "never holds two" in result[0].stopped_because
+
+
+async def test_zone_budget_is_not_overshot_by_the_poll_interval(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    opts = capacity.SweepOptions("spot", ["us-west4-a", "us-west4-b"], 0.2, 30.0, 10, None, None)
+    result = await capacity.run_sweep(gcp_settings, record, opts)
+    assert [a.outcome for a in result.attempts] == ["timeout", "active"]
+    # The last sleep stops at the budget: a whole 30 s poll interval is never added to a 0.2 s budget.
+    assert result.attempts[0].seconds < opts.poll_interval_s
+
+
+def test_sweep_options_are_checked_before_the_job(gcp_settings) -> None:
+    from tpu_devops.errors import ConfigError
+
+    for zones, field in ((["uswest4a"], "zones"), ([], "zones")):
+        with pytest.raises(ConfigError) as err:
+            capacity.check_sweep_options(gcp_settings, _opts(zones=zones))
+        assert err.value.field == field
+    with pytest.raises(ConfigError) as err:
+        capacity.check_sweep_options(gcp_settings, capacity.SweepOptions("spot", None, 5, 1, 10, 3600, None))
+    assert err.value.field == "max_run_duration_s"
+    with pytest.raises(ConfigError) as err:
+        capacity.check_sweep_options(
+            gcp_settings, capacity.SweepOptions("flex-start", None, 5, 1, 10, None, -1)
+        )
+    assert err.value.field == "valid_until_duration_s"

@@ -113,9 +113,15 @@ async def test_plan_shows_request_command_price_and_warnings(fake_gcp, tmp_path)
     assert (
         "--provisioning-model=flex-start" in plan.gcloud_command and "--network=my-vpc" in plan.gcloud_command
     )
-    assert plan.usd_per_hour and plan.max_cost_usd == pytest.approx(plan.usd_per_hour * 4, rel=0.01)
+    # No flex-start price for europe-west4 (the catalog has none, nor the fallback table): said so, and
+    # never the us-west4 figure in its place.
+    assert plan.usd_per_hour is None and plan.max_cost_usd is None
+    assert plan.price_source.startswith("price unknown for europe-west4")
     text = " ".join(plan.warnings)
-    assert "known to refuse flex-start" in text and "network set" in text
+    assert "known to refuse flex-start" in text and "network set" in text and "price unknown" in text
+    here = await prov.plan_queued_resource(settings, zone="us-west4-a")
+    assert here.usd_per_hour and here.max_cost_usd == pytest.approx(here.usd_per_hour * 4, rel=0.01)
+    assert here.price_source.startswith("us-west4: live Billing Catalog")
     spot = await prov.plan_queued_resource(settings, provisioning_model="spot")
     assert spot.stops_billing.startswith("WARNING: spot never stops by itself")
     assert fake_gcp.tpu.creates() == []  # a plan sends nothing

@@ -11,7 +11,9 @@ the seed (DESIGN §3): ``v5litepod-1`` flex-start accepted in ``us-west4-a``, re
 ``europe-west4-a`` and ``europe-west4-b``.
 
 The zone-attempt store is SQLite (WAL, busy timeout) at ``<state_dir>/zone_attempts.sqlite3`` so it
-survives restarts and is shared by concurrent servers; after every write it renders
+survives restarts and is shared by concurrent servers. It also holds the sweep lease (table ``leases``):
+one `find_tpu` sweep per rig at a time, across every server sharing the state directory, so two
+sweeps can never each create a TPU in a different zone. After every attempt it renders
 ``<state_dir>/tpu_zones_status.md`` for people. Capacity and quota failures expire (`EXPIRY_S`);
 unsupported-model failures never do.
 """
@@ -19,6 +21,7 @@ unsupported-model failures never do.
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import tempfile
 import time
@@ -87,6 +90,33 @@ class Attempt:
         return self.expires_at is None or self.expires_at > now
 
 
+@dataclass(frozen=True)
+class Lease:
+    """A row of the ``leases`` table. Times: Unix seconds. ``held``: True for the caller's own lease."""
+
+    name: str
+    owner: str
+    host: str
+    pid: int
+    job_id: str | None
+    acquired_at: float
+    expires_at: float
+    held: bool = False
+
+
+def _alive(host: str, pid: int) -> bool:
+    """False only when ``pid`` on this host is known to be gone (another host: assume alive)."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class ZoneStore:
     """SQLite-backed attempt history under ``state_dir``. Safe across processes (WAL + busy timeout)."""
 
@@ -100,6 +130,11 @@ class ZoneStore:
                 "CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL,"
                 " zone TEXT NOT NULL, accelerator_type TEXT NOT NULL, provisioning_model TEXT NOT NULL,"
                 " outcome TEXT NOT NULL, reach TEXT, reason TEXT, message TEXT NOT NULL, expires_at REAL)"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+                " host TEXT NOT NULL, pid INTEGER NOT NULL, job_id TEXT, acquired_at REAL NOT NULL,"
+                " expires_at REAL NOT NULL)"
             )
 
     def _connect(self) -> sqlite3.Connection:
@@ -219,6 +254,53 @@ class ZoneStore:
                 if found is None or found.reach != "model":
                     found = a
         return found
+
+    # ---- leases: one sweep per rig, across server processes sharing this state directory ----
+
+    def acquire_lease(self, name: str, owner: str, ttl_s: float, job_id: str | None = None) -> Lease | None:
+        """Take the lease ``name`` for ``owner`` for ``ttl_s`` seconds; None when taken.
+
+        Atomic across processes (``BEGIN IMMEDIATE``). A lease is free when absent, expired, or held
+        by a process of this host that no longer exists (a server killed mid-sweep). Returns the
+        holder's `Lease` when it is taken by someone else (``held=False``).
+        """
+        now = time.time()
+        host, pid = socket.gethostname(), os.getpid()
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT owner, host, pid, job_id, acquired_at, expires_at FROM leases WHERE name = ?",
+                    (name,),
+                ).fetchone()
+                if row is not None:
+                    holder = Lease(name, *row, held=False)
+                    if holder.owner != owner and holder.expires_at > now and _alive(holder.host, holder.pid):
+                        db.execute("COMMIT")
+                        return holder
+                db.execute(
+                    "INSERT OR REPLACE INTO leases (name, owner, host, pid, job_id, acquired_at, expires_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, owner, host, pid, job_id, now, now + ttl_s),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return Lease(name, owner, host, pid, job_id, now, now + ttl_s, held=True)
+
+    def renew_lease(self, name: str, owner: str, ttl_s: float, job_id: str | None = None) -> None:
+        """Extend (and optionally tag with ``job_id``) a lease this owner holds. No-op otherwise."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE leases SET expires_at = ?, job_id = COALESCE(?, job_id) WHERE name = ? AND owner = ?",
+                (time.time() + ttl_s, job_id, name, owner),
+            )
+
+    def release_lease(self, name: str, owner: str) -> None:
+        """Give a lease back (only when this owner holds it)."""
+        with self._connect() as db:
+            db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
 
     def render_status(self) -> None:
         """Write ``tpu_zones_status.md``: the latest outcome per (accelerator, model, zone). Atomic replace."""
@@ -398,7 +480,9 @@ async def zones_with_quota(
 
     require_project(settings)
     model = prov.check_provisioning_model(provisioning_model, settings)
-    accel = resolve_accelerator_type(accelerator_type or settings.accelerator_type)
+    accel = resolve_accelerator_type(
+        prov.or_default(accelerator_type, settings.accelerator_type, "accelerator_type")
+    )
     zone_id, region_id = accel.quota_ids_for(model)
     family = "on-demand" if model == "on-demand" else "Preemptible (spot and flex-start)"
     limits = await prov.call(quotas.list_tpu_quota_limits, settings)
@@ -521,7 +605,7 @@ async def candidate_zones(settings: Settings, opts: SweepOptions, store: ZoneSto
     Explicit ``opts.zones`` are kept in the given order. Otherwise zones come from the quota scan
     (zones with enough quota of the right family).
     """
-    if opts.zones:
+    if opts.zones is not None:
         return list(dict.fromkeys(prov.check_zone(z, "zones") for z in opts.zones))
     scan = await zones_with_quota(settings, opts.provisioning_model)
     ok = [z for z in scan.zones if z.enough_for_request]
@@ -545,28 +629,29 @@ async def candidate_zones(settings: Settings, opts: SweepOptions, store: ZoneSto
     return [z.zone for z in sorted(ok, key=score)][: opts.max_zones]
 
 
-async def _ours_elsewhere(settings: Settings, zones: list[str], qr_id: str) -> tuple[str, str] | None:
-    """(zone, state) of a live queued resource with our id in any candidate zone, else None."""
-    found: list[tuple[str, str]] = []
+async def _rig_elsewhere(settings: Settings, qr_id: str) -> prov.QueuedResourceView | None:
+    """A live queued resource of this rig in any zone (ACTIVE first), else None.
 
-    async def one(z: str) -> None:
-        try:
-            qr = await prov.get_queued(settings, z, qr_id)
-        except CloudError:
-            return
-        if qr is not None and prov.state_of(qr) not in prov.TERMINAL_STATES:
-            found.append((z, prov.state_of(qr)))
-
-    async with anyio.create_task_group() as tg:
-        for z in zones:
-            tg.start_soon(one, z)
-    return found[0] if found else None
+    Every zone, not only the candidates: a create in one zone while the rig holds a request in
+    another (made by a previous sweep, another server or create_tpu_queued_resource) bills twice.
+    """
+    try:
+        live = await prov.rig_queued_resources(settings, qr_id)
+    except CloudError:
+        return None
+    live.sort(key=lambda q: q.state != "ACTIVE")
+    return live[0] if live else None
 
 
-async def run_sweep(settings: Settings, record: Any, opts: SweepOptions) -> SweepResult:
+async def run_sweep(
+    settings: Settings, record: Any, opts: SweepOptions, lease: SweepLease | None = None
+) -> SweepResult:
     """Job body of `find_tpu`: try zones one at a time until one request becomes ACTIVE.
 
-    One create at a time, so the sweep never holds two TPUs. Each zone gets ``zone_budget_s`` to leave
+    One create at a time, and before every create every zone is checked for a live queued resource
+    of this rig (the sweep stops instead of creating a second TPU). `start_sweep` also holds a lease
+    (``lease``, renewed while waiting) so only one sweep per rig runs at a time, across server
+    processes sharing the state directory. Each zone gets ``zone_budget_s`` to leave
     the queue; a request that fails or waits out its budget is deleted (it is the sweep's own id,
     and FAILED requests hold quota). Failures are recorded in the store with their reach; a
     ``config`` failure stops the sweep at once. A PROVISIONING request is never abandoned.
@@ -601,16 +686,24 @@ async def run_sweep(settings: Settings, record: Any, opts: SweepOptions) -> Swee
             "check get_zones_with_available_quota",
         )
     record.progress = {"candidates": zones, "tried": 0}
-    existing = await _ours_elsewhere(settings, zones, qr_id)
-    if existing is not None:
-        z, st = existing
+
+    def already(existing: prov.QueuedResourceView) -> SweepResult:
+        z, st = existing.zone, existing.state
         return result(
-            st == "ACTIVE", f"'{qr_id}' already exists in {z} ({st}); a sweep never holds two TPUs",
-            "use get_reservation_status, or destroy_queued_resource before sweeping again", zone=z, state=st,
+            st == "ACTIVE", f"'{existing.id}' already exists in {z} ({st}, {existing.provisioning_model}); "
+            "a sweep never holds two TPUs",
+            f"use get_reservation_status zone={z}, or destroy_queued_resource zone={z} before sweeping again",
+            zone=z, state=st,
         )  # fmt: skip
+
+    existing = await _rig_elsewhere(settings, qr_id)
+    if existing is not None:
+        return already(existing)
     await prov.ensure_hf_secret(settings)
     for zone in zones:
         started = time.monotonic()
+        if lease is not None:
+            lease.renew()
         blocker = store.blocker(zone, accel, model)
         if blocker is not None:
             attempts.append(
@@ -625,10 +718,14 @@ async def run_sweep(settings: Settings, record: Any, opts: SweepOptions) -> Swee
             record.progress = {"candidates": zones, "tried": len(attempts), "last": f"{zone}: skipped"}
             continue
         record.message = f"trying {zone} ({len(attempts) + 1}/{len(zones)})"
+        if attempts:  # the first zone was checked just above
+            existing = await _rig_elsewhere(settings, qr_id)
+            if existing is not None:
+                return already(existing)
         try:
             created = await prov.create_queued_resource(
                 settings, zone=zone, provisioning_model=model, max_run_duration_s=opts.max_run_duration_s,
-                valid_until_duration_s=opts.valid_until_duration_s, check_secret=False,
+                valid_until_duration_s=opts.valid_until_duration_s, check_secret=False, check_other_zones=False,
             )  # fmt: skip
         except TpuDevopsError as exc:
             if isinstance(exc, ConfigError):  # our own argument / setting errors: not the zone's
@@ -666,7 +763,7 @@ async def run_sweep(settings: Settings, record: Any, opts: SweepOptions) -> Swee
             outcome="accepted",
             message="request accepted",
         )
-        outcome = await _wait_in_zone(settings, record, zone, qr_id, opts)
+        outcome = await _wait_in_zone(settings, record, zone, qr_id, opts, lease)
         state, failure, url = outcome
         if state == "ACTIVE":
             store.record(
@@ -728,11 +825,22 @@ def _record_failure(
 
 
 async def _wait_in_zone(
-    settings: Settings, record: Any, zone: str, qr_id: str, opts: SweepOptions
+    settings: Settings,
+    record: Any,
+    zone: str,
+    qr_id: str,
+    opts: SweepOptions,
+    lease: SweepLease | None = None,
 ) -> tuple[str, prov.Failure | None, str | None]:
-    """Poll one request: ("ACTIVE", None, url) or (state, Failure, None)."""
+    """Poll one request: ("ACTIVE", None, url) or (state, Failure, None).
+
+    The budget is a deadline: the last sleep is cut short at it (a 15 s poll interval used to carry a
+    20 s budget to 30 s), except for PROVISIONING, which cannot be deleted and is waited for.
+    """
     deadline = time.monotonic() + opts.zone_budget_s
     while True:
+        if lease is not None:
+            lease.renew()
         qr = await prov.get_queued(settings, zone, qr_id)
         if qr is None:
             return (
@@ -758,7 +866,7 @@ async def _wait_in_zone(
                 ),
                 None,
             )
-        await anyio.sleep(opts.poll_interval_s)
+        await anyio.sleep(opts.poll_interval_s if over >= 0 else min(opts.poll_interval_s, -over))
 
 
 async def _delete_own(settings: Settings, zone: str, qr_id: str) -> None:
@@ -795,18 +903,108 @@ class SweepStarted(ToolResult):
         return f"sweep started as job {self.job_id}; poll get_job('{self.job_id}')"
 
 
-def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
-    """Start `run_sweep` as a job (must be called on the event loop)."""
+LEASE_TTL_S = 120.0  # a sweep's lease lapses this long after its last renewal (a crashed server)
+
+
+class SweepLease:
+    """The "one sweep per rig" lease (a row in the zone store's ``leases`` table), renewed while the
+    sweep runs and released when it ends. Renewals are throttled to one per ``ttl_s / 4``."""
+
+    def __init__(self, store: ZoneStore, name: str, owner: str, ttl_s: float) -> None:
+        self.store, self.name, self.owner, self.ttl_s = store, name, owner, ttl_s
+        self._renewed = time.monotonic()
+
+    def renew(self, job_id: str | None = None) -> None:
+        if job_id is None and time.monotonic() - self._renewed < self.ttl_s / 4:
+            return
+        self.store.renew_lease(self.name, self.owner, self.ttl_s, job_id)
+        self._renewed = time.monotonic()
+
+    def release(self) -> None:
+        self.store.release_lease(self.name, self.owner)
+
+
+def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
+    """Validate every argument before a job starts (a typo must fail the call, not the job).
+
+    Raises:
+        ConfigError: an explicitly empty zone list, a malformed zone (field ``zones``), bad durations
+            (see `provisioning.check_durations`).
+    """
+    if opts.zones is not None:
+        if not opts.zones:
+            raise ConfigError(
+                "empty zone list", field="zones", value=[],
+                fix="omit zones to try the zones with quota (best first), or list zones such as us-west4-a",
+            )  # fmt: skip
+        opts.zones = list(dict.fromkeys(prov.check_zone(z, "zones") for z in opts.zones))
+    prov.check_durations(
+        opts.provisioning_model, opts.max_run_duration_s, opts.valid_until_duration_s, settings
+    )
+    return opts
+
+
+async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
+    """Validate, take the rig's sweep lease, and start `run_sweep` as a job.
+
+    Explicit zones are checked against the project's TPU locations (one ``locations.list`` call)
+    before the job starts, so a typo fails this call instead of the job.
+
+    Raises:
+        ConfigError: bad arguments (field ``zones`` for a zone that is not a TPU location) or no project.
+        JobError: a sweep for this rig is already running (this server or another one sharing the
+            state directory); the message names its job id.
+    """
+    import uuid
+
+    from tpu_devops.errors import JobError
     from tpu_devops.jobs import JOBS
 
     require_project(settings)
+    opts = check_sweep_options(settings, opts)
+    if opts.zones:
+        known = set(await prov.call(prov.api(settings).list_zones))
+        unknown = [z for z in opts.zones if z not in known]
+        if unknown:
+            raise ConfigError(
+                f"not a Cloud TPU location of this project: {', '.join(unknown)}",
+                field="zones",
+                value=unknown,
+                fix="use zones from get_zones_with_available_quota (or list_queued_resources zone='all'), "
+                "or omit zones",
+            )
+    store = open_store(settings)
+    name = f"sweep:{settings.project}:{settings.resource_id}"
+    owner = uuid.uuid4().hex
+    ttl = max(LEASE_TTL_S, 3 * opts.poll_interval_s)
+    holder = store.acquire_lease(name, owner, ttl)
+    if holder is not None and not holder.held:
+        where = "this server" if holder.pid == os.getpid() else f"server pid {holder.pid} on {holder.host}"
+        job = holder.job_id or "(job id not yet recorded)"
+        raise JobError(
+            f"a sweep for rig '{settings.resource_id}' is already running as job {job} in {where}; "
+            "two sweeps at once could leave two TPUs billing",
+            field="find_tpu",
+            value=settings.resource_id,
+            fix=f"poll get_job('{job}') until it ends, or cancel_job('{job}') first"
+            + ("" if holder.pid == os.getpid() else " (in that server)"),
+        )
+    lease = SweepLease(store, name, owner, ttl)
 
     async def body(record: Any) -> SweepResult:
-        return await run_sweep(settings, record, opts)
+        try:
+            return await run_sweep(settings, record, opts, lease)
+        finally:
+            lease.release()
 
-    rec = JOBS.start(
-        "find-tpu", f"sweep zones for {opts.provisioning_model} {settings.accelerator_type}", body
-    )
+    try:
+        rec = JOBS.start(
+            "find-tpu", f"sweep zones for {opts.provisioning_model} {settings.accelerator_type}", body
+        )
+    except BaseException:
+        lease.release()
+        raise
+    lease.renew(job_id=rec.id)
     return SweepStarted(
         job_id=rec.id,
         provisioning_model=opts.provisioning_model,

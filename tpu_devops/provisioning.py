@@ -50,9 +50,9 @@ _LIMITERS: weakref.WeakKeyDictionary[Any, anyio.CapacityLimiter] = weakref.WeakK
 TERMINAL_STATES = ("FAILED", "SUSPENDED")
 WAITING_STATES = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES")
 
-# DESIGN §3 seed prices, us-west4, USD per chip-hour: used only when tpu_devops.pricing has no price.
-SEED_PRICES = {"on-demand": 1.20, "flex-start": 0.60, "spot": 0.5779}
-SEED_PRICE_SOURCE = "fallback: DESIGN §3 seed prices (us-west4, per chip-hour), not live"
+# States in which a queued resource of ours holds (or will hold) a TPU that bills: not finished, not
+# on its way out. A rig with more than one of these bills twice.
+NOT_LIVE_STATES = ("FAILED", "SUSPENDED", "SUSPENDING", "DELETING")
 
 API_PROVISIONING = {"flex-start": "FLEX_START", "spot": "SPOT", "on-demand": "STANDARD"}
 
@@ -284,6 +284,23 @@ def _zone_settings(settings: Settings, zone: str) -> Settings:
     return settings.model_copy(update={"zone": zone, "region": region})
 
 
+def or_default(value: str | None, default: str, field: str) -> str:
+    """``value``, or ``default`` when it is None (omitted). An explicitly empty string is an error:
+    it used to turn silently into the default, which hid typos in scripts.
+
+    Raises:
+        ConfigError: ``value`` is empty or only spaces (names ``field``).
+    """
+    if value is None:
+        return default
+    if not str(value).strip():
+        raise ConfigError(
+            "empty value", field=field, value=value,
+            fix=f"omit {field} to use the default ({default}), or give a value",
+        )  # fmt: skip
+    return value
+
+
 def check_zone(zone: str, field: str = "zone") -> str:
     """Validate a zone name (``us-west4-a``). Raises `ConfigError` naming the field."""
     z = (zone or "").strip()
@@ -296,8 +313,9 @@ def check_zone(zone: str, field: str = "zone") -> str:
 
 def check_provisioning_model(model: str | None, settings: Settings) -> str:
     """Normalise a provisioning model argument (None -> the configured one). Raises `ConfigError`."""
-    if model is None or model == "":
+    if model is None:
         return settings.provisioning_model
+    or_default(model, settings.provisioning_model, "provisioning_model")
     m = model.strip().lower().replace("_", "-")
     m = {
         "flexstart": "flex-start",
@@ -420,21 +438,21 @@ def gcloud_command(
 
 
 async def hourly_price(settings: Settings, provisioning_model: str, zone: str) -> tuple[float | None, str]:
-    """(USD per hour for the whole slice, source label).
+    """(USD per hour for the whole slice in ``zone``'s region, source label).
 
-    Uses `tpu_devops.pricing.get_price` (live Cloud Billing Catalog, else its dated fallback table);
-    when that has no price, the DESIGN §3 seed figure, marked as fallback.
+    Uses `tpu_devops.pricing.get_price` for the zone's region (live Cloud Billing Catalog, else its
+    dated fallback table), the same answer ``estimate_deployment_cost`` gives. When it has no price
+    for that region the result is ``(None, "price unknown for <region>: <why>")``: another region's
+    figure is never shown in its place.
     """
     from tpu_devops import pricing
 
     region = zone.rsplit("-", 1)[0]
     try:
         quote = await pricing.get_price(settings, region=region, provisioning_model=provisioning_model)
-        return round(float(quote.usd_per_hour), 4), quote.label()
-    except TpuDevopsError:
-        pass
-    rate = SEED_PRICES.get(provisioning_model)
-    return (None if rate is None else round(rate * settings.accelerator.chips, 4)), SEED_PRICE_SOURCE
+    except TpuDevopsError as exc:
+        return None, f"price unknown for {region} ({provisioning_model}): {exc.message}"
+    return round(float(quote.usd_per_hour), 4), f"{region}: {quote.label()}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,8 +501,9 @@ async def plan_queued_resource(
     """
     from tpu_devops import capacity
 
-    zone = check_zone(zone or settings.zone)
+    zone = check_zone(or_default(zone, settings.zone, "zone"))
     model = check_provisioning_model(provisioning_model, settings)
+    max_run, valid = check_durations(model, max_run_duration_s, valid_until_duration_s, settings)
     no_project = not settings.project
     if no_project:  # a dry run is useful before a project exists; the placeholder makes that visible
         settings = settings.model_copy(update={"project": PLACEHOLDER_PROJECT})
@@ -493,9 +512,7 @@ async def plan_queued_resource(
             store = capacity.open_store(settings)
         except ConfigError:
             store = None
-    qr_id = check_resource_id(queued_resource_id or settings.resource_id)
-    max_run = check_max_run(max_run_duration_s, settings) if model == "flex-start" else None
-    valid = valid_until_duration_s if valid_until_duration_s is not None else settings.valid_until_duration_s
+    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
     body = build_request(
         settings,
         zone=zone,
@@ -506,7 +523,10 @@ async def plan_queued_resource(
     )
     per_hour, source = await hourly_price(settings, model, zone)
     warnings: list[str] = []
+    if per_hour is None:
+        warnings.append(source)
     if model == "flex-start":
+        assert max_run is not None
         stops = f"stops by itself after max_run_duration = {max_run}s ({max_run / 3600:.1f} h): SUSPENDED, node deleted"
         max_cost = None if per_hour is None else round(per_hour * max_run / 3600, 2)
         support = capacity.known_support(settings.accelerator_type, model, zone, store=store)
@@ -586,6 +606,55 @@ def check_resource_id(value: str, field: str = "queued_resource_id") -> str:
     return v
 
 
+VALID_UNTIL_MIN_S = 60  # as VALID_UNTIL_DURATION in config.py
+VALID_UNTIL_MAX_S = 30 * 86400  # no documented maximum; longer than a month is a unit mistake
+
+
+def check_valid_until(value: int | None, settings: Settings) -> int | None:
+    """``queueingPolicy.validUntilDuration`` in seconds (None: the configured VALID_UNTIL_DURATION).
+
+    Google's QueueingPolicy reference: "a relative time after which resources should not be created;
+    if the request cannot be fulfilled by this time the request will be failed". Allowed here: 60 s
+    to 30 days. Raises `ConfigError` naming ``valid_until_duration_s`` (e.g. for -1, which used to be
+    sent as ``"-1s"``).
+    """
+    if value is None:
+        return settings.valid_until_duration_s
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (VALID_UNTIL_MIN_S <= value <= VALID_UNTIL_MAX_S)
+    ):
+        raise ConfigError(
+            "the time a request may wait for capacity must be between 1 minute and 30 days",
+            field="valid_until_duration_s",
+            value=value,
+            fix=f"use {VALID_UNTIL_MIN_S} to {VALID_UNTIL_MAX_S} seconds (e.g. 3600), or omit it for VALID_UNTIL_DURATION",
+        )
+    return int(value)
+
+
+def check_durations(
+    model: str, max_run_duration_s: int | None, valid_until_duration_s: int | None, settings: Settings
+) -> tuple[int | None, int | None]:
+    """(max run seconds or None, valid-until seconds or None) for ``model``, validated.
+
+    ``max_run_duration_s`` is a flex-start setting (``runDuration.maxRunDuration``): given explicitly
+    with spot or on-demand it is refused instead of silently dropped, since those never stop by
+    themselves. Raises `ConfigError` naming the field.
+    """
+    if model != "flex-start" and max_run_duration_s is not None:
+        raise ConfigError(
+            f"max_run_duration_s only applies to flex-start; a {model} TPU never stops by itself",
+            field="max_run_duration_s",
+            value=max_run_duration_s,
+            fix="omit max_run_duration_s (and delete the TPU with destroy_queued_resource when done), "
+            "or use provisioning_model=flex-start",
+        )
+    max_run = check_max_run(max_run_duration_s, settings) if model == "flex-start" else None
+    return max_run, check_valid_until(valid_until_duration_s, settings)
+
+
 def check_max_run(value: int | None, settings: Settings) -> int:
     """Flex-start run duration in seconds, 10 min to 7 days (DESIGN §3). Raises `ConfigError`."""
     v = settings.max_run_duration_s if value is None else int(value)
@@ -662,12 +731,14 @@ class CreateResult(ToolResult):
     usd_per_hour: float | None = None
     stops_billing: str
     wait_job_id: str | None = None
+    job_id: str | None = None  # the same wait job, under the name other job-starting tools use
     next_step: str
     warnings: list[str] = Field(default_factory=list)
 
     def headline(self) -> str:
         verb = "created" if self.created else "already exists"
-        return f"queued resource '{self.queued_resource_id}' in {self.zone}: {verb}, state {self.state}. {self.next_step}"
+        loud = "".join(f" WARNING: {w}." for w in self.warnings if w.startswith("SECOND TPU"))
+        return f"queued resource '{self.queued_resource_id}' in {self.zone}: {verb}, state {self.state}.{loud} {self.next_step}"
 
 
 async def ensure_hf_secret(settings: Settings) -> None:
@@ -696,6 +767,28 @@ async def ensure_hf_secret(settings: Settings) -> None:
         )
 
 
+async def rig_queued_resources(settings: Settings, qr_id: str | None = None) -> list[QueuedResourceView]:
+    """Every live queued resource of the rig ``qr_id`` (labels ``managed-by=tpu-devops``, ``rig=qr_id``;
+    default RESOURCE_ID) in every zone, listed concurrently. "Live": not in `NOT_LIVE_STATES`, i.e. it
+    holds or will hold a TPU that bills. Zones whose listing failed are skipped (logged).
+
+    Raises:
+        CloudError: the zone list itself failed.
+    """
+    rig = qr_id or settings.resource_id
+    listing = await list_queued_resources(settings, "all", only_ours=True)
+    if listing.errors:
+        import logging
+
+        logging.getLogger(__name__).warning("listing failed in %s", ", ".join(sorted(listing.errors)))
+    return [q for q in listing.queued_resources if q.rig == rig and q.state not in NOT_LIVE_STATES]
+
+
+def describe_others(others: list[QueuedResourceView]) -> str:
+    """``"gemma4-e2b in us-west4-b (ACTIVE, flex-start), ..."``."""
+    return ", ".join(f"{q.id} in {q.zone} ({q.state}, {q.provisioning_model})" for q in others)
+
+
 async def create_queued_resource(
     settings: Settings,
     *,
@@ -705,29 +798,37 @@ async def create_queued_resource(
     valid_until_duration_s: int | None = None,
     queued_resource_id: str | None = None,
     check_secret: bool = True,
+    allow_second: bool = False,
+    check_other_zones: bool = True,
 ) -> CreateResult:
     """Create the queued resource (non-destructive: touches only its own id) and return at once.
 
-    If the id already exists in the zone, reports it instead of failing.
+    If the id already exists in the zone, reports it (with its own provisioning model and price)
+    instead of failing. If the rig already has a live queued resource in another zone, refuses unless
+    ``allow_second`` (then creates with a loud warning): two TPUs of one rig bill twice.
+    ``check_other_zones=False`` skips that listing (the sweep does its own check before each create).
 
     Raises:
-        ConfigError: bad arguments, missing HF secret, missing startup-script renderer.
+        ConfigError: bad arguments (empty values, durations, max_run_duration_s with spot /
+            on-demand), missing HF secret, missing startup-script renderer.
+        ConfigError: also when the rig already has a live queued resource in another zone (field
+            ``zone``; fix: use or delete it, or ``allow_second=true``).
         CloudError (and subclasses): the API refused; ``classify_exception`` gives its reach.
     """
-    zone = check_zone(zone or settings.zone)
+    zone = check_zone(or_default(zone, settings.zone, "zone"))
     model = check_provisioning_model(provisioning_model, settings)
-    qr_id = check_resource_id(queued_resource_id or settings.resource_id)
-    max_run = check_max_run(max_run_duration_s, settings) if model == "flex-start" else None
+    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
+    max_run, valid = check_durations(model, max_run_duration_s, valid_until_duration_s, settings)
     existing = await get_queued(settings, zone, qr_id)
-    per_hour, _ = await hourly_price(settings, model, zone)
-    stops = (
-        f"stops by itself after {max_run}s"
-        if model == "flex-start"
-        else f"WARNING: {model} bills until deleted"
-    )
     if existing is not None:
         view = QueuedResourceView.of(existing, zone)
         owner = "ours" if view.ours else "NOT ours (no managed-by=tpu-devops label)"
+        per_hour, _ = await hourly_price(settings, view.provisioning_model, zone)
+        note = (
+            f"; you asked for {model} but the existing one is {view.provisioning_model}"
+            if view.provisioning_model != model
+            else ""
+        )
         return CreateResult(
             queued_resource_id=qr_id,
             zone=zone,
@@ -735,9 +836,31 @@ async def create_queued_resource(
             created=False,
             state=view.state,
             usd_per_hour=per_hour,
-            stops_billing=stops,
-            next_step=f"it already exists ({owner}); use get_reservation_status, or destroy_queued_resource first to recreate",
+            stops_billing=_stops_text(view.provisioning_model, view.max_run_duration_s),
+            next_step=f"it already exists ({owner}{note}); use get_reservation_status, or destroy_queued_resource first to recreate",
         )
+    warnings: list[str] = []
+    if check_other_zones:
+        others = [q for q in await rig_queued_resources(settings, qr_id) if q.zone != zone]
+        if others and not allow_second:
+            raise ConfigError(
+                f"rig '{qr_id}' already has a queued resource in another zone: {describe_others(others)}; "
+                "a second one would bill twice",
+                field="zone",
+                value=zone,
+                fix=f"use the existing one (get_reservation_status zone={others[0].zone}), or delete it first "
+                f"(destroy_queued_resource zone={others[0].zone}); pass allow_second=true only if you really "
+                "want two TPUs billing at once",
+            )
+        if others:
+            warnings.append(
+                f"SECOND TPU OF RIG '{qr_id}': {describe_others(others)} already exists and bills too "
+                "(allow_second=true); destroy the one you do not need"
+            )
+    per_hour, source = await hourly_price(settings, model, zone)
+    if per_hour is None:
+        warnings.append(source)
+    stops = _stops_text(model, max_run)
     if check_secret:
         await ensure_hf_secret(settings)
     body = build_request(
@@ -746,7 +869,7 @@ async def create_queued_resource(
         qr_id=qr_id,
         provisioning_model=model,
         max_run_duration_s=max_run,
-        valid_until_duration_s=valid_until_duration_s,
+        valid_until_duration_s=valid,
     )
     try:
         op = await call(api(settings).create_queued_resource, zone, qr_id, body)
@@ -760,7 +883,6 @@ async def create_queued_resource(
             )  # fmt: skip
         raise
     now = await get_queued(settings, zone, qr_id)
-    warnings: list[str] = []
     if model == "flex-start":
         from tpu_devops import capacity
 
@@ -790,6 +912,12 @@ async def create_queued_resource(
     )
 
 
+def _stops_text(model: str, max_run_s: float | None) -> str:
+    if model == "flex-start":
+        return f"stops by itself after {int(max_run_s)}s" if max_run_s else "stops by itself (flex-start)"
+    return f"WARNING: {model} bills until deleted"
+
+
 async def describe_queued_resource(
     settings: Settings, zone: str | None = None, queued_resource_id: str | None = None
 ) -> QueuedResourceView:
@@ -797,9 +925,10 @@ async def describe_queued_resource(
 
     Raises:
         NotFoundError: no such queued resource in the zone.
+        ConfigError: a bad or explicitly empty zone / id.
     """
-    zone = check_zone(zone or settings.zone)
-    qr_id = check_resource_id(queued_resource_id or settings.resource_id)
+    zone = check_zone(or_default(zone, settings.zone, "zone"))
+    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
     qr = await get_queued(settings, zone, qr_id)
     if qr is None:
         raise NotFoundError(
@@ -840,10 +969,15 @@ class QueuedResourceList(ToolResult):
 
 
 async def resolve_zones(settings: Settings, zone: str | None) -> list[str]:
-    """``"all"`` -> every TPU location of the project; a zone -> [zone]; None -> [configured zone]."""
-    if zone and zone.strip().lower() == "all":
+    """``"all"`` -> every TPU location of the project; a zone -> [zone]; None -> [configured zone].
+
+    Raises:
+        ConfigError: an explicitly empty or malformed zone.
+    """
+    zone = or_default(zone, settings.zone, "zone")
+    if zone.strip().lower() == "all":
         return await call(api(settings).list_zones)
-    return [check_zone(zone or settings.zone)]
+    return [check_zone(zone)]
 
 
 async def list_queued_resources(
@@ -905,14 +1039,19 @@ class ReservationStatus(ToolResult):
     expires_at: str | None = None
     expires_in_s: float | None = None
     usd_per_hour: float | None = None
+    price_source: str | None = None
     cost_so_far_usd: float | None = None
     failed_error: str | None = None
+    rig_queued_resources: list[str] = Field(default_factory=list)
+    several: bool = False
+    warnings: list[str] = Field(default_factory=list)
     next_step: str
 
     def headline(self) -> str:
+        loud = f"WARNING: {self.warnings[0]}. " if self.several and self.warnings else ""
         if not self.exists:
-            return f"'{self.queued_resource_id}' does not exist in {self.zone}. {self.next_step}"
-        parts = [f"'{self.queued_resource_id}' in {self.zone}: {self.state}"]
+            return f"{loud}'{self.queued_resource_id}' does not exist in {self.zone}. {self.next_step}"
+        parts = [f"{loud}'{self.queued_resource_id}' in {self.zone}: {self.state}"]
         if self.endpoint_url:
             parts.append(f"endpoint {self.endpoint_url}")
         if self.expires_in_s is not None:
@@ -921,32 +1060,56 @@ class ReservationStatus(ToolResult):
 
 
 async def reservation_status(
-    settings: Settings, zone: str | None = None, queued_resource_id: str | None = None
+    settings: Settings,
+    zone: str | None = None,
+    queued_resource_id: str | None = None,
+    *,
+    scan_all_zones: bool = True,
 ) -> ReservationStatus:
     """State, time in state, node, IP, expiry countdown and cost so far of one queued resource.
 
     Without an explicit ``zone``, a request of ours with this id in any other zone is found too.
+    With ``scan_all_zones`` (default) every live queued resource of the rig in any zone is listed in
+    ``rig_queued_resources``; more than one sets ``several`` and a warning (each one bills). The
+    detailed one is the one in ``zone`` (or the configured zone), else the first ACTIVE one.
     Time in state: for ACTIVE it is measured from the node's ``createTime`` (the API records no state
     timestamps); otherwise from the request's ``createTime``. Flex-start expiry = node ``createTime`` +
     ``runDuration.maxRunDuration`` (or ``runDuration.terminationTime`` when the API returns it).
     """
     explicit = zone is not None
-    zone = check_zone(zone or settings.zone)
-    qr_id = check_resource_id(queued_resource_id or settings.resource_id)
+    zone = check_zone(or_default(zone, settings.zone, "zone"))
+    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
     qr = await get_queued(settings, zone, qr_id)
-    if qr is None and not explicit:
-        # find_tpu may have placed it in another zone: look for ours everywhere before saying "none".
+    rig: list[QueuedResourceView] = []
+    if scan_all_zones:
+        # find_tpu may have placed it in another zone, and a rig must never hold two: list ours everywhere.
         listing = await list_queued_resources(settings, "all", only_ours=True)
-        elsewhere = [q for q in listing.queued_resources if q.id == qr_id]
-        if elsewhere:
-            zone = elsewhere[0].zone
-            qr = await get_queued(settings, zone, qr_id)
+        rig = [q for q in listing.queued_resources if q.id == qr_id or q.rig == qr_id]
+    if qr is None and not explicit and rig:
+        live = [q for q in rig if q.state not in NOT_LIVE_STATES]
+        pick = next((q for q in live if q.state == "ACTIVE"), None) or (live or rig)[0]
+        zone = pick.zone
+        qr = await get_queued(settings, zone, pick.id)
+    live_rig = [q for q in rig if q.state not in NOT_LIVE_STATES]
+    extras = {
+        "rig_queued_resources": [f"{q.id} in {q.zone}: {q.state}, {q.provisioning_model}" for q in rig],
+        "several": len(live_rig) > 1,
+        "warnings": (
+            [
+                f"{len(live_rig)} queued resources of rig '{qr_id}' are live ({describe_others(live_rig)}): "
+                "each one bills; keep one and delete the others with destroy_queued_resource zone=<zone>"
+            ]
+            if len(live_rig) > 1
+            else []
+        ),
+    }
     if qr is None:
         return ReservationStatus(
             queued_resource_id=qr_id,
             zone=zone,
             exists=False,
             next_step="create it with create_tpu_queued_resource or find_tpu",
+            **extras,
         )
     view = QueuedResourceView.of(qr, zone)
     now = time.time()
@@ -962,10 +1125,11 @@ async def reservation_status(
         node_id=view.node_id,
         failed_error=view.failed_error,
         next_step="",
+        **extras,
     )
     status.time_in_state_s = status.age_s
-    per_hour, _ = await hourly_price(settings, view.provisioning_model, zone)
-    status.usd_per_hour = per_hour
+    per_hour, source = await hourly_price(settings, view.provisioning_model, zone)
+    status.usd_per_hour, status.price_source = per_hour, source
     if view.state == "ACTIVE" and view.node_id:
         ip, node = await node_external_ip(settings, zone, view.node_id)
         if node:
@@ -1011,7 +1175,7 @@ async def wait_for_active(
     """Job body: poll until ACTIVE (with an external IP), FAILED / SUSPENDED, or ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
-        status = await reservation_status(settings, zone, qr_id)
+        status = await reservation_status(settings, zone, qr_id, scan_all_zones=False)
         record.progress = {"state": status.state, "zone": zone, "queued_resource_id": qr_id}
         record.message = f"{qr_id} in {zone}: {status.state}"
         if (
@@ -1052,6 +1216,6 @@ async def create_with_optional_wait(
             )
 
         rec = JOBS.start("wait-active", f"wait for {qr_id} in {zone} to become ACTIVE", body)
-        result.wait_job_id = rec.id
-        result.next_step = f"poll get_job('{rec.id}') until it succeeds; then get_vllm_endpoint"
+        result.wait_job_id = result.job_id = rec.id
+        result.next_step = f"a wait job started: poll get_job {rec.id} (job_id='{rec.id}') until it succeeds; then get_vllm_endpoint"
     return result

@@ -131,15 +131,29 @@ async def check_setup(settings: Settings) -> SetupReport:
     try:
         listing = await prov.list_queued_resources(settings, "all", only_ours=True)
         for q in listing.queued_resources:
-            per_hour, _ = await prov.hourly_price(settings, q.provisioning_model, q.zone)
+            per_hour, source = await prov.hourly_price(settings, q.provisioning_model, q.zone)
             cost = None
             if q.state == "ACTIVE" and per_hour is not None and q.age_s is not None:
                 cost = round(per_hour * q.age_s / 3600, 2)
             ours.append(
                 {"id": q.id, "zone": q.zone, "state": q.state, "model": q.provisioning_model, "usd_per_hour": per_hour,
-                 "cost_so_far_usd_upper_bound": cost, "holds_quota": q.holds_quota}
+                 "price_source": source, "cost_so_far_usd_upper_bound": cost, "holds_quota": q.holds_quota}
             )  # fmt: skip
-        checks.append(Check(name="our_tpus", ok=True, detail=f"{len(ours)} queued resource(s) of ours"))
+        live = [
+            q for q in listing.queued_resources
+            if q.rig == settings.resource_id and q.state not in prov.NOT_LIVE_STATES
+        ]  # fmt: skip
+        if len(live) > 1:
+            checks.append(
+                Check(
+                    name="our_tpus", ok=False,
+                    detail=f"{len(live)} live queued resources of rig '{settings.resource_id}' "
+                    f"({prov.describe_others(live)}): each one bills",
+                    fix="keep one and delete the others with destroy_queued_resource zone=<zone>",
+                )
+            )  # fmt: skip
+        else:
+            checks.append(Check(name="our_tpus", ok=True, detail=f"{len(ours)} queued resource(s) of ours"))
     except TpuDevopsError as exc:
         checks.append(_failed("our_tpus", exc))
     return SetupReport(ready=all(c.ok for c in checks), checks=checks, our_tpus=ours)
@@ -159,8 +173,10 @@ class SystemStatus(ToolResult):
     def headline(self) -> str:
         res = (self.reservation or {}).get("state") or "no reservation"
         url = (self.endpoint or {}).get("url") or "no endpoint"
+        problems = f"; {len(self.problems)} problem(s): {self.problems[0]}" if self.problems else ""
         return (
             f"{self.configuration.get('resource_id')}: {res}; {url}; {len(self.jobs_running)} job(s) running"
+            + problems
         )
 
 
@@ -190,7 +206,10 @@ async def system_status(settings: Settings) -> SystemStatus:
     reservation = endpoint = None
     if settings.project:
         try:
-            reservation = (await prov.reservation_status(settings)).model_dump(mode="json")
+            status = await prov.reservation_status(settings)
+            reservation = status.model_dump(mode="json")
+            if status.several:
+                problems.extend(f"reservation: {w}" for w in status.warnings)
         except TpuDevopsError as exc:
             problems.append(f"reservation: {exc}")
     else:

@@ -46,12 +46,16 @@ class TeardownResult(ToolResult):
     steps: list[DeletionStep]
     left_alone: list[str] = Field(default_factory=list)
     refused: list[str] = Field(default_factory=list)
+    still_running: list[str] = Field(default_factory=list)
     message: str
 
     def headline(self) -> str:
         verb = "would delete" if not self.executed else "deleted"
         n = sum(1 for s in self.steps if s.action == "delete_queued_resource")
-        return f"{verb} {n} queued resource(s) of ours; left {len(self.left_alone)} not ours alone. {self.message}"
+        running = (
+            f" {len(self.still_running)} of ours STILL RUNNING AND BILLING." if self.still_running else ""
+        )
+        return f"{verb} {n} queued resource(s) of ours; left {len(self.left_alone)} not ours alone.{running} {self.message}"
 
 
 def _steps_for(qr: dict[str, Any], zone: str, *, with_node: bool) -> list[DeletionStep]:
@@ -72,17 +76,21 @@ async def _dry_run_or_execute(
     confirmed: bool,
     left_alone: list[str] | None = None,
     refused: list[str] | None = None,
+    still_running: list[str] | None = None,
 ) -> TeardownResult:
     """The dry-run result, or (confirmed) the steps executed in order, stopping at the first error.
 
     Raises:
         ConfigError: execution asked for without confirmation (field ``confirm``).
     """
-    lists = {"steps": steps, "left_alone": left_alone or [], "refused": refused or []}
+    lists = {
+        "steps": steps, "left_alone": left_alone or [], "refused": refused or [], "still_running": still_running or [],
+    }  # fmt: skip
+    running = _still_running_note(still_running or [])
     if dry_run:
         return TeardownResult(
             dry_run=True, executed=False, **lists,
-            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
+            message="dry run: nothing deleted; call again with dry_run=false and confirm=true" + running,
         )  # fmt: skip
     if not confirmed:
         raise ConfigError(
@@ -93,8 +101,20 @@ async def _dry_run_or_execute(
     failed = [s for s in steps if s.error]
     return TeardownResult(
         dry_run=False, executed=True, **lists,
-        message="done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}",
+        message=("done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}")
+        + running,
     )  # fmt: skip
+
+
+def _still_running_note(still_running: list[str]) -> str:
+    """The warning that ``cleanup`` left live TPUs of ours alone (they keep billing)."""
+    if not still_running:
+        return ""
+    return (
+        f". NOTE: {len(still_running)} of ours still running and billing, not touched by cleanup "
+        f"(it deletes only FAILED/SUSPENDED requests): {'; '.join(still_running)}. Delete them with "
+        "manage_queued_resource(action='delete_all') or destroy_queued_resource(zone=<zone>)"
+    )
 
 
 async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
@@ -140,8 +160,10 @@ async def destroy_queued_resource(
         ConfigError: execution asked for without confirmation.
     """
     require_project(settings)
-    zone = prov.check_zone(zone or settings.zone)
-    qr_id = prov.check_resource_id(queued_resource_id or settings.resource_id)
+    zone = prov.check_zone(prov.or_default(zone, settings.zone, "zone"))
+    qr_id = prov.check_resource_id(
+        prov.or_default(queued_resource_id, settings.resource_id, "queued_resource_id")
+    )
     qr = await prov.get_queued(settings, zone, qr_id)
     if qr is None:
         raise NotFoundError(
@@ -191,7 +213,7 @@ async def manage_queued_resources(
             "unknown action", field="action", value=action, fix=f"use one of {', '.join(MANAGE_ACTIONS)}"
         )
     require_project(settings)
-    zones = await prov.resolve_zones(settings, zone or "all")
+    zones = await prov.resolve_zones(settings, "all" if zone is None else zone)
     found: dict[str, list[dict[str, Any]]] = {}
 
     async def one(z: str) -> None:
@@ -203,6 +225,7 @@ async def manage_queued_resources(
     steps: list[DeletionStep] = []
     left: list[str] = []
     refused: list[str] = []
+    running: list[str] = []
     rig = settings.resource_id
     for z in zones:
         for qr in found.get(z, []):
@@ -212,14 +235,17 @@ async def manage_queued_resources(
                 left.append(f"{qr_id} in {z} ({state}, not ours)")
                 continue
             if action == "cleanup" and state not in prov.TERMINAL_STATES:
+                if state not in prov.NOT_LIVE_STATES:
+                    running.append(f"{qr_id} in {z} ({state})")
                 continue
             if state == "PROVISIONING":
                 refused.append(f"{qr_id} in {z}: PROVISIONING (cannot be deleted now)")
                 continue
             steps.extend(_steps_for(qr, z, with_node=state in ("ACTIVE", "SUSPENDING")))
     return await _dry_run_or_execute(
-        settings, steps, dry_run=dry_run, confirmed=confirmed, left_alone=left, refused=refused
-    )
+        settings, steps, dry_run=dry_run, confirmed=confirmed, left_alone=left, refused=refused,
+        still_running=running,
+    )  # fmt: skip
 
 
 class Confirmation(BaseModel):

@@ -36,8 +36,11 @@ class EndpointResult(ToolResult):
 async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> EndpointResult:
     """The vLLM base URL (no ``/v1``), or a clear reason there is none.
 
+    ``zone``: None (the configured zone, then every zone), a zone (only that one), or ``"all"``
+    (every zone at once, as `list_queued_resources` accepts). An explicitly empty zone is an error.
+
     Raises:
-        ConfigError: discovery needed but no project configured.
+        ConfigError: discovery needed but no project configured; a bad or empty zone.
         CloudError: listing queued resources failed.
     """
     if settings.vllm_url:
@@ -50,10 +53,16 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
     from tpu_devops import provisioning as prov
 
     explicit = zone is not None
-    zone = prov.check_zone(zone or settings.zone)
-    listing = await prov.list_queued_resources(settings, zone)
-    ours = [q for q in listing.queued_resources if q.ours and q.rig == settings.resource_id]
-    if not ours and not explicit:
+    zone = prov.or_default(zone, settings.zone, "zone")
+    everywhere = zone.strip().lower() == "all"
+    if everywhere:
+        zone = "all"
+        ours = []
+    else:
+        zone = prov.check_zone(zone)
+        listing = await prov.list_queued_resources(settings, zone)
+        ours = [q for q in listing.queued_resources if q.ours and q.rig == settings.resource_id]
+    if not ours and (everywhere or not explicit):
         # find_tpu may have landed in another zone: look everywhere (concurrently) before saying none.
         listing = await prov.list_queued_resources(settings, "all", only_ours=True)
         ours = [q for q in listing.queued_resources if q.rig == settings.resource_id]
