@@ -26,6 +26,11 @@ class ToolSummary(BaseModel):
     open_world: bool
     arguments: list[str]
 
+    @property
+    def kind(self) -> str:
+        """``read-only``, ``destructive`` or ``changes state`` (creates or writes only what it names)."""
+        return "read-only" if self.read_only else ("destructive" if self.destructive else "changes state")
+
 
 class HelpResult(ToolResult):
     """Configuration (no secrets) and every registered tool."""
@@ -47,7 +52,7 @@ class HelpResult(ToolResult):
             lines += ["", "Notices:"] + [f"  - {n}" for n in self.notices]
         lines += ["", "Tools:"]
         for t in self.tools:
-            flag = "read-only" if t.read_only else ("DESTRUCTIVE" if t.destructive else "changes state")
+            flag = t.kind.upper() if t.destructive else t.kind
             lines.append(f"  {t.name} [{flag}]: {t.summary}")
         return "\n".join(lines)
 
@@ -120,8 +125,7 @@ def render_table(tools: list[Any]) -> list[str]:
     """Markdown table lines: tool, kind (read-only / changes state / destructive), one-line summary."""
     lines = ["| tool | kind | summary |", "|---|---|---|"]
     for s in summarize_tools(tools):
-        kind = "read-only" if s.read_only else ("destructive" if s.destructive else "changes state")
-        lines.append(f"| `{s.name}` | {kind} | {s.summary.replace('|', '/')} |")
+        lines.append(f"| `{s.name}` | {s.kind} | {s.summary.replace('|', '/')} |")
     return lines
 
 
