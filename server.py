@@ -1,8 +1,9 @@
 """tpu-devops MCP server: a thin, readable list of tools, grouped by area. No logic lives here.
 
-Each tool's docstring is its MCP description. Logic lives in ``tpu_devops/``; heavy imports (Google
-clients, openai, matplotlib, drain3) happen inside the domain modules when a tool is called, so
-``initialize`` and ``tools/list`` stay fast. Run with ``tpu-devops-mcp`` or ``./mcp-run.sh``.
+Each tool's docstring is its MCP description. Logic lives in ``tpu_devops/`` and is imported when a
+tool first runs (heavy clients such as google-cloud and openai later still), and the tool schemas are
+cached between starts (`tpu_devops.tool_cache`), so ``initialize`` and ``tools/list`` stay fast.
+Run with ``tpu-devops-mcp`` or ``./mcp-run.sh``.
 """
 
 from __future__ import annotations
@@ -12,48 +13,25 @@ if __name__ == "__main__":  # `python server.py`: the entry point validates sett
 
     raise SystemExit(main())
 
+from pathlib import Path
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resolve import Resolve
 from pydantic import Field
 
-from tpu_devops import (
-    __version__,
-    capacity,
-    pricing,
-    provisioning,
-    setup_check,
-    sizing,
-    startup,
-    teardown,
-    tooldocs,
-)
-from tpu_devops import lint as planning_lint
+# Submodules of tpu_devops load on first use (PEP 562): with cached schemas, listing the tools imports
+# no logic module; each loads when one of its tools is first called.
+import tpu_devops
+from tpu_devops import __version__, logs, serving
 from tpu_devops.config import get_settings
-from tpu_devops.jobs import JOBS, JobList, JobView
-from tpu_devops.logs import analyst as logs_analyst
-from tpu_devops.logs import boot as logs_boot
-from tpu_devops.logs import evidence as logs_evidence
-from tpu_devops.logs import sources as logs_sources
 from tpu_devops.registration import Registrar
-from tpu_devops.serving import benchmark as serving_benchmark
-from tpu_devops.serving import chat as serving_chat
-from tpu_devops.serving import details as serving_details
-from tpu_devops.serving import endpoint as serving_endpoint
-from tpu_devops.serving import health as serving_health
-from tpu_devops.serving import metrics as serving_metrics
+from tpu_devops.tool_cache import open_schema_cache
 
 settings = get_settings()
-mcp = MCPServer(
-    name=settings.server_name,
-    version=__version__,
-    instructions=(
-        "DevOps/SRE tools for self-hosted Gemma 4 on Google Cloud TPU with vLLM. Start with get_help. "
-        "Planning tools need no cloud account. Long operations return a job id: poll get_job."
-    ),
+# Tools are declared below and served by the MCPServer built at the end of this file.
+tools = Registrar(
+    read_only=settings.read_only, schema_cache=open_schema_cache(settings.cache_dir, Path(__file__))
 )
-tools = Registrar(mcp, read_only=settings.read_only)
 READ = dict(read_only=True, destructive=False, idempotent=True)
 
 
@@ -61,12 +39,12 @@ READ = dict(read_only=True, destructive=False, idempotent=True)
 
 
 @tools.tool(title="Help: configuration and tools", open_world=False, **READ)
-async def get_help() -> tooldocs.HelpResult:
+async def get_help() -> tpu_devops.tooldocs.HelpResult:
     """Summarise this server: its configuration (secrets never shown) and every tool it offers.
 
     Start here. Tools marked read-only never change anything in the cloud.
     """
-    return tooldocs.build_help(settings, await mcp.list_tools())
+    return tpu_devops.tooldocs.build_help(settings, await mcp.list_tools())
 
 
 # ---- Planning (no cloud account needed) ---------------------------------------------------------
@@ -115,14 +93,14 @@ def plan_capacity(
     kv_cache_dtype: Annotated[
         str, Field(description="bfloat16 (default) or fp8; fp8 gains nothing on v5e")
     ] = "bfloat16",
-) -> sizing.PlanResult:
+) -> tpu_devops.sizing.PlanResult:
     """What a deployment holds before you pay for it: KV bytes per token from the model's config geometry
     (per layer group: cache-owning vs KV-shared layers, sliding vs full attention, head_dim, KV heads and
     their replication under tensor parallelism), the HBM budget (total, cap, weights, KV pool, the
     remainder outside the cap that holds compiled programs), KV tokens in whole blocks, max concurrency at
     max_model_len, and whether clients x context_tokens fits. Gemma 4 E2B on v5litepod-1 at 0.92 and 16,384:
     18,432 B/token, 321,376 tokens."""
-    return sizing.plan_capacity_with_defaults(
+    return tpu_devops.sizing.plan_capacity_with_defaults(
         settings,
         model=model,
         accelerator_type=accelerator_type,
@@ -154,13 +132,13 @@ def lint_vllm_flags(
     health_check_path: Annotated[
         str | None, Field(description="the path your health check calls, e.g. /v1/completions")
     ] = None,
-) -> planning_lint.LintResult:
+) -> tpu_devops.lint.LintResult:
     """Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
     v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
     block size, tensor parallelism beyond the chips or with one KV head, missing tool-calling flags,
     /v1/completions health checks on -it models, unpinned images, no compile-cache mount. Each finding:
     severity, flag, value, what happens, why, source, fix."""
-    return planning_lint.lint_with_defaults(
+    return tpu_devops.lint.lint_with_defaults(
         settings,
         command=command,
         flags=flags,
@@ -177,13 +155,13 @@ def render_startup_script(
     max_model_len: MaxLenOverride = None,
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
-) -> startup.RenderedScript:
+) -> tpu_devops.startup.RenderedScript:
     """Render the startup script a TPU VM runs at boot (from tpu.env, with optional overrides): fetch the
     Hugging Face token from Secret Manager with the VM's service account (retrying up to 30 min; the
     token is never in the script), pull the pinned vLLM image, mount the compile cache, ship container
     logs to Cloud Logging, record the serving flags and progress in guest attributes. Nothing is run."""
-    return startup.render_startup_script(
-        startup.apply_overrides(
+    return tpu_devops.startup.render_startup_script(
+        tpu_devops.startup.apply_overrides(
             settings,
             model_name=model_name,
             max_model_len=max_model_len,
@@ -199,12 +177,12 @@ def get_vllm_deployment_config(
     max_model_len: MaxLenOverride = None,
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
-) -> startup.DeploymentConfig:
+) -> tpu_devops.startup.DeploymentConfig:
     """The deployment as human-readable commands: the vllm serve line (built by the same function as the
     startup script), the docker run line, the equivalent gcloud commands (secret, IAM grant, queued
     resource create/describe/delete, logs) and a chat-completions health check. Nothing is run."""
-    return startup.deployment_config(
-        startup.apply_overrides(
+    return tpu_devops.startup.deployment_config(
+        tpu_devops.startup.apply_overrides(
             settings,
             model_name=model_name,
             max_model_len=max_model_len,
@@ -225,7 +203,7 @@ def diagnose_vllm_boot(
     since: Annotated[
         str, Field(description="with node: window start, 30m / 6h / 2d ago or RFC 3339")
     ] = "24h",
-) -> logs_boot.BootDiagnosis:
+) -> logs.boot.BootDiagnosis:
     """Why did (or didn't) vLLM boot? Parses the vLLM version, non-default args, phase timeline (weights,
     memory statistics, KV init, compile seconds, startup complete), the logged HBM budget and KV tokens
     cross-checked against plan_capacity, and classifies failures with cause and fix: program allocation
@@ -234,9 +212,9 @@ def diagnose_vllm_boot(
     allocated. Harmless noise (vllm._C, Triton, metadata 404s) is counted, not alarmed on. With node, the
     container log is read from Cloud Logging (redacted) instead of being pasted."""
     if node:
-        logs_boot.refuse_two_sources(node, log_text, path)
-        log_text = logs_sources.fetch_container_log_text(settings, node, since=since)
-    return logs_boot.diagnose_vllm_boot(log_text=log_text, path=path)
+        logs.boot.refuse_two_sources(node, log_text, path)
+        log_text = logs.sources.fetch_container_log_text(settings, node, since=since)
+    return logs.boot.diagnose_vllm_boot(log_text=log_text, path=path)
 
 
 # ---- Capacity and provisioning (Google Cloud) --------------------------------------------------
@@ -268,12 +246,12 @@ async def get_zones_with_available_quota(
     accelerator_type: Annotated[
         str | None, Field(description="e.g. v5litepod-1; default ACCELERATOR_TYPE")
     ] = None,
-) -> capacity.QuotaScan:
+) -> tpu_devops.capacity.QuotaScan:
     """Per-zone and per-region TPU quota limits for the quota family the provisioning model really uses
     (on-demand: TPUV5sLitepod...; spot and flex-start: the Preemptible family), next to Google's documented
     flex-start zones and this project's own attempt history. Quota is a limit, not free capacity, and not a
     promise that the zone accepts the provisioning model."""
-    return await capacity.zones_with_quota(settings, provisioning_model, accelerator_type)
+    return await tpu_devops.capacity.zones_with_quota(settings, provisioning_model, accelerator_type)
 
 
 @tools.tool(title="Plan a queued resource (dry run)", open_world=True, **READ)
@@ -283,11 +261,11 @@ async def plan_queued_resource(
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
     queued_resource_id: QrIdArg = None,
-) -> provisioning.QueuedResourcePlan:
+) -> tpu_devops.provisioning.QueuedResourcePlan:
     """Show exactly what create_tpu_queued_resource would send (REST JSON, startup script summarised), the
     equivalent gcloud command, the hourly price, when billing stops (or a loud warning that spot and
     on-demand never stop by themselves) and warnings. Sends nothing: the dry run gcloud does not have."""
-    return await provisioning.plan_queued_resource(
+    return await tpu_devops.provisioning.plan_queued_resource(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id,
     )  # fmt: skip
@@ -310,13 +288,13 @@ async def create_tpu_queued_resource(
             "(two TPUs then bill at once); default false: refuse"
         ),
     ] = False,
-) -> provisioning.CreateResult:
+) -> tpu_devops.provisioning.CreateResult:
     """Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
     and rig=<id>, with the rendered startup script. Touches only its own id: if it exists, reports it instead.
     Refuses when the Hugging Face token secret is missing, and when the rig already has a live queued resource
     in another zone (unless allow_second=true). Returns at once; waiting is a job (wait=true: poll get_job
     with the returned job_id)."""
-    return await provisioning.create_with_optional_wait(
+    return await tpu_devops.provisioning.create_with_optional_wait(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id, wait=wait,
         wait_timeout_s=wait_timeout_s, poll_interval_s=poll_interval_s, allow_second=allow_second,
@@ -326,9 +304,9 @@ async def create_tpu_queued_resource(
 @tools.tool(title="Describe a queued resource", open_world=True, **READ)
 async def describe_queued_resource(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
-) -> provisioning.QueuedResourceView:
+) -> tpu_devops.provisioning.QueuedResourceView:
     """One queued resource: state, provisioning model, labels (and whether it is ours), failure with its reach."""
-    return await provisioning.describe_queued_resource(settings, zone, queued_resource_id)
+    return await tpu_devops.provisioning.describe_queued_resource(settings, zone, queued_resource_id)
 
 
 @tools.tool(title="List queued resources", open_world=True, **READ)
@@ -337,20 +315,20 @@ async def list_queued_resources(
         str | None, Field(description="a zone, or 'all' for every TPU zone (listed concurrently)")
     ] = None,
     only_ours: Annotated[bool, Field(description="only those labelled managed-by=tpu-devops")] = False,
-) -> provisioning.QueuedResourceList:
+) -> tpu_devops.provisioning.QueuedResourceList:
     """Queued resources in one zone or all zones (concurrent, bounded), marking ours and FAILED/SUSPENDED
     requests that still hold quota."""
-    return await provisioning.list_queued_resources(settings, zone, only_ours=only_ours)
+    return await tpu_devops.provisioning.list_queued_resources(settings, zone, only_ours=only_ours)
 
 
 @tools.tool(title="Reservation status", open_world=True, **READ)
 async def get_reservation_status(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
-) -> provisioning.ReservationStatus:
+) -> tpu_devops.provisioning.ReservationStatus:
     """Our queued resource's state, time in state, node, external IP and endpoint URL, flex-start expiry
     countdown and cost so far, with the next step. Lists every live queued resource of the rig in any zone
     and warns when there are several (each one bills)."""
-    return await provisioning.reservation_status(settings, zone, queued_resource_id)
+    return await tpu_devops.provisioning.reservation_status(settings, zone, queued_resource_id)
 
 
 @tools.tool(title="Find a TPU (zone sweep job)", open_world=True, idempotent=False, **CLOUD_WRITE)
@@ -367,17 +345,17 @@ async def find_tpu(
     max_zones: Annotated[int, Field(ge=1, le=100, description="most zones to try")] = 10,
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
-) -> capacity.SweepStarted:
+) -> tpu_devops.capacity.SweepStarted:
     """Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
     past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
     model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
     found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
     starts; only one sweep per rig runs at a time (a second call names the running job), and the sweep stops
     instead of creating when the rig already has a live queued resource in any zone. Poll get_job."""
-    model = provisioning.check_provisioning_model(provisioning_model, settings)
-    return await capacity.start_sweep(
+    model = tpu_devops.provisioning.check_provisioning_model(provisioning_model, settings)
+    return await tpu_devops.capacity.start_sweep(
         settings,
-        capacity.SweepOptions(
+        tpu_devops.capacity.SweepOptions(
             provisioning_model=model, zones=zones, zone_budget_s=zone_budget_s, poll_interval_s=poll_interval_s,
             max_zones=max_zones, max_run_duration_s=max_run_duration_s, valid_until_duration_s=valid_until_duration_s,
         ),
@@ -388,18 +366,20 @@ async def find_tpu(
     title="Destroy our queued resource", open_world=True, read_only=False, destructive=True, idempotent=True
 )
 async def destroy_queued_resource(
-    confirmation: Annotated[teardown.Confirmation, Resolve(teardown.resolve_destroy_confirmation)],
+    confirmation: Annotated[
+        tpu_devops.teardown.Confirmation, Resolve(tpu_devops.teardown.resolve_destroy_confirmation)
+    ],
     zone: ZoneArg = None,
     queued_resource_id: QrIdArg = None,
     dry_run: Annotated[bool, Field(description="only list what would be deleted (default true)")] = True,
     confirm: Annotated[
         bool, Field(description="required with dry_run=false unless the client confirms by elicitation")
     ] = False,
-) -> teardown.TeardownResult:
+) -> tpu_devops.teardown.TeardownResult:
     """Delete one queued resource created by this server (labels managed-by=tpu-devops, rig=<id>): node first,
     then the request. Refuses anything else. dry_run (default) lists the steps; deleting needs confirm=true
     (or an accepted elicitation)."""
-    return await teardown.destroy_confirmed(
+    return await tpu_devops.teardown.destroy_confirmed(
         settings,
         confirmed=confirmation.confirm,
         zone=zone,
@@ -412,7 +392,9 @@ async def destroy_queued_resource(
     title="Clean up our queued resources", open_world=True, read_only=False, destructive=True, idempotent=True
 )
 async def manage_queued_resource(
-    confirmation: Annotated[teardown.Confirmation, Resolve(teardown.resolve_manage_confirmation)],
+    confirmation: Annotated[
+        tpu_devops.teardown.Confirmation, Resolve(tpu_devops.teardown.resolve_manage_confirmation)
+    ],
     action: Annotated[
         str,
         Field(
@@ -424,10 +406,10 @@ async def manage_queued_resource(
     confirm: Annotated[
         bool, Field(description="required with dry_run=false unless the client confirms by elicitation")
     ] = False,
-) -> teardown.TeardownResult:
+) -> tpu_devops.teardown.TeardownResult:
     """Bulk teardown of this rig's queued resources across zones, never touching resources without our
     labels (listed as left alone). dry_run by default; deleting needs confirm=true or an accepted elicitation."""
-    return await teardown.manage_confirmed(
+    return await tpu_devops.teardown.manage_confirmed(
         settings, confirmed=confirmation.confirm, action=action, zone=zone, dry_run=dry_run
     )
 
@@ -437,17 +419,17 @@ async def save_hf_token(
     token: Annotated[
         str, Field(description="a Hugging Face read token (hf_...); stored in Secret Manager, never echoed")
     ],
-) -> setup_check.SecretSaved:
+) -> tpu_devops.setup_check.SecretSaved:
     """Store the Hugging Face token in Secret Manager (HF_SECRET_ID): creates the secret if missing and adds
     a version. Checks its shape; never echoes, logs or returns it. The TPU VM reads it at boot."""
-    return await setup_check.save_hf_token(settings, token)
+    return await tpu_devops.setup_check.save_hf_token(settings, token)
 
 
 @tools.tool(title="Check cloud setup", open_world=True, **READ)
-async def check_setup() -> setup_check.SetupReport:
+async def check_setup() -> tpu_devops.setup_check.SetupReport:
     """Check credentials, project, TPU and Cloud Quotas APIs, the Hugging Face secret, quota for the configured
     model in the configured zone, and our current TPUs with cost so far. Each failure comes with its fix."""
-    return await setup_check.check_setup(settings)
+    return await tpu_devops.setup_check.check_setup(settings)
 
 
 @tools.tool(title="Get the vLLM endpoint", open_world=True, **READ)
@@ -456,17 +438,17 @@ async def get_vllm_endpoint(
         str | None,
         Field(description="a zone, or 'all' for every zone; default GOOGLE_CLOUD_ZONE, then every zone"),
     ] = None,
-) -> serving_endpoint.EndpointResult:
+) -> serving.endpoint.EndpointResult:
     """The vLLM base URL: VLLM_URL if set, else our ACTIVE queued resource's node external IP
     (http://IP:VLLM_PORT). Says clearly when there is none, it is still provisioning, or there are several."""
-    return await serving_endpoint.get_vllm_endpoint(settings, zone)
+    return await serving.endpoint.get_vllm_endpoint(settings, zone)
 
 
 @tools.tool(title="System status dashboard", open_world=True, **READ)
-async def get_system_status() -> setup_check.SystemStatus:
+async def get_system_status() -> tpu_devops.setup_check.SystemStatus:
     """One dashboard: configuration, our reservation (state, IP, expiry, cost), the endpoint, running jobs
     and the latest zone attempts. A failing part is listed under problems."""
-    return await setup_check.system_status(settings)
+    return await tpu_devops.setup_check.system_status(settings)
 
 
 # ---- Serving: health, speed, cost -------------------------------------------------------------
@@ -495,7 +477,7 @@ async def verify_model_health(
         bool, Field(description="also probe tool calling (tool_choice=auto)")
     ] = True,
     base_url: BaseUrlArg = None,
-) -> serving_health.HealthResult:
+) -> serving.health.HealthResult:
     """Check the serving endpoint end to end: /health, /v1/models, one short chat, one tool call.
 
     Each probe is timed. A failure is the answer, classified with its fix: no_endpoint,
@@ -503,7 +485,7 @@ async def verify_model_health(
     model_mismatch, empty_content, tool_parser_missing, tool_call_unparsed, tool_not_called,
     not_openai_api (another service on that port), http_error.
     """
-    return await serving_health.verify_health(
+    return await serving.health.verify_health(
         settings, model=model, base_url=base_url, tools=check_tool_calling
     )
 
@@ -516,9 +498,9 @@ async def query_gemma(
     temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
-) -> serving_chat.ChatResult:
+) -> serving.chat.ChatResult:
     """Ask the self-hosted Gemma one question (streamed chat completion) and return its answer."""
-    return await serving_chat.query(
+    return await serving.chat.query(
         settings,
         prompt,
         system=system,
@@ -537,11 +519,11 @@ async def query_gemma_with_stats(
     temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
-) -> serving_chat.ChatResult:
+) -> serving.chat.ChatResult:
     """Ask Gemma one question and measure the stream: TTFT, mean and median TPOT, output tok/s, prompt
     and completion tokens (the server's usage), and the largest gap between chunks after the first
     (a stalled stream is how KV-cache preemption shows from outside)."""
-    return await serving_chat.query(
+    return await serving.chat.query(
         settings,
         prompt,
         system=system,
@@ -554,18 +536,18 @@ async def query_gemma_with_stats(
 
 
 @tools.tool(title="vLLM metrics summary", open_world=True, **READ)
-async def get_metrics(base_url: BaseUrlArg = None) -> serving_metrics.MetricsResult:
+async def get_metrics(base_url: BaseUrlArg = None) -> serving.metrics.MetricsResult:
     """Read vLLM's Prometheus /metrics and summarise it: KV-cache usage, running / waiting requests,
     preemptions (total and since the last call), prompt / generation token totals, TTFT and TPOT
     quantiles from the histograms."""
-    return await serving_metrics.get_metrics(settings, base_url)
+    return await serving.metrics.get_metrics(settings, base_url)
 
 
 @tools.tool(title="Served model details", open_world=True, **READ)
-async def get_model_details(base_url: BaseUrlArg = None) -> serving_details.ModelDetails:
+async def get_model_details(base_url: BaseUrlArg = None) -> serving.details.ModelDetails:
     """What the endpoint serves: model id, max model length, vLLM version, the engine's cache config
     (block size, KV blocks, memory utilization) and the serving flags this rig's startup script renders."""
-    return await serving_details.get_details(settings, base_url)
+    return await serving.details.get_details(settings, base_url)
 
 
 @tools.tool(
@@ -588,14 +570,14 @@ async def run_benchmark(
     ] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
-) -> serving_benchmark.BenchmarkStarted:
+) -> serving.benchmark.BenchmarkStarted:
     """Start a benchmark sweep (concurrency x prompt length) as a job and return its id at once.
 
     Per cell: output tok/s, median and p99 TTFT, median TPOT, per-stream tok/s, failures, $/M output
     tokens at the live price, and a warning where clients x context exceeds the KV pool. Writes CSV,
     JSON and a PNG heatmap. Read-only towards the cloud, but it loads the endpoint: poll get_job.
     """
-    return await serving_benchmark.start_benchmark(
+    return await serving.benchmark.start_benchmark(
         settings,
         concurrency=concurrency,
         prompt_lengths=prompt_lengths,
@@ -615,10 +597,10 @@ async def import_benchmark_results(
     results_dir: Annotated[
         str | None, Field(description="where to write CSV/JSON/PNG; default <state dir>/results")
     ] = None,
-) -> serving_benchmark.BenchmarkResult:
+) -> serving.benchmark.BenchmarkResult:
     """Read `vllm bench serve` JSON results and compute the same table as run_benchmark: output tok/s,
     TTFT, TPOT, per-stream tok/s, failures, $/M output tokens at the live price, KV-pool warnings."""
-    return await serving_benchmark.import_results(
+    return await serving.benchmark.import_results(
         settings, results_path, provisioning_model=provisioning_model, results_dir_path=results_dir
     )
 
@@ -637,11 +619,11 @@ async def estimate_deployment_cost(
     usd_per_chip_hour: Annotated[
         float | None, Field(description="use this price instead of looking it up")
     ] = None,
-) -> pricing.CostEstimate:
+) -> tpu_devops.pricing.CostEstimate:
     """Price a deployment from the live Cloud Billing Catalog (a dated fallback table if unreachable;
     the answer says which): $/hour, $/month at 24/7, a given duration, $/M output tokens at a given
     throughput, one preemption (a cold start at this rate) and a forgotten weekend."""
-    return await pricing.estimate_cost(
+    return await tpu_devops.pricing.estimate_cost(
         settings,
         accelerator_type=accelerator_type,
         region=region,
@@ -687,11 +669,11 @@ def get_cloud_logging_logs(
     limit: Annotated[int, Field(description="entries to return (1-500)")] = 50,
     page_token: PageTokenArg = None,
     order: Annotated[str, Field(description="desc (newest first) or asc")] = "desc",
-) -> logs_sources.LogsPage:
+) -> logs.sources.LogsPage:
     """Read log entries from Cloud Logging, newest first, in a compact redacted form (timestamp,
     severity, short log name, resource labels, message, insertId). Says when more entries match and
     returns the page token to continue."""
-    return logs_sources.get_cloud_logging_logs(
+    return logs.sources.get_cloud_logging_logs(
         settings,
         filter=filter,
         since=since,
@@ -714,10 +696,10 @@ def get_vllm_docker_logs(
     text: Annotated[str | None, Field(description="free text to find")] = None,
     limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
     page_token: PageTokenArg = None,
-) -> logs_sources.LogsPage:
+) -> logs.sources.LogsPage:
     """The vLLM container's log on our TPU node, from Cloud Logging (Docker gcplogs driver; no SSH),
     newest first, redacted."""
-    return logs_sources.get_node_logs(
+    return logs.sources.get_node_logs(
         settings,
         "container",
         node=node,
@@ -736,10 +718,10 @@ def get_tpu_system_logs(
     severity: SeverityArg = None,
     limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
     page_token: PageTokenArg = None,
-) -> logs_sources.LogsPage:
+) -> logs.sources.LogsPage:
     """Our TPU node's system logs from Cloud Logging: the startup script (google_metadata_script_runner),
     syslog, and audit activity / system events such as preemption and maintenance. Newest first, redacted."""
-    return logs_sources.get_node_logs(
+    return logs.sources.get_node_logs(
         settings, "system", node=node, since=since, severity=severity, limit=limit, page_token=page_token
     )
 
@@ -756,12 +738,12 @@ def summarize_logs(
     ] = None,
     max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
     token_budget: Annotated[int, Field(description="size of the evidence text in tokens (500-32000)")] = 6000,
-) -> logs_evidence.SummaryResult:
+) -> logs.evidence.SummaryResult:
     """Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first:
     per template the count, severity, first/last seen, rate and two exemplar insertIds; plus known
     failure signatures (vLLM boot failures, HBM OOM, preemption / maintenance, Hugging Face 401/403/404,
     quota and capacity) with their fix. Secrets and personal data are redacted."""
-    return logs_evidence.summarize_logs(
+    return logs.evidence.summarize_logs(
         settings,
         path=path,
         filter=filter,
@@ -788,12 +770,12 @@ async def analyze_cloud_logging(
     max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
     max_steps: Annotated[int, Field(description="tool-call rounds the model may take (1-8)")] = 4,
     base_url: BaseUrlArg = None,
-) -> logs_analyst.AnalysisResult:
+) -> logs.analyst.AnalysisResult:
     """Answer a question about the logs with the self-hosted Gemma: it reads a redacted evidence summary
     and may search logs, fetch an entry by insertId or count by a field (read-only tools only). Every
     citation is checked against the logs. Without a reachable model the deterministic summary is
     returned and the answer says the model was not consulted."""
-    return await logs_analyst.analyze_logs(
+    return await logs.analyst.analyze_logs(
         settings,
         question,
         base_url=base_url,
@@ -812,22 +794,34 @@ async def analyze_cloud_logging(
 
 
 @tools.tool(title="Get job status", open_world=False, **READ)
-def get_job(job_id: str) -> JobView:
+def get_job(job_id: str) -> tpu_devops.jobs.JobView:
     """Poll a long operation (zone sweep, wait for ACTIVE, benchmark) by the id its tool returned.
 
     Returns its state (running / succeeded / failed / cancelled), progress so far, and the result.
     """
-    return JobView.of(JOBS.get(job_id))
+    return tpu_devops.jobs.JobView.of(tpu_devops.jobs.JOBS.get(job_id))
 
 
 @tools.tool(title="List jobs", open_world=False, **READ)
-def list_jobs() -> JobList:
+def list_jobs() -> tpu_devops.jobs.JobList:
     """List the long operations started by this server process, newest first."""
-    return JobList(jobs=[JobView.of(r) for r in JOBS.list()])
+    return tpu_devops.jobs.JobList(jobs=[tpu_devops.jobs.JobView.of(r) for r in tpu_devops.jobs.JOBS.list()])
 
 
 @tools.tool(title="Cancel a job", open_world=False, read_only=False, destructive=False, idempotent=True)
-async def cancel_job(job_id: str) -> JobView:
+async def cancel_job(job_id: str) -> tpu_devops.jobs.JobView:
     """Cancel a running job. A zone sweep stops before its next create; resources it already
     created are left as they are (use destroy_queued_resource for those)."""
-    return JobView.of(await JOBS.cancel(job_id))
+    return tpu_devops.jobs.JobView.of(await tpu_devops.jobs.JOBS.cancel(job_id))
+
+
+# ---- The server ------------------------------------------------------------------------------------
+
+mcp = tools.build_server(
+    name=settings.server_name,
+    version=__version__,
+    instructions=(
+        "DevOps/SRE tools for self-hosted Gemma 4 on Google Cloud TPU with vLLM. Start with get_help. "
+        "Planning tools need no cloud account. Long operations return a job id: poll get_job."
+    ),
+)

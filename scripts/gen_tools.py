@@ -20,6 +20,7 @@ def generated(readme: str | None = None) -> dict[str, str]:
     """Texts for the full tool set (read-only mode off): ``markdown`` (GemmaTools.md), ``snapshot``
     (JSON), and ``readme`` (the given README text with its tool table replaced) when ``readme`` is given."""
     os.environ["TPU_DEVOPS_READ_ONLY"] = "0"
+    os.environ["TPU_DEVOPS_CACHE_DIR"] = "off"  # documents are generated from schemas derived now
     sys.path.insert(0, str(ROOT))
     import server
     from tpu_devops import tooldocs

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +17,17 @@ from mcp.client.stdio import stdio_client
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# One tool schema cache for the test session's servers: the first start writes it, the others list
+# their tools from it, as a host's repeated starts do. Never the developer's own ~/.cache.
+TEST_CACHE_DIR = tempfile.mkdtemp(prefix="tpu-devops-test-cache-")
+atexit.register(shutil.rmtree, TEST_CACHE_DIR, ignore_errors=True)
+
 
 def server_env(**overrides: str) -> dict[str, str]:
     """A clean environment for the server: PATH/HOME plus explicit overrides (no tpu.env surprises)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "SYSTEMROOT")}
     env["NO_GCE_CHECK"] = "true"  # no probe of the GCE metadata server from a test
+    env["TPU_DEVOPS_CACHE_DIR"] = TEST_CACHE_DIR
     env.update(overrides)
     return env
 

@@ -98,3 +98,16 @@ def test_parse_duration_units() -> None:
 def test_secrets_are_not_in_public_summary(tmp_path: Path) -> None:
     s = load_settings(tmp_path / "none", environ={"VLLM_API_KEY": "sk-planted-secret-123"})
     assert "sk-planted-secret-123" not in str(s.public_summary())
+
+
+def test_cache_dir_defaults_to_xdg_cache_and_can_be_turned_off(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert load_settings(tmp_path / "missing.env", environ={}).cache_dir == str(
+        tmp_path / "xdg" / "tpu-devops"
+    )
+    explicit = load_settings(tmp_path / "missing.env", environ={"TPU_DEVOPS_CACHE_DIR": str(tmp_path / "c")})
+    assert explicit.cache_dir == str(tmp_path / "c")
+    for off in ("off", "OFF", "none", "0"):
+        assert (
+            load_settings(tmp_path / "missing.env", environ={"TPU_DEVOPS_CACHE_DIR": off}).cache_dir is None
+        )

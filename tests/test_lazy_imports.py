@@ -1,11 +1,13 @@
 """`initialize` and `tools/list` must not pay for heavy imports: loading server.py imports no Google
-client, openai, matplotlib, drain3, prometheus_client or huggingface_hub."""
+client, openai, matplotlib, drain3, prometheus_client or huggingface_hub, and with the tool schema cache
+written no domain module at all (each loads when one of its tools first runs)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.mcp_session import ROOT, server_env
 
@@ -32,3 +34,39 @@ def test_server_import_and_tools_list_stay_light() -> None:
     )
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded == [], f"heavy modules imported at startup: {loaded}"
+
+
+# What a start from the schema cache may load: settings and what registering tools needs.
+STARTUP_MODULES = {
+    "tpu_devops",
+    "tpu_devops.catalog",
+    "tpu_devops.config",
+    "tpu_devops.errors",
+    "tpu_devops.logs",
+    "tpu_devops.registration",
+    "tpu_devops.results",
+    "tpu_devops.serving",
+    "tpu_devops.tool_cache",
+}
+
+
+def _modules_after_listing(env: dict[str, str], call: str | None = None) -> set[str]:
+    code = (
+        "import asyncio, json, sys\n"
+        "import server\n"
+        "asyncio.run(server.mcp.list_tools())\n"
+        + (f"asyncio.run(server.mcp.call_tool({call!r}, {{}}))\n" if call else "")
+        + "print(json.dumps(sorted(m for m in sys.modules if m.startswith('tpu_devops'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_start_from_the_schema_cache_imports_no_domain_module(tmp_path: Path) -> None:
+    env = server_env(TPU_DEVOPS_CACHE_DIR=str(tmp_path))
+    _modules_after_listing(env)  # the first start writes the cache
+    assert _modules_after_listing(env) == STARTUP_MODULES
+    after_call = _modules_after_listing(env, call="list_jobs")
+    assert "tpu_devops.jobs" in after_call and "tpu_devops.provisioning" not in after_call

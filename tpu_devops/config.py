@@ -58,6 +58,7 @@ DEFAULTS: dict[str, str] = {
     "TPU_DEVOPS_READ_ONLY": "0",
     "TPU_DEVOPS_GCP_ENDPOINT": "",
     "TPU_DEVOPS_STATE_DIR": "",
+    "TPU_DEVOPS_CACHE_DIR": "",
 }
 
 _ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-([a-z])$")
@@ -82,6 +83,7 @@ _PROVISIONING_ALIASES = {
 }
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_DISABLED = {"off", "none", "0", "false"}  # TPU_DEVOPS_CACHE_DIR values that turn the cache off
 
 
 class Settings(BaseModel):
@@ -115,6 +117,7 @@ class Settings(BaseModel):
     read_only: bool
     gcp_endpoint: str
     state_dir: str
+    cache_dir: str | None
     env_file: str | None
     notices: tuple[str, ...] = ()
 
@@ -377,6 +380,11 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
     state_dir = env["TPU_DEVOPS_STATE_DIR"].strip() or str(
         Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "tpu-devops"
     )
+    cache_dir: str | None = env["TPU_DEVOPS_CACHE_DIR"].strip()
+    if cache_dir and cache_dir.lower() in _DISABLED:
+        cache_dir = None
+    elif not cache_dir:
+        cache_dir = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tpu-devops")
     return Settings(
         project=project,
         region=region,
@@ -404,6 +412,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         read_only=_bool(env, "TPU_DEVOPS_READ_ONLY"),
         gcp_endpoint=_url(env, "TPU_DEVOPS_GCP_ENDPOINT"),
         state_dir=state_dir,
+        cache_dir=cache_dir,
         env_file=read_from,
         notices=tuple(notices),
     )

@@ -10,7 +10,9 @@
   a generic tool error (the MCP SDK hides its text);
 - a returned `ToolResult` is sent as ``structuredContent`` (validated against ``outputSchema``) plus a
   readable text block from `ToolResult.render_text`;
-- synchronous tool bodies run in a worker thread so they never block the event loop.
+- synchronous tool bodies run in a worker thread so they never block the event loop;
+- tools are declared first and the server is built from them at the end (`Registrar.build_server`), so
+  that schemas can come from `tpu_devops.tool_cache` and no domain module is imported until a tool runs.
 """
 
 from __future__ import annotations
@@ -19,15 +21,18 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from tpu_devops.errors import TpuDevopsError
 from tpu_devops.results import ToolResult
+from tpu_devops.tool_cache import DeferredTool, SchemaCache
 
 log = logging.getLogger("tpu_devops.tools")
 
@@ -44,18 +49,27 @@ def to_call_result(result: Any) -> Any:
     return result
 
 
+@dataclass(frozen=True)
+class _Declared:
+    fn: Callable[..., Any]
+    title: str
+    annotations: ToolAnnotations
+
+
 class Registrar:
-    """Registers tools on one `MCPServer`, honouring read-only mode.
+    """Collects the tools `server.py` declares, then builds the `MCPServer` that serves them.
 
     Args:
-        server: the MCP server.
         read_only: when True, tools whose ``read_only`` flag is False are skipped.
+        schema_cache: where tool schemas are cached between starts (`tpu_devops.tool_cache`), or None
+            to derive every schema at startup.
     """
 
-    def __init__(self, server: MCPServer, *, read_only: bool) -> None:
-        self.server = server
+    def __init__(self, *, read_only: bool, schema_cache: SchemaCache | None = None) -> None:
         self.read_only = read_only
+        self.schema_cache = schema_cache
         self.skipped: list[str] = []
+        self._declared: dict[str, _Declared] = {}
 
     def tool(
         self,
@@ -66,9 +80,15 @@ class Registrar:
         idempotent: bool,
         open_world: bool,
     ) -> Callable[[F], F]:
-        """Decorator: register ``fn`` as a tool named after the function, described by its docstring."""
+        """Decorator: declare ``fn`` as a tool named after the function, described by its docstring.
+
+        Raises:
+            ValueError: a tool of that name was already declared.
+        """
 
         def decorator(fn: F) -> F:
+            if fn.__name__ in self._declared:
+                raise ValueError(f"tool {fn.__name__} is declared twice")
             if self.read_only and not read_only:
                 self.skipped.append(fn.__name__)
                 return fn
@@ -79,16 +99,47 @@ class Registrar:
                 idempotent_hint=idempotent,
                 open_world_hint=open_world,
             )
-            self.server.add_tool(
-                _wrap(fn),
-                name=fn.__name__,
-                title=title,
-                description=inspect.getdoc(fn),
-                annotations=annotations,
-            )
+            self._declared[fn.__name__] = _Declared(fn, title, annotations)
             return fn
 
         return decorator
+
+    def build_server(self, **server_options: Any) -> MCPServer:
+        """The `MCPServer` (``server_options`` are its keyword arguments) serving every declared tool.
+
+        A tool whose schemas are in the cache is listed from it and built on first call; the others are
+        built now, and the cache is rewritten when any was.
+        """
+        cached = self.schema_cache.load() if self.schema_cache else {}
+        tools: list[Tool] = []
+        for name, declared in self._declared.items():
+            wrapped = _wrap(declared.fn)
+            description = inspect.getdoc(declared.fn) or ""
+            if name in cached and self.schema_cache is not None:
+                tools.append(
+                    DeferredTool.from_cache(
+                        wrapped,
+                        name=name,
+                        title=declared.title,
+                        description=description,
+                        annotations=declared.annotations,
+                        schemas=cached[name],
+                        cache=self.schema_cache,
+                    )
+                )
+            else:
+                tools.append(
+                    Tool.from_function(
+                        wrapped,
+                        name=name,
+                        title=declared.title,
+                        description=description,
+                        annotations=declared.annotations,
+                    )  # fmt: skip
+                )
+        if self.schema_cache is not None and not self._declared.keys() <= cached.keys():
+            self.schema_cache.save(tools)
+        return MCPServer(tools=tools, **server_options)
 
 
 def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,0 +1,125 @@
+"""The tool schema cache (`tpu_devops.tool_cache`): a start from the cache publishes exactly what a start
+without it publishes, its tools work (argument validation, typed errors, structured results), and a
+cache that is corrupt, for other sources, unwritable or wrong can only cost time, never correctness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tpu_devops
+from tests.mcp_session import ROOT, mcp_client
+from tpu_devops.registration import Registrar
+from tpu_devops.tool_cache import CACHE_FILE, source_key
+
+pytestmark = pytest.mark.anyio
+
+
+async def listing(cache_dir: str, **env: str) -> list[dict[str, Any]]:
+    async with mcp_client(TPU_DEVOPS_CACHE_DIR=cache_dir, **env) as client:
+        return [t.model_dump(mode="json") for t in (await client.list_tools()).tools]
+
+
+async def test_cached_start_lists_what_an_uncached_start_lists_and_its_tools_work(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    uncached = await listing("off")
+    assert not cache.exists()
+    first = await listing(str(cache))  # builds the schemas and writes them
+    written = json.loads((cache / CACHE_FILE).read_text())
+    assert written["key"] == source_key(ROOT / "server.py")
+    assert set(written["tools"]) == {t["name"] for t in uncached}
+    async with mcp_client(TPU_DEVOPS_CACHE_DIR=str(cache)) as client:
+        cached = [t.model_dump(mode="json") for t in (await client.list_tools()).tools]
+        assert cached == first == uncached
+
+        plan = await client.call_tool("plan_capacity", {"max_model_len": 16384})
+        assert not plan.is_error
+        assert plan.structured_content["kv"]["bytes_per_token"] == 18432
+        assert plan.structured_content["kv_tokens"] == 321376
+        assert plan.content[0].text
+
+        wrong_type = await client.call_tool("plan_capacity", {"max_model_len": "sixteen thousand"})
+        assert wrong_type.is_error and "max_model_len" in wrong_type.content[0].text
+
+        refused = await client.call_tool("get_job", {"job_id": "nope-1"})
+        assert refused.is_error and "Fix:" in refused.content[0].text
+
+        help_ = await client.call_tool("get_help", {})
+        assert {t["name"] for t in help_.structured_content["tools"]} == {t["name"] for t in uncached}
+
+
+async def test_corrupt_or_foreign_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
+    reference = await listing("off")
+    for content in (
+        "{not json",
+        json.dumps({"format": 1, "key": "another-checkout", "tools": {"get_help": {"parameters": {}}}}),
+        json.dumps({"format": 1, "key": source_key(ROOT / "server.py"), "tools": "not a mapping"}),
+    ):
+        cache = tmp_path / f"c{len(content)}"
+        cache.mkdir()
+        (cache / CACHE_FILE).write_text(content)
+        assert await listing(str(cache)) == reference, content
+        rewritten = json.loads((cache / CACHE_FILE).read_text())
+        assert rewritten["key"] == source_key(ROOT / "server.py")
+
+
+async def test_unwritable_cache_directory_only_costs_time(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    errlog = tmp_path / "stderr.log"
+    with errlog.open("w") as err:
+        async with mcp_client(err, TPU_DEVOPS_CACHE_DIR=str(blocker / "cache")) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert not (await client.call_tool("get_help", {})).is_error
+    assert "get_help" in names
+    assert "tool schema cache not written" in errlog.read_text()
+
+
+async def test_cache_that_disagrees_with_the_code_is_deleted_at_first_call(tmp_path: Path) -> None:
+    """Same key, wrong schema (as if the schema depended on something the key does not cover): the call
+    still validates against the code, a warning says so, and the cache goes."""
+    cache = tmp_path / "cache"
+    await listing(str(cache))
+    data = json.loads((cache / CACHE_FILE).read_text())
+    data["tools"]["lint_vllm_flags"]["parameters"]["properties"].pop("command")
+    (cache / CACHE_FILE).write_text(json.dumps(data))
+    errlog = tmp_path / "stderr.log"
+    with errlog.open("w") as err:
+        async with mcp_client(err, TPU_DEVOPS_CACHE_DIR=str(cache)) as client:
+            result = await client.call_tool(
+                "lint_vllm_flags", {"command": "vllm serve google/gemma-4-E2B-it"}
+            )
+            assert not result.is_error
+    assert "cached schema differs from the code" in errlog.read_text()
+    assert not (cache / CACHE_FILE).exists()
+
+
+async def test_read_only_start_after_a_full_one_uses_the_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    full = await listing(str(cache))
+    before = (cache / CACHE_FILE).stat().st_mtime_ns
+    read_only = await listing(str(cache), TPU_DEVOPS_READ_ONLY="1")
+    assert read_only == [t for t in full if t["annotations"]["read_only_hint"]]
+    assert (cache / CACHE_FILE).stat().st_mtime_ns == before  # nothing was missing: not rewritten
+
+
+def test_a_tool_declared_twice_is_refused() -> None:
+    tools = Registrar(read_only=False)
+    decorator = tools.tool(title="t", read_only=True, destructive=False, idempotent=True, open_world=False)
+
+    async def same() -> None:
+        """Twice."""
+
+    decorator(same)
+    with pytest.raises(ValueError, match="declared twice"):
+        decorator(same)
+
+
+def test_lazy_submodules_load_on_use_and_refuse_unknown_names() -> None:
+    assert tpu_devops.catalog.resolve_accelerator_type("v5e-1").name == "v5litepod-1"
+    with pytest.raises(AttributeError, match="no attribute 'no_such_module'"):
+        _ = tpu_devops.no_such_module
+    assert not hasattr(tpu_devops.logs, "no_such_module")
