@@ -155,6 +155,7 @@ async def main() -> int:
     state.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("TPU_DEVOPS_STATE_DIR", str(state))
+    env.setdefault("TPU_DEVOPS_CACHE_DIR", str(state / "cache"))
     env.setdefault("TPU_DEVOPS_LOG_LEVEL", "WARNING")
     # The demo promises no cloud: without credentials google-auth would probe the GCE metadata server.
     env.setdefault("NO_GCE_CHECK", "true")

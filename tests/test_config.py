@@ -111,3 +111,13 @@ def test_cache_dir_defaults_to_xdg_cache_and_can_be_turned_off(tmp_path: Path, m
         assert (
             load_settings(tmp_path / "missing.env", environ={"TPU_DEVOPS_CACHE_DIR": off}).cache_dir is None
         )
+
+
+@pytest.mark.parametrize("var", ["TPU_DEVOPS_STATE_DIR", "TPU_DEVOPS_CACHE_DIR"])
+def test_directories_expand_home_and_refuse_relative_paths(tmp_path: Path, monkeypatch, var: str) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    s = load_settings(tmp_path / "missing.env", environ={var: "~/tpu"})
+    assert str(tmp_path / "tpu") in (s.state_dir, s.cache_dir)
+    with pytest.raises(ConfigError) as err:
+        load_settings(tmp_path / "missing.env", environ={var: "relative/dir"})
+    assert var in str(err.value) and "relative/dir" in str(err.value) and "absolute path" in str(err.value)

@@ -4,18 +4,23 @@ cache that is corrupt, for other sources, unwritable or wrong can only cost time
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.server.mcpserver.exceptions import UnexpectedToolError
 
 import tpu_devops
 from tests.mcp_session import ROOT, mcp_client
 from tpu_devops.registration import Registrar
-from tpu_devops.tool_cache import CACHE_FILE, source_key
+from tpu_devops.tool_cache import FORMAT, KEEP_FILES, CacheFile, SchemaCache, ToolSchemas, source_key
 
 pytestmark = pytest.mark.anyio
+KEY = source_key(ROOT / "server.py")
+CACHE_FILE = SchemaCache(Path("."), KEY).path.name  # this checkout's file name in any cache directory
 
 
 async def listing(cache_dir: str, **env: str) -> list[dict[str, Any]]:
@@ -29,7 +34,7 @@ async def test_cached_start_lists_what_an_uncached_start_lists_and_its_tools_wor
     assert not cache.exists()
     first = await listing(str(cache))  # builds the schemas and writes them
     written = json.loads((cache / CACHE_FILE).read_text())
-    assert written["key"] == source_key(ROOT / "server.py")
+    assert written["key"] == KEY
     assert set(written["tools"]) == {t["name"] for t in uncached}
     async with mcp_client(TPU_DEVOPS_CACHE_DIR=str(cache)) as client:
         cached = [t.model_dump(mode="json") for t in (await client.list_tools()).tools]
@@ -56,14 +61,14 @@ async def test_corrupt_or_foreign_cache_is_ignored_and_rewritten(tmp_path: Path)
     for content in (
         "{not json",
         json.dumps({"format": 1, "key": "another-checkout", "tools": {"get_help": {"parameters": {}}}}),
-        json.dumps({"format": 1, "key": source_key(ROOT / "server.py"), "tools": "not a mapping"}),
+        json.dumps({"format": 1, "key": KEY, "tools": "not a mapping"}),
     ):
         cache = tmp_path / f"c{len(content)}"
         cache.mkdir()
         (cache / CACHE_FILE).write_text(content)
         assert await listing(str(cache)) == reference, content
         rewritten = json.loads((cache / CACHE_FILE).read_text())
-        assert rewritten["key"] == source_key(ROOT / "server.py")
+        assert rewritten["key"] == KEY
 
 
 async def test_unwritable_cache_directory_only_costs_time(tmp_path: Path) -> None:
@@ -123,3 +128,69 @@ def test_lazy_submodules_load_on_use_and_refuse_unknown_names() -> None:
     with pytest.raises(AttributeError, match="no attribute 'no_such_module'"):
         _ = tpu_devops.no_such_module
     assert not hasattr(tpu_devops.logs, "no_such_module")
+
+
+async def test_checkouts_sharing_a_cache_directory_keep_a_file_each(tmp_path: Path) -> None:
+    other = tmp_path / "tool-schemas-0123456789abcdef.json"
+    other.write_text(json.dumps({"format": 1, "key": "0123456789abcdef-other-tree", "tools": {}}))
+    await listing(str(tmp_path))
+    assert other.exists() and (tmp_path / CACHE_FILE).exists()
+    for n in range(KEEP_FILES + 2):  # older files beyond the newest few are pruned at the next write
+        old = tmp_path / f"tool-schemas-old{n:012d}.json"
+        old.write_text("{}")
+        os.utime(old, (1_000_000 + n, 1_000_000 + n))
+    (tmp_path / CACHE_FILE).unlink()
+    await listing(str(tmp_path))
+    kept = sorted(p.name for p in tmp_path.glob("tool-schemas-*.json"))
+    assert len(kept) == KEEP_FILES and CACHE_FILE in kept and other.name in kept
+
+
+def test_editor_dot_files_in_the_package_do_not_break_the_key() -> None:
+    """Emacs keeps a dangling ``.#name.py`` symlink next to a module with unsaved edits."""
+    lock = Path(tpu_devops.__file__).parent / ".#tool-cache-test.py"
+    lock.symlink_to("user@host.1234:1700000000")
+    try:
+        assert source_key(ROOT / "server.py") == KEY
+    finally:
+        lock.unlink()
+
+
+async def test_a_tool_that_cannot_be_built_fails_like_a_crash_without_its_text(tmp_path: Path) -> None:
+    cache = SchemaCache(tmp_path, "k" * 64)
+    schemas = ToolSchemas(parameters={"type": "object", "properties": {}}, output_schema=None)
+    cache.path.write_text(
+        CacheFile(format=FORMAT, key=cache.key, tools={"broken": schemas}).model_dump_json()
+    )
+    tools = Registrar(read_only=False, schema_cache=cache)
+
+    @tools.tool(title="Broken", read_only=True, destructive=False, idempotent=True, open_world=False)
+    async def broken() -> tpu_devops.no_such_module.Result:  # type: ignore[name-defined]
+        """Its result type lives in a module that does not exist."""
+
+    server = tools.build_server(name="test")
+    assert [t.name for t in await server.list_tools()] == ["broken"]  # listed from the cache
+    with pytest.raises(UnexpectedToolError) as raised:
+        await server.call_tool("broken", {})
+    assert str(raised.value) == "Error executing tool broken"
+
+
+def test_every_logic_name_server_py_uses_exists() -> None:
+    """Tool bodies and result types name logic lazily (``tpu_devops.sizing.PlanResult``), so a typo would
+    only show when that tool runs: resolve every such name now."""
+    tree = ast.parse((ROOT / "server.py").read_text())
+    roots = {"tpu_devops": tpu_devops, "logs": tpu_devops.logs, "serving": tpu_devops.serving}
+    checked = 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain: list[str] = []
+        inner: ast.expr = node
+        while isinstance(inner, ast.Attribute):
+            chain.insert(0, inner.attr)
+            inner = inner.value
+        if isinstance(inner, ast.Name) and inner.id in roots:
+            value = roots[inner.id]
+            for attr in chain:
+                value = getattr(value, attr)  # AttributeError names the typo
+            checked += 1
+    assert checked > 60

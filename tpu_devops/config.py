@@ -83,7 +83,7 @@ _PROVISIONING_ALIASES = {
 }
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-_DISABLED = {"off", "none", "0", "false"}  # TPU_DEVOPS_CACHE_DIR values that turn the cache off
+_DISABLED = {"off", "none", "0", "false", "no"}  # TPU_DEVOPS_CACHE_DIR values that turn the cache off
 
 
 class Settings(BaseModel):
@@ -183,6 +183,26 @@ def _int(env: Mapping[str, str], var: str, *, lo: int, hi: int, optional: bool =
             f"{value} is out of range", field=var, value=raw, fix=f"use a value between {lo} and {hi}"
         )
     return value
+
+
+def _directory(env: Mapping[str, str], var: str, xdg_base: Path) -> str:
+    """``var`` with ``~`` expanded, or ``<xdg_base>/tpu-devops`` when empty.
+
+    Raises:
+        ConfigError: a relative path (MCP hosts start the server in a directory of their choosing).
+    """
+    value = env[var].strip()
+    if not value:
+        return str(xdg_base / "tpu-devops")
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        raise ConfigError(
+            "not an absolute path (the server's working directory depends on the MCP host)",
+            field=var,
+            value=value,
+            fix=f"use an absolute path such as {xdg_base / 'tpu-devops'}, or leave {var} empty",
+        )
+    return str(path)
 
 
 def _bool(env: Mapping[str, str], var: str) -> bool:
@@ -377,14 +397,16 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
                 fix=f"use a VPC name such as default, or leave {var} empty",
             )
 
-    state_dir = env["TPU_DEVOPS_STATE_DIR"].strip() or str(
-        Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "tpu-devops"
+    state_dir = _directory(
+        env,
+        "TPU_DEVOPS_STATE_DIR",
+        Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"),
     )
-    cache_dir: str | None = env["TPU_DEVOPS_CACHE_DIR"].strip()
-    if cache_dir and cache_dir.lower() in _DISABLED:
-        cache_dir = None
-    elif not cache_dir:
-        cache_dir = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tpu-devops")
+    cache_dir = None
+    if env["TPU_DEVOPS_CACHE_DIR"].strip().lower() not in _DISABLED:
+        cache_dir = _directory(
+            env, "TPU_DEVOPS_CACHE_DIR", Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        )
     return Settings(
         project=project,
         region=region,

@@ -32,7 +32,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from tpu_devops.errors import TpuDevopsError
 from tpu_devops.results import ToolResult
-from tpu_devops.tool_cache import DeferredTool, SchemaCache
+from tpu_devops.tool_cache import DeferredTool, SchemaCache, ToolSchemas
 
 log = logging.getLogger("tpu_devops.tools")
 
@@ -87,7 +87,7 @@ class Registrar:
         """
 
         def decorator(fn: F) -> F:
-            if fn.__name__ in self._declared:
+            if fn.__name__ in self._declared or fn.__name__ in self.skipped:
                 raise ValueError(f"tool {fn.__name__} is declared twice")
             if self.read_only and not read_only:
                 self.skipped.append(fn.__name__)
@@ -111,35 +111,36 @@ class Registrar:
         built now, and the cache is rewritten when any was.
         """
         cached = self.schema_cache.load() if self.schema_cache else {}
-        tools: list[Tool] = []
-        for name, declared in self._declared.items():
-            wrapped = _wrap(declared.fn)
-            description = inspect.getdoc(declared.fn) or ""
-            if name in cached and self.schema_cache is not None:
-                tools.append(
-                    DeferredTool.from_cache(
-                        wrapped,
-                        name=name,
-                        title=declared.title,
-                        description=description,
-                        annotations=declared.annotations,
-                        schemas=cached[name],
-                        cache=self.schema_cache,
-                    )
-                )
-            else:
-                tools.append(
-                    Tool.from_function(
-                        wrapped,
-                        name=name,
-                        title=declared.title,
-                        description=description,
-                        annotations=declared.annotations,
-                    )  # fmt: skip
-                )
+        tools = [self._tool(name, declared, cached.get(name)) for name, declared in self._declared.items()]
         if self.schema_cache is not None and not self._declared.keys() <= cached.keys():
             self.schema_cache.save(tools)
         return MCPServer(tools=tools, **server_options)
+
+    def _tool(self, name: str, declared: _Declared, schemas: ToolSchemas | None) -> Tool:
+        wrapped = _wrap(declared.fn)
+        description = inspect.getdoc(declared.fn) or ""
+        if schemas is not None and self.schema_cache is not None:
+            try:
+                return DeferredTool.from_cache(
+                    wrapped,
+                    name=name,
+                    title=declared.title,
+                    description=description,
+                    annotations=declared.annotations,
+                    schemas=schemas,
+                    cache=self.schema_cache,
+                )
+            except Exception:  # an SDK whose Tool no longer takes these fields: derive the schemas instead
+                log.warning(
+                    "tool %s: cannot list it from the schema cache; deriving its schemas", name, exc_info=True
+                )
+        return Tool.from_function(
+            wrapped,
+            name=name,
+            title=declared.title,
+            description=description,
+            annotations=declared.annotations,
+        )
 
 
 def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:

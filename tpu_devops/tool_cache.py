@@ -5,14 +5,16 @@ is added, and that needs every result model (and so every domain module) importe
 2-core dev machine: ~90 ms of schema generation plus ~70 ms of imports on top of a bare `MCPServer`'s
 ~600 ms, most of the cold-start cost between spawn and the ``tools/list`` answer (``make bench``).
 
-How: after a start that built the schemas, they are written to ``<TPU_DEVOPS_CACHE_DIR>/tool-schemas.json``
-under a key that hashes the source of ``server.py`` and of the whole ``tpu_devops`` package plus the
-Python, ``mcp``, ``pydantic`` and ``pydantic-core`` versions. Any edit or upgrade changes the key, and a
-file with another key (or unreadable, or of another shape) is ignored and rewritten: like a ``.pyc``, the
-cache can only make a start faster, never change what it publishes. A tool listed from the cache is a
+How: after a start that built the schemas, they are written to
+``<TPU_DEVOPS_CACHE_DIR>/tool-schemas-<key>.json``, where the key hashes the source of ``server.py`` and of
+the whole ``tpu_devops`` package plus the Python, ``mcp``, ``pydantic`` and ``pydantic-core`` versions.
+Any edit or upgrade changes the key (two checkouts sharing one cache directory keep a file each; the
+newest few are kept). A file that is unreadable or of another shape is ignored and rewritten, and a
+cache that cannot be read or written only makes the start slower. A tool listed from the cache is a
 `DeferredTool`: it answers ``tools/list`` from the cached schemas and builds the real SDK `Tool` (argument
-model, output validation, resolvers) on its first call; if that build disagrees with the cache, the
-cache file is deleted and a warning logged.
+model, output validation, resolvers) on its first call. Arguments are always validated by the code's own
+model; if its schema disagrees with the cached one (only possible if a schema depended on something the
+key does not cover), the file is deleted and a warning logged, and the next start publishes the right one.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pydantic
 import pydantic_core
+from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import ToolAnnotations
@@ -38,8 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tpu_devops.tool_cache")
 
-CACHE_FILE = "tool-schemas.json"
 FORMAT = 1  # bump when the file layout changes
+KEEP_FILES = 4  # cache files kept per directory (one per source tree / version in use)
 
 
 class ToolSchemas(BaseModel):
@@ -50,7 +54,7 @@ class ToolSchemas(BaseModel):
 
 
 class CacheFile(BaseModel):
-    """Layout of ``tool-schemas.json``."""
+    """Layout of a ``tool-schemas-<key>.json`` file."""
 
     format: int
     key: str
@@ -58,8 +62,12 @@ class CacheFile(BaseModel):
 
 
 def source_key(server_file: Path) -> str:
-    """SHA-256 (hex) over the runtime versions and the source of ``server_file`` and every ``.py`` file of
-    the ``tpu_devops`` package: what the published schemas are a function of."""
+    """SHA-256 (hex) over the runtime versions and the source of ``server_file`` and every ``.py`` module of
+    the ``tpu_devops`` package: what the published schemas are a function of.
+
+    Raises:
+        OSError: a source file could not be read.
+    """
     package_dir = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     versions = (
@@ -68,23 +76,29 @@ def source_key(server_file: Path) -> str:
     )
     digest.update(versions.encode())
     named = [(server_file.name, server_file)]
-    named += [(str(p.relative_to(package_dir.parent)), p) for p in sorted(package_dir.rglob("*.py"))]
+    modules = [p for p in sorted(package_dir.rglob("*.py")) if _is_module(p.relative_to(package_dir))]
+    named += [(str(p.relative_to(package_dir.parent)), p) for p in modules]
     for name, path in named:
         digest.update(b"\0" + name.encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
+def _is_module(relative: Path) -> bool:
+    # Editors leave dot-files such as Emacs' dangling ``.#sizing.py`` lock link next to edited modules.
+    return not any(part.startswith(".") for part in relative.parts)
+
+
 class SchemaCache:
-    """One cache file for one source key.
+    """The cache file of one source key.
 
     Args:
-        directory: where ``tool-schemas.json`` lives (created on save).
-        key: from `source_key`; entries saved under another key are never used.
+        directory: where ``tool-schemas-<key>.json`` lives (created on save).
+        key: from `source_key`; a file whose content carries another key is never used.
     """
 
     def __init__(self, directory: Path, key: str) -> None:
-        self.path = directory / CACHE_FILE
+        self.path = directory / f"tool-schemas-{key[:16]}.json"
         self.key = key
 
     def load(self) -> dict[str, ToolSchemas]:
@@ -128,15 +142,44 @@ class SchemaCache:
             log.info(
                 "tool schema cache not written to %s (%s); startup stays correct, only slower", self.path, exc
             )
+            return
+        self._prune()
 
     def discard(self) -> None:
         """Delete the cache file (it disagreed with the code); the next start rebuilds it."""
-        self.path.unlink(missing_ok=True)
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not delete the stale tool schema cache %s: %s", self.path, exc)
+
+    def _prune(self) -> None:
+        """Keep the `KEEP_FILES` newest cache files; drop temp files a killed writer left an hour ago."""
+        try:
+            files = sorted(
+                self.path.parent.glob("tool-schemas-*.json"), key=lambda p: p.stat().st_mtime, reverse=True
+            )
+            stale = files[KEEP_FILES:]
+            stale += [
+                p
+                for p in self.path.parent.glob(".tool-schemas-*.tmp")
+                if time.time() - p.stat().st_mtime > 3600
+            ]
+            for old in stale:
+                old.unlink(missing_ok=True)
+        except OSError as exc:  # another server pruning at the same moment, or a read-only directory
+            log.debug("tool schema cache pruning skipped: %s", exc)
 
 
 def open_schema_cache(cache_dir: str | None, server_file: Path) -> SchemaCache | None:
-    """The cache for ``server_file`` in ``cache_dir`` (``TPU_DEVOPS_CACHE_DIR``), or None when disabled."""
-    return SchemaCache(Path(cache_dir), source_key(server_file)) if cache_dir else None
+    """The cache for ``server_file`` in ``cache_dir`` (``TPU_DEVOPS_CACHE_DIR``), or None when disabled or
+    when the sources cannot be read (the start then derives every schema, as without a cache)."""
+    if not cache_dir:
+        return None
+    try:
+        return SchemaCache(Path(cache_dir), source_key(server_file))
+    except OSError as exc:
+        log.info("tool schema cache off for this start: cannot read the sources (%s)", exc)
+        return None
 
 
 class DeferredTool(Tool):
@@ -201,5 +244,14 @@ class DeferredTool(Tool):
     async def run(
         self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
     ) -> Any:
-        """Build the real tool if needed and run it (argument validation, resolvers, output conversion)."""
-        return await self.build().run(arguments, context, convert_result=convert_result)
+        """Build the real tool if needed and run it (argument validation, resolvers, output conversion).
+
+        Raises:
+            UnexpectedToolError: the tool could not be built (its module failed to import); like any crash,
+                its text stays in the server log and the client gets the generic message.
+        """
+        try:
+            tool = self.build()
+        except Exception as exc:
+            raise UnexpectedToolError(f"Error executing tool {self.name}") from exc
+        return await tool.run(arguments, context, convert_result=convert_result)
