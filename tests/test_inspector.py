@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp_session import ROOT, mcp_client, server_env
+from tests.mcp_session import ROOT, TEST_CACHE_DIR, mcp_client, server_env
 
 INSPECTOR = ROOT / "node_modules" / ".bin" / "inspector"
 
@@ -23,7 +23,15 @@ pytestmark = pytest.mark.skipif(
 def inspector(*args: str) -> dict:
     env = server_env(TPU_DEVOPS_LOG_LEVEL="WARNING")
     out = subprocess.run(
-        [str(INSPECTOR), "--cli", str(ROOT / "mcp-run.sh"), *args],
+        # The Inspector passes the server only a default environment plus -e values.
+        [
+            str(INSPECTOR),
+            "--cli",
+            "-e",
+            f"TPU_DEVOPS_CACHE_DIR={TEST_CACHE_DIR}",
+            str(ROOT / "mcp-run.sh"),
+            *args,
+        ],
         capture_output=True,
         text=True,
         env=env,
