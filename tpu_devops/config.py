@@ -83,7 +83,8 @@ _PROVISIONING_ALIASES = {
 }
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-_DISABLED = {"off", "none", "0", "false", "no"}  # TPU_DEVOPS_CACHE_DIR values that turn the cache off
+# TPU_DEVOPS_CACHE_DIR values that turn the cache off: the false spellings (empty means the default) and none.
+_DISABLED = (_FALSE - {""}) | {"none"}
 
 
 class Settings(BaseModel):
