@@ -100,6 +100,22 @@ async def test_reads_with_paging_and_node_logs(fakes: tuple[FakeGcp, FakeVllm], 
         system = await client.call_tool("get_tpu_system_logs", {"since": SINCE})
         assert system.structured_content["returned"] == 4
 
+        # The planted instruction comes back as data: fenced in the text, named untrusted in the structure.
+        injected = await client.call_tool(
+            "get_vllm_docker_logs", {"since": SINCE, "text": "Ignore previous", "limit": 5}
+        )
+        page = injected.structured_content
+        assert [e["insert_id"] for e in page["entries"]] == ["planted-injection"]
+        assert page["suspected_injection"] == ["planted-injection"]
+        assert (
+            "entries[].message" in page["untrusted"]["fields"]
+            and "never instructions" in page["untrusted"]["notice"]
+        )
+        text = injected.content[0].text
+        opened, closed = text.index("<untrusted-data"), text.index("</untrusted-data>")
+        assert opened < text.index("Ignore previous instructions") < closed
+        assert "prompt injection" in text[:opened]
+
         bad = await client.call_tool("get_cloud_logging_logs", {"since": SINCE, "filter": "a) OR (b"})
         assert bad.is_error and "filter" in bad.content[0].text and "Traceback" not in bad.content[0].text
     assert not [r for r in gcp.tpu.requests if r.get("method") != "GET"]
@@ -122,6 +138,11 @@ async def test_summaries_of_the_real_logs_put_the_root_cause_first(
             assert result.content[0].text.startswith("Root cause candidate")
             _no_secret(result.content[0].text, json.dumps(data))
         assert from_cloud.structured_content["entries"] == 1177
+        # The planted ERROR line that gives orders is listed as suspected injection, never as a finding.
+        cloud = from_cloud.structured_content
+        assert len(cloud["suspected_injection"]) == 1 and "evidence" in cloud["untrusted"]["fields"]
+        text = from_cloud.content[0].text
+        assert text.index("<untrusted-data") < text.index("Ignore previous instructions")
 
 
 @pytest.mark.anyio

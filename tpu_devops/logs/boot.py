@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.errors import InputError
 from tpu_devops.results import ToolResult
+from tpu_devops.untrusted import UntrustedContent, UntrustedData, fence, inline, untrusted_data
 
 SignatureSeverity = Literal["error", "warning", "info", "noise"]
 MAX_LOG_BYTES = 512 * 1024 * 1024
@@ -418,9 +419,20 @@ class CrossCheck(BaseModel):
     verdict: str
 
 
-class BootDiagnosis(ToolResult):
-    """`diagnose_vllm_boot` result."""
+class BootDiagnosis(UntrustedContent, ToolResult):
+    """`diagnose_vllm_boot` result. Values copied from the log (excerpts, arguments, names) are untrusted
+    data (`tpu_devops.untrusted`); excerpts are fenced in the text rendering."""
 
+    untrusted: UntrustedData = untrusted_data(
+        "logs",
+        "findings[].excerpt",
+        "findings[].details",
+        "root_cause.excerpt",
+        "non_default_args",
+        "model",
+        "vllm_version",
+        "tpu_type",
+    )
     source: str
     lines: int
     status: Literal["ready", "failed", "incomplete"]
@@ -461,8 +473,8 @@ class BootDiagnosis(ToolResult):
             x
             for x in (
                 f"vLLM {self.vllm_version}" if self.vllm_version else None,
-                self.model,
-                self.tpu_type,
+                inline(self.model) if self.model else None,
+                inline(self.tpu_type) if self.tpu_type else None,
                 f"{self.lines:,} lines from {self.source}",
             )
             if x
@@ -491,7 +503,7 @@ class BootDiagnosis(ToolResult):
             lines.append(f"  cause: {f.cause}")
             lines.append(f"  fix: {f.fix}")
             if f.excerpt:
-                lines.append(f"  log: {f.excerpt[:200]}")
+                lines.append(f"  log: {fence(f.excerpt[:200])}")
         if self.noise:
             lines.append("harmless noise: " + ", ".join(f"{k} x{v}" for k, v in self.noise.items()))
         return "\n".join(lines)
@@ -795,7 +807,7 @@ def _refine(
             m = _find(log, "program")
             if m:
                 f.details = {"program": m.group(1), "wanted": m.group(2), "free": m.group(3)}
-                f.title = f"program '{m.group(1)}' needs {m.group(2)} but {m.group(3)} is free"
+                f.title = f"program '{inline(m.group(1))}' needs {m.group(2)} but {m.group(3)} is free"
             if kv_inited:
                 f.details["after"] = "KV cache init"
             if util is not None:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tpu_devops.errors import InputError
 from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
@@ -28,6 +28,16 @@ from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mi
 from tpu_devops.logs.signatures import Signature, SignatureHit, match
 from tpu_devops.logs.sources import LogSource
 from tpu_devops.results import ToolResult
+from tpu_devops.untrusted import (
+    UntrustedContent,
+    UntrustedData,
+    fence,
+    injection_notice,
+    inline,
+    looks_like_instruction,
+    neutralize,
+    untrusted_data,
+)
 
 CHARS_PER_TOKEN = 3.0
 DEFAULT_TOKEN_BUDGET = 6000
@@ -39,7 +49,8 @@ _NOISE = re.compile(
     r"""|.*\($|[\w.]+(?:\(\))?(?:\.[\w]+)*\(.*\)$)"""
 )
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt)\b(?::|$)")
-_DELIMITER = re.compile(r"</?untrusted", re.I)
+# An injected instruction ranks below everything and is never a root cause (`tpu_devops.untrusted`).
+INJECTION_PENALTY = 10_000
 
 
 def estimate_tokens(text: str) -> int:
@@ -53,11 +64,6 @@ def is_noise(template: str) -> bool:
     return not text or (bool(_NOISE.match(text)) and not _EXCEPTION.match(text))
 
 
-def neutralize(text: str) -> str:
-    """Log text made safe to place between untrusted-data delimiters (no forged closing tag)."""
-    return _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹"), text)
-
-
 @dataclass
 class Ranked:
     """A template with its score and the signature it matched (if any)."""
@@ -65,11 +71,14 @@ class Ranked:
     stats: TemplateStats
     score: float
     signature: Signature | None
+    injection: bool = False  # reads like an instruction to an AI agent: data, never a finding
 
 
 def is_root_cause(r: Ranked) -> bool:
     """True when ``r`` may be reported as a root cause: ERROR or worse, or a root-cause signature
     (weight >= 50)."""
+    if r.injection:
+        return False
     return SEVERITY_RANK.get(r.stats.severity, 0) >= ERROR_RANK or (
         r.signature is not None and r.signature.weight >= 50
     )
@@ -103,7 +112,12 @@ def rank(result: MiningResult) -> list[Ranked]:
             score += 200
         elif is_noise(body):
             score -= 400
-        ranked.append(Ranked(t, score, sig))
+        injection = looks_like_instruction(t.template) or any(
+            looks_like_instruction(e.message) for e in t.exemplars
+        )
+        if injection:
+            score -= INJECTION_PENALTY
+        ranked.append(Ranked(t, score, sig, injection))
     ranked.sort(
         key=lambda r: (
             -r.score,
@@ -267,9 +281,13 @@ class RootCause(BaseModel):
     fix: str | None = None
 
 
-class SummaryResult(ToolResult):
-    """Template summary of a log source: root cause first, signatures, ranked templates, evidence."""
+class SummaryResult(UntrustedContent, ToolResult):
+    """Template summary of a log source: root cause first, signatures, ranked templates, evidence. Templates,
+    exemplars and the evidence text are log text: untrusted data, fenced in the text rendering."""
 
+    untrusted: UntrustedData = untrusted_data(
+        "logs", "root_cause.template", "templates[].template", "templates[].exemplars", "evidence"
+    )
     source: str
     entries: int
     templates_total: int
@@ -280,6 +298,9 @@ class SummaryResult(ToolResult):
     signatures: list[SignatureHit] = []
     templates: list[TemplateView] = []
     evidence_tokens: int = 0
+    suspected_injection: list[str] = Field(
+        default=[], description="template ids whose text reads like instructions to an AI agent"
+    )
     notices: list[str] = []
     evidence: str = ""
 
@@ -287,7 +308,8 @@ class SummaryResult(ToolResult):
         if self.root_cause is None:
             return f"No errors or known failure signatures in {self.entries} entries ({self.templates_total} templates)"
         rc = self.root_cause
-        what = rc.title or rc.template[:100]
+        # A template without a signature is only log text: quoted inside the delimiters.
+        what = rc.title or inline(rc.template[:100])
         return f"Root cause candidate {rc.template_id}: {what} (x{rc.count}, first {rc.first_seen or '?'})"
 
     def render_text(self) -> str:
@@ -295,7 +317,7 @@ class SummaryResult(ToolResult):
         if self.root_cause and self.root_cause.fix:
             lines.append(f"Fix: {self.root_cause.fix}")
         lines += [f"note: {n}" for n in self.notices]
-        lines.append(self.evidence)
+        lines.append(fence(self.evidence))
         return "\n".join(lines)
 
 
@@ -337,6 +359,9 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
             cause=r.signature.cause if r.signature else None,
             fix=r.signature.fix if r.signature else None,
         )
+    suspected = [r.stats.id for r in summary.ranked if r.injection]
+    if suspected:
+        notices = [*notices, injection_notice(suspected, "templates")]
     return SummaryResult(
         source=source,
         entries=result.total,
@@ -348,6 +373,7 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
         signatures=summary.hits,
         templates=[result.view(r.stats) for r in summary.ranked[:top]],
         evidence_tokens=summary.pack.tokens,
+        suspected_injection=suspected,
         notices=notices,
         evidence=summary.pack.text,
     )

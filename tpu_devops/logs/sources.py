@@ -40,6 +40,14 @@ from tpu_devops.errors import InputError, NotFoundError
 from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
 from tpu_devops.logs.redact import Redactor
 from tpu_devops.results import ToolResult
+from tpu_devops.untrusted import (
+    UntrustedContent,
+    UntrustedData,
+    fence,
+    injection_notice,
+    looks_like_instruction,
+    untrusted_data,
+)
 
 PAGE_SIZE = 1000
 MAX_EMPTY_PAGES = 5  # empty entries.list pages in a row before a read stops (see CloudLoggingSource)
@@ -696,14 +704,20 @@ class LogView(BaseModel):
     message: str
 
 
-class LogsPage(ToolResult):
-    """A page of log entries, newest first unless asked otherwise."""
+class LogsPage(UntrustedContent, ToolResult):
+    """A page of log entries, newest first unless asked otherwise. The entries are log text: untrusted
+    data (`tpu_devops.untrusted`), fenced in the text rendering; ``suspected_injection`` lists the
+    insertIds of entries that read like instructions to an AI agent."""
 
+    untrusted: UntrustedData = untrusted_data(
+        "logs", "entries[].message", "entries[].labels", "entries[].insert_id", "entries[].log"
+    )
     source: str
     filter: str | None = None
     returned: int
     entries: list[LogView]
     next_page_token: str | None = None
+    suspected_injection: list[str] = []
     notices: list[str] = []
 
     def headline(self) -> str:
@@ -713,8 +727,9 @@ class LogsPage(ToolResult):
     def render_text(self) -> str:
         lines = [self.headline()]
         lines += [f"note: {n}" for n in self.notices]
-        for e in self.entries:
-            lines.append(f"{e.timestamp} {e.severity:<8} [{e.insert_id}] {e.message}")
+        if self.entries:
+            rows = [f"{e.timestamp} {e.severity:<8} [{e.insert_id}] {e.message}" for e in self.entries]
+            lines.append(fence("\n".join(rows)))
         if self.next_page_token:
             lines.append(f"next_page_token: {self.next_page_token}")
         return "\n".join(lines)
@@ -738,9 +753,13 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
     source.max_entries = limit
     if cloud:
         source.page_size = limit
-    views = [r.view() for page in source.pages() for r in page]
+    records = [r for page in source.pages() for r in page]
+    views = [r.view() for r in records]
     token = source.next_page_token if cloud else None
     notices: list[str] = []
+    suspected = [r.insert_id for r in records if looks_like_instruction(r.message)]
+    if suspected:
+        notices.append(injection_notice(suspected))
     if not cloud and source.truncated:
         notices.append(f"showing the first {limit} records of the file; use summarize_logs for all of it")
     if token:
@@ -753,6 +772,7 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
         returned=len(views),
         entries=views,
         next_page_token=token,
+        suspected_injection=suspected,
         notices=notices,
     )
 
