@@ -246,12 +246,12 @@ async def get_zones_with_available_quota(
     accelerator_type: Annotated[
         str | None, Field(description="e.g. v5litepod-1; default ACCELERATOR_TYPE")
     ] = None,
-) -> tpu_devops.capacity.QuotaScan:
+) -> tpu_devops.quota.QuotaScan:
     """Per-zone and per-region TPU quota limits for the quota family the provisioning model really uses
     (on-demand: TPUV5sLitepod...; spot and flex-start: the Preemptible family), next to Google's documented
     flex-start zones and this project's own attempt history. Quota is a limit, not free capacity, and not a
     promise that the zone accepts the provisioning model."""
-    return await tpu_devops.capacity.zones_with_quota(settings, provisioning_model, accelerator_type)
+    return await tpu_devops.quota.zones_with_quota(settings, provisioning_model, accelerator_type)
 
 
 @tools.tool(title="Plan a queued resource (dry run)", open_world=True, **READ)
@@ -261,11 +261,11 @@ async def plan_queued_resource(
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
     queued_resource_id: QrIdArg = None,
-) -> tpu_devops.provisioning.QueuedResourcePlan:
+) -> tpu_devops.provisioning.plan.QueuedResourcePlan:
     """Show exactly what create_tpu_queued_resource would send (REST JSON, startup script summarised), the
     equivalent gcloud command, the hourly price, when billing stops (or a loud warning that spot and
     on-demand never stop by themselves) and warnings. Sends nothing: the dry run gcloud does not have."""
-    return await tpu_devops.provisioning.plan_queued_resource(
+    return await tpu_devops.provisioning.plan.plan_queued_resource(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id,
     )  # fmt: skip
@@ -288,13 +288,13 @@ async def create_tpu_queued_resource(
             "(two TPUs then bill at once); default false: refuse"
         ),
     ] = False,
-) -> tpu_devops.provisioning.CreateResult:
+) -> tpu_devops.provisioning.queued.CreateResult:
     """Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
     and rig=<id>, with the rendered startup script. Touches only its own id: if it exists, reports it instead.
     Refuses when the Hugging Face token secret is missing, and when the rig already has a live queued resource
     in another zone (unless allow_second=true). Returns at once; waiting is a job (wait=true: poll get_job
     with the returned job_id)."""
-    return await tpu_devops.provisioning.create_with_optional_wait(
+    return await tpu_devops.provisioning.queued.create_with_optional_wait(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id, wait=wait,
         wait_timeout_s=wait_timeout_s, poll_interval_s=poll_interval_s, allow_second=allow_second,
@@ -304,9 +304,9 @@ async def create_tpu_queued_resource(
 @tools.tool(title="Describe a queued resource", open_world=True, **READ)
 async def describe_queued_resource(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
-) -> tpu_devops.provisioning.QueuedResourceView:
+) -> tpu_devops.provisioning.queued.QueuedResourceView:
     """One queued resource: state, provisioning model, labels (and whether it is ours), failure with its reach."""
-    return await tpu_devops.provisioning.describe_queued_resource(settings, zone, queued_resource_id)
+    return await tpu_devops.provisioning.queued.describe_queued_resource(settings, zone, queued_resource_id)
 
 
 @tools.tool(title="List queued resources", open_world=True, **READ)
@@ -315,20 +315,20 @@ async def list_queued_resources(
         str | None, Field(description="a zone, or 'all' for every TPU zone (listed concurrently)")
     ] = None,
     only_ours: Annotated[bool, Field(description="only those labelled managed-by=tpu-devops")] = False,
-) -> tpu_devops.provisioning.QueuedResourceList:
+) -> tpu_devops.provisioning.queued.QueuedResourceList:
     """Queued resources in one zone or all zones (concurrent, bounded), marking ours and FAILED/SUSPENDED
     requests that still hold quota."""
-    return await tpu_devops.provisioning.list_queued_resources(settings, zone, only_ours=only_ours)
+    return await tpu_devops.provisioning.queued.list_queued_resources(settings, zone, only_ours=only_ours)
 
 
 @tools.tool(title="Reservation status", open_world=True, **READ)
 async def get_reservation_status(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
-) -> tpu_devops.provisioning.ReservationStatus:
+) -> tpu_devops.provisioning.queued.ReservationStatus:
     """Our queued resource's state, time in state, node, external IP and endpoint URL, flex-start expiry
     countdown and cost so far, with the next step. Lists every live queued resource of the rig in any zone
     and warns when there are several (each one bills)."""
-    return await tpu_devops.provisioning.reservation_status(settings, zone, queued_resource_id)
+    return await tpu_devops.provisioning.queued.reservation_status(settings, zone, queued_resource_id)
 
 
 @tools.tool(title="Find a TPU (zone sweep job)", open_world=True, idempotent=False, **CLOUD_WRITE)
@@ -345,17 +345,17 @@ async def find_tpu(
     max_zones: Annotated[int, Field(ge=1, le=100, description="most zones to try")] = 10,
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
-) -> tpu_devops.capacity.SweepStarted:
+) -> tpu_devops.provisioning.sweep.SweepStarted:
     """Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
     past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
     model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
     found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
     starts; only one sweep per rig runs at a time (a second call names the running job), and the sweep stops
     instead of creating when the rig already has a live queued resource in any zone. Poll get_job."""
-    model = tpu_devops.provisioning.check_provisioning_model(provisioning_model, settings)
-    return await tpu_devops.capacity.start_sweep(
+    model = tpu_devops.provisioning.requests.check_provisioning_model(provisioning_model, settings)
+    return await tpu_devops.provisioning.sweep.start_sweep(
         settings,
-        tpu_devops.capacity.SweepOptions(
+        tpu_devops.provisioning.sweep.SweepOptions(
             provisioning_model=model, zones=zones, zone_budget_s=zone_budget_s, poll_interval_s=poll_interval_s,
             max_zones=max_zones, max_run_duration_s=max_run_duration_s, valid_until_duration_s=valid_until_duration_s,
         ),

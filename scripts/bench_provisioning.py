@@ -1,6 +1,6 @@
 """Benchmark: list queued resources across all 44 zones of the fake with 200 ms injected latency per call.
 
-The product lists zones concurrently (bounded by `provisioning.MAX_CONCURRENT_CALLS`), so the whole
+The product lists zones concurrently (bounded by `tpu_devops.provisioning.cloud.MAX_CONCURRENT_CALLS`), so the whole
 listing (one ``locations`` call plus 44 ``queuedResources`` calls) should take about two call
 latencies, not 45. Printed as the ratio to one call's latency measured in the same process (one
 zone's listing through the same client); target <= 3x. `run()` returns the printed lines.
@@ -20,26 +20,26 @@ if str(ROOT) not in sys.path:
 import anyio  # noqa: E402
 
 from tests.fakes.gcp import FakeGcp  # noqa: E402
-from tpu_devops import provisioning  # noqa: E402
 from tpu_devops.config import load_settings  # noqa: E402
+from tpu_devops.provisioning import cloud, queued  # noqa: E402
 
 LATENCY_S = 0.2
 TARGET_RATIO = 3.0
 
 
 async def _measure(settings) -> tuple[float, float, int]:
-    api = provisioning.api(settings)
-    await provisioning.call(api.list_queued_resources, settings.zone)  # warm the client and connection
+    api = cloud.api(settings)
+    await cloud.call(api.list_queued_resources, settings.zone)  # warm the client and connection
     one = float("inf")
     for _ in range(3):
         start = time.perf_counter()
-        await provisioning.call(api.list_queued_resources, settings.zone)
+        await cloud.call(api.list_queued_resources, settings.zone)
         one = min(one, time.perf_counter() - start)
     best = float("inf")
     zones = 0
     for _ in range(3):
         start = time.perf_counter()
-        listing = await provisioning.list_queued_resources(settings, "all")
+        listing = await queued.list_queued_resources(settings, "all")
         best = min(best, time.perf_counter() - start)
         zones = listing.zones_listed
     return one, best, zones

@@ -30,7 +30,7 @@ def test_api_error_types_every_error_and_gives_a_fix(exc: Exception, kind: type,
 
 
 def test_retries_that_ran_out_are_typed_by_the_last_error() -> None:
-    from tpu_devops.provisioning import classify_exception
+    from tpu_devops.provisioning.failures import classify_exception
 
     last = gexc.ServiceUnavailable("POST http://127.0.0.1:1/v2/x: The service is currently unavailable.")
     err = common.api_error(gexc.RetryError("Timeout of 45.0s exceeded", cause=last), action="create")

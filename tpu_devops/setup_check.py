@@ -13,9 +13,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops import provisioning as prov
 from tpu_devops.config import Settings
 from tpu_devops.errors import TpuDevopsError
+from tpu_devops.provisioning.cloud import api, call
+from tpu_devops.provisioning.plan import hourly_price
+from tpu_devops.provisioning.queued import (
+    NOT_LIVE_STATES,
+    describe_others,
+    list_queued_resources,
+    reservation_status,
+)
 from tpu_devops.results import ToolResult
 
 
@@ -72,7 +79,7 @@ def _failed(name: str, exc: TpuDevopsError, fix: str | None = None) -> Check:
 
 async def check_setup(settings: Settings) -> SetupReport:
     """Run every check (see the module docstring). Never raises for a failed check."""
-    checks: list[Check] = [await prov.call(_adc_check, settings)]
+    checks: list[Check] = [await call(_adc_check, settings)]
     if not settings.project:
         checks.append(
             Check(
@@ -85,7 +92,7 @@ async def check_setup(settings: Settings) -> SetupReport:
         return SetupReport(ready=False, checks=checks)
     checks.append(Check(name="project", ok=True, detail=settings.project))
     try:
-        zones = await prov.call(prov.api(settings).list_zones)
+        zones = await call(api(settings).list_zones)
         ok = settings.zone in zones
         checks.append(
             Check(
@@ -97,9 +104,9 @@ async def check_setup(settings: Settings) -> SetupReport:
     except TpuDevopsError as exc:
         checks.append(_failed("tpu_api", exc, "gcloud services enable tpu.googleapis.com"))
     try:
-        from tpu_devops import capacity
+        from tpu_devops.quota import zones_with_quota
 
-        scan = await capacity.zones_with_quota(settings)
+        scan = await zones_with_quota(settings)
         row = next((z for z in scan.zones if z.zone == settings.zone), None)
         ok = bool(row and row.enough_for_request)
         detail = (
@@ -119,7 +126,7 @@ async def check_setup(settings: Settings) -> SetupReport:
     try:
         from tpu_devops.gcp import secrets
 
-        status = await prov.call(secrets.secret_status, settings, settings.hf_secret_id)
+        status = await call(secrets.secret_status, settings, settings.hf_secret_id)
         ok = status.exists and status.state == "ENABLED"
         detail = f"secret {settings.hf_secret_id}: " + (
             "missing" if not status.exists else f"latest version {status.state or 'none'}"
@@ -129,9 +136,9 @@ async def check_setup(settings: Settings) -> SetupReport:
         checks.append(_failed("hf_secret", exc, "gcloud services enable secretmanager.googleapis.com"))
     ours: list[dict[str, Any]] = []
     try:
-        listing = await prov.list_queued_resources(settings, "all", only_ours=True)
+        listing = await list_queued_resources(settings, "all", only_ours=True)
         for q in listing.queued_resources:
-            per_hour, source = await prov.hourly_price(settings, q.provisioning_model, q.zone)
+            per_hour, source = await hourly_price(settings, q.provisioning_model, q.zone)
             cost = None
             if q.state == "ACTIVE" and per_hour is not None and q.age_s is not None:
                 cost = round(per_hour * q.age_s / 3600, 2)
@@ -141,14 +148,14 @@ async def check_setup(settings: Settings) -> SetupReport:
             )  # fmt: skip
         live = [
             q for q in listing.queued_resources
-            if q.rig == settings.resource_id and q.state not in prov.NOT_LIVE_STATES
+            if q.rig == settings.resource_id and q.state not in NOT_LIVE_STATES
         ]  # fmt: skip
         if len(live) > 1:
             checks.append(
                 Check(
                     name="our_tpus", ok=False,
                     detail=f"{len(live)} live queued resources of rig '{settings.resource_id}' "
-                    f"({prov.describe_others(live)}): each one bills",
+                    f"({describe_others(live)}): each one bills",
                     fix="keep one and delete the others with destroy_queued_resource zone=<zone>",
                 )
             )  # fmt: skip
@@ -184,8 +191,8 @@ async def system_status(settings: Settings) -> SystemStatus:
     """Collect the dashboard; a failing part is reported in ``problems``, never raised."""
     from datetime import UTC, datetime
 
-    from tpu_devops import capacity
     from tpu_devops.jobs import JOBS
+    from tpu_devops.provisioning.store import open_store
     from tpu_devops.serving.endpoint import get_vllm_endpoint
 
     started = time.perf_counter()
@@ -206,7 +213,7 @@ async def system_status(settings: Settings) -> SystemStatus:
     reservation = endpoint = None
     if settings.project:
         try:
-            status = await prov.reservation_status(settings)
+            status = await reservation_status(settings)
             reservation = status.model_dump(mode="json")
             if status.several:
                 problems.extend(f"reservation: {w}" for w in status.warnings)
@@ -222,7 +229,7 @@ async def system_status(settings: Settings) -> SystemStatus:
     jobs = [r.snapshot() for r in JOBS.list() if r.state == "running"]
     recent: list[str] = []
     try:
-        store = capacity.open_store(settings)
+        store = open_store(settings)
         for a in store.history()[-8:]:
             when = datetime.fromtimestamp(a.at, UTC).strftime("%m-%d %H:%M")
             recent.append(
@@ -289,7 +296,7 @@ async def save_hf_token(settings: Settings, token: str) -> SecretSaved:
 
     value = check_hf_token_shape(token)
     require_project(settings)
-    version = await prov.call(secrets.add_secret_version, settings, settings.hf_secret_id, value)
+    version = await call(secrets.add_secret_version, settings, settings.hf_secret_id, value)
     return SecretSaved(
         secret_id=settings.hf_secret_id,
         version=version,

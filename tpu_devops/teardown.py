@@ -20,9 +20,11 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from tpu_devops import provisioning as prov
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError, TpuDevopsError
+from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
+from tpu_devops.provisioning.queued import NOT_LIVE_STATES, TERMINAL_STATES, is_ours, resolve_zones, state_of
+from tpu_devops.provisioning.requests import check_resource_id, check_zone, labels_of, node_specs, or_default
 from tpu_devops.results import ToolResult
 
 NODE_GONE_TIMEOUT_S = 60.0
@@ -62,7 +64,7 @@ def _steps_for(qr: dict[str, Any], zone: str, *, with_node: bool) -> list[Deleti
     qr_id = str(qr.get("name", "")).rsplit("/", 1)[-1]
     steps: list[DeletionStep] = []
     if with_node:
-        for spec in prov.node_specs(qr):
+        for spec in node_specs(qr):
             steps.append(DeletionStep(action="delete_node", target=spec.get("nodeId", qr_id), zone=zone))
     steps.append(DeletionStep(action="delete_queued_resource", target=qr_id, zone=zone))
     return steps
@@ -118,17 +120,17 @@ def _still_running_note(still_running: list[str]) -> str:
 
 
 async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
-    api = prov.api(settings)
+    tpu = api(settings)
     for step in steps:
         try:
             if step.action == "delete_node":
                 try:
-                    await prov.call(api.delete_node, step.zone, step.target)
+                    await call(tpu.delete_node, step.zone, step.target)
                 except NotFoundError:
                     pass
                 await _wait_node_gone(settings, step.zone, step.target)
             else:
-                await prov.call(api.delete_queued_resource, step.zone, step.target, force=True)
+                await call(tpu.delete_queued_resource, step.zone, step.target, force=True)
             step.done = True
         except TpuDevopsError as exc:
             step.error = exc.message
@@ -138,7 +140,7 @@ async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
 async def _wait_node_gone(settings: Settings, zone: str, node_id: str) -> None:
     deadline = time.monotonic() + NODE_GONE_TIMEOUT_S
     while time.monotonic() < deadline:
-        _, node = await prov.node_external_ip(settings, zone, node_id)
+        _, node = await node_external_ip(settings, zone, node_id)
         if node is None:
             return
         await anyio.sleep(2.0)
@@ -160,25 +162,23 @@ async def destroy_queued_resource(
         ConfigError: execution asked for without confirmation.
     """
     require_project(settings)
-    zone = prov.check_zone(prov.or_default(zone, settings.zone, "zone"))
-    qr_id = prov.check_resource_id(
-        prov.or_default(queued_resource_id, settings.resource_id, "queued_resource_id")
-    )
-    qr = await prov.get_queued(settings, zone, qr_id)
+    zone = check_zone(or_default(zone, settings.zone, "zone"))
+    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
+    qr = await get_queued(settings, zone, qr_id)
     if qr is None:
         raise NotFoundError(
             "no such queued resource", field="queued_resource_id", value=f"{qr_id} in {zone}",
             fix="list_queued_resources(zone='all', only_ours=true) shows ours",
         )  # fmt: skip
-    if not prov.is_ours(qr, qr_id):
-        labels = prov.labels_of(qr)
+    if not is_ours(qr, qr_id):
+        labels = labels_of(qr)
         raise OwnershipError(
             f"this queued resource was not created by tpu-devops for rig '{qr_id}' (labels: {labels or 'none'}); it is left alone",
             field="queued_resource_id",
             value=f"{qr_id} in {zone}",
             fix="delete it with the tool that created it; this server only deletes resources labelled managed-by=tpu-devops, rig=<id>",
         )
-    state = prov.state_of(qr)
+    state = state_of(qr)
     if state == "PROVISIONING":
         return TeardownResult(
             dry_run=dry_run, executed=False, steps=[], refused=[f"{qr_id} in {zone}: PROVISIONING"],
@@ -213,11 +213,11 @@ async def manage_queued_resources(
             "unknown action", field="action", value=action, fix=f"use one of {', '.join(MANAGE_ACTIONS)}"
         )
     require_project(settings)
-    zones = await prov.resolve_zones(settings, "all" if zone is None else zone)
+    zones = await resolve_zones(settings, "all" if zone is None else zone)
     found: dict[str, list[dict[str, Any]]] = {}
 
     async def one(z: str) -> None:
-        found[z] = await prov.call(prov.api(settings).list_queued_resources, z)
+        found[z] = await call(api(settings).list_queued_resources, z)
 
     async with anyio.create_task_group() as tg:
         for z in zones:
@@ -230,12 +230,12 @@ async def manage_queued_resources(
     for z in zones:
         for qr in found.get(z, []):
             qr_id = str(qr.get("name", "")).rsplit("/", 1)[-1]
-            state = prov.state_of(qr)
-            if not prov.is_ours(qr, rig):
+            state = state_of(qr)
+            if not is_ours(qr, rig):
                 left.append(f"{qr_id} in {z} ({state}, not ours)")
                 continue
-            if action == "cleanup" and state not in prov.TERMINAL_STATES:
-                if state not in prov.NOT_LIVE_STATES:
+            if action == "cleanup" and state not in TERMINAL_STATES:
+                if state not in NOT_LIVE_STATES:
                     running.append(f"{qr_id} in {z} ({state})")
                 continue
             if state == "PROVISIONING":

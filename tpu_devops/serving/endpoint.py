@@ -50,21 +50,23 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
             source="VLLM_URL",
             next_step="verify_model_health checks it answers",
         )
-    from tpu_devops import provisioning as prov
+    from tpu_devops.provisioning.cloud import node_external_ip
+    from tpu_devops.provisioning.queued import list_queued_resources, next_step_for
+    from tpu_devops.provisioning.requests import check_zone, or_default
 
     explicit = zone is not None
-    zone = prov.or_default(zone, settings.zone, "zone")
+    zone = or_default(zone, settings.zone, "zone")
     everywhere = zone.strip().lower() == "all"
     if everywhere:
         zone = "all"
         ours = []
     else:
-        zone = prov.check_zone(zone)
-        listing = await prov.list_queued_resources(settings, zone)
+        zone = check_zone(zone)
+        listing = await list_queued_resources(settings, zone)
         ours = [q for q in listing.queued_resources if q.ours and q.rig == settings.resource_id]
     if not ours and (everywhere or not explicit):
         # find_tpu may have landed in another zone: look everywhere (concurrently) before saying none.
-        listing = await prov.list_queued_resources(settings, "all", only_ours=True)
+        listing = await list_queued_resources(settings, "all", only_ours=True)
         ours = [q for q in listing.queued_resources if q.rig == settings.resource_id]
         zone = ours[0].zone if ours else zone
     active = [q for q in ours if q.state == "ACTIVE"]
@@ -77,7 +79,7 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
         q = ours[0]
         return EndpointResult(
             status="not_ready", source="discovery", zone=zone, queued_resource_id=q.id, state=q.state,
-            next_step=prov.next_step_for(q.state),
+            next_step=next_step_for(q.state),
         )  # fmt: skip
     if len(active) > 1:
         return EndpointResult(
@@ -86,7 +88,7 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
         )  # fmt: skip
     q = active[0]
     zone = q.zone
-    ip, _ = await prov.node_external_ip(settings, zone, q.node_id or q.id)
+    ip, _ = await node_external_ip(settings, zone, q.node_id or q.id)
     if not ip:
         return EndpointResult(
             status="no_ip", source="discovery", zone=zone, queued_resource_id=q.id, state=q.state,

@@ -1,0 +1,132 @@
+"""The zone sweep, `find_tpu` (`tpu_devops.provisioning.sweep`), in process against the fake."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from tests.conftest import gcp_environ
+from tpu_devops.config import load_settings
+from tpu_devops.errors import ConfigError
+from tpu_devops.jobs import JobRecord
+from tpu_devops.provisioning.store import ZoneStore
+from tpu_devops.provisioning.sweep import SweepOptions, SweepResult, check_sweep_options, run_sweep
+
+pytestmark = pytest.mark.anyio
+TOKEN = "hf_PlantedTokenValue9876543210zyxwvu"
+ACC = "v5litepod-1"
+
+
+def _opts(model: str = "flex-start", zones: list[str] | None = None, budget: float = 5.0) -> SweepOptions:
+    return SweepOptions(model, zones, budget, 0.02, 10, None, None)
+
+
+async def test_sweep_unsupported_twice_stockout_then_success(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    zones = ["europe-west4-a", "europe-west4-b", "us-west4-b", "us-central1-a"]
+    fake_gcp.tpu.script("europe-west4-a", "unsupported")
+    fake_gcp.tpu.script("europe-west4-b", "unsupported")
+    fake_gcp.tpu.script("us-west4-b", "stockout")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts(zones=zones))
+    assert result.found and result.zone == "us-central1-a"
+    assert [(a.zone, a.reach) for a in result.attempts] == [
+        ("europe-west4-a", "model"), ("europe-west4-b", "model"), ("us-west4-b", "zone"), ("us-central1-a", None),
+    ]  # fmt: skip
+    assert fake_gcp.tpu.state_of("us-west4-b", "gemma4-e2b") is None  # its own FAILED request was deleted
+    assert {c["zone"] for c in fake_gcp.tpu.creates()} == set(zones)
+    store = ZoneStore(gcp_settings.state_dir)
+    assert store.blocker("europe-west4-a", ACC, "flex-start").reach == "model"
+
+
+async def test_sweep_stops_on_network_not_found(fake_gcp, tmp_path) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    settings = load_settings(environ=gcp_environ(fake_gcp, tmp_path, TPU_NETWORK="does-not-exist"))
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(settings, record, _opts(zones=["us-west4-a", "us-west4-b", "us-east5-a"]))
+    assert not result.found and len(result.attempts) == 1
+    assert result.attempts[0].reach == "config" and "TPU_NETWORK" in result.next_step
+    assert len(fake_gcp.tpu.creates()) == 1
+
+
+async def test_sweep_region_quota_skips_the_rest_of_the_region(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-east5-a", "quota")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-east5-a", "us-east5-b", "us-west4-a"]))
+    assert [(a.zone, a.outcome) for a in result.attempts] == [
+        ("us-east5-a", "failed"),
+        ("us-east5-b", "skipped"),
+        ("us-west4-a", "active"),
+    ]
+
+
+async def test_sweep_budget_deletes_the_waiting_request_and_moves_on(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"], budget=0.2))
+    assert [a.outcome for a in result.attempts] == ["timeout", "active"]
+    # The waiting zone was given up at its budget, not at the default per-zone wait of minutes.
+    assert result.attempts[0].seconds < 900  # find_tpu's default zone_budget_s
+    assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
+
+
+async def test_sweep_never_holds_two_tpus(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.add_foreign(
+        "us-west4-b", "gemma4-e2b", labels={"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+    )
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"]))
+    assert result.zone == "us-west4-b" and "never holds two" in result.stopped_because
+    assert fake_gcp.tpu.creates() == []
+
+
+async def test_sweep_checks_every_zone_before_each_create(fake_gcp, gcp_settings) -> None:
+    """A rig request that appears in another zone mid-sweep (another server, a manual create) stops the
+    sweep before its next create: it used to be checked only when the sweep started."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    labels = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result: list[SweepResult] = []
+
+    async def sweep() -> None:
+        result.append(
+            await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"], budget=1.0))
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sweep)
+        with anyio.fail_after(30):
+            while fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None:
+                await anyio.sleep(0.02)
+        fake_gcp.tpu.add_foreign("asia-east1-a", "gemma4-e2b", labels=labels)
+    assert [c["zone"] for c in fake_gcp.tpu.creates()] == ["us-west4-a"]
+    assert result[0].zone == "asia-east1-a" and "never holds two" in result[0].stopped_because
+
+
+async def test_zone_budget_is_not_overshot_by_the_poll_interval(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    opts = SweepOptions("spot", ["us-west4-a", "us-west4-b"], 0.2, 30.0, 10, None, None)
+    result = await run_sweep(gcp_settings, record, opts)
+    assert [a.outcome for a in result.attempts] == ["timeout", "active"]
+    # The last sleep stops at the budget: a whole 30 s poll interval is never added to a 0.2 s budget.
+    assert result.attempts[0].seconds < opts.poll_interval_s
+
+
+def test_sweep_options_are_checked_before_the_job(gcp_settings) -> None:
+
+    for zones, field in ((["uswest4a"], "zones"), ([], "zones")):
+        with pytest.raises(ConfigError) as err:
+            check_sweep_options(gcp_settings, _opts(zones=zones))
+        assert err.value.field == field
+    with pytest.raises(ConfigError) as err:
+        check_sweep_options(gcp_settings, SweepOptions("spot", None, 5, 1, 10, 3600, None))
+    assert err.value.field == "max_run_duration_s"
+    with pytest.raises(ConfigError) as err:
+        check_sweep_options(gcp_settings, SweepOptions("flex-start", None, 5, 1, 10, None, -1))
+    assert err.value.field == "valid_until_duration_s"

@@ -1,0 +1,178 @@
+"""The dry run of a create: the exact request, its gcloud equivalent, the price and the warnings.
+
+Also the price and "when billing stops" wording that create and status share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpu_devops.config import Settings
+from tpu_devops.errors import ConfigError, TpuDevopsError
+from tpu_devops.provisioning.requests import (
+    PLACEHOLDER_PROJECT,
+    build_request,
+    check_durations,
+    check_provisioning_model,
+    check_resource_id,
+    check_zone,
+    gcloud_command,
+    or_default,
+    redacted_request,
+)
+from tpu_devops.provisioning.store import open_store
+from tpu_devops.quota import known_support
+from tpu_devops.results import ToolResult
+
+
+async def hourly_price(settings: Settings, provisioning_model: str, zone: str) -> tuple[float | None, str]:
+    """(USD per hour for the whole slice in ``zone``'s region, source label).
+
+    Uses `tpu_devops.pricing.get_price` for the zone's region (live Cloud Billing Catalog, else its
+    dated fallback table), the same answer ``estimate_deployment_cost`` gives. When it has no price
+    for that region the result is ``(None, "price unknown for <region>: <why>")``: another region's
+    figure is never shown in its place.
+    """
+    from tpu_devops import pricing
+
+    region = zone.rsplit("-", 1)[0]
+    try:
+        quote = await pricing.get_price(settings, region=region, provisioning_model=provisioning_model)
+    except TpuDevopsError as exc:
+        return None, f"price unknown for {region} ({provisioning_model}): {exc.message}"
+    return round(float(quote.usd_per_hour), 4), f"{region}: {quote.label()}"
+
+
+def stops_text(model: str, max_run_s: float | None) -> str:
+    """When billing stops for ``model`` (``max_run_s``: the flex-start run duration in seconds)."""
+    if model == "flex-start":
+        return f"stops by itself after {int(max_run_s)}s" if max_run_s else "stops by itself (flex-start)"
+    return f"WARNING: {model} bills until deleted"
+
+
+class QueuedResourcePlan(ToolResult):
+    """What `create_tpu_queued_resource` would send, without sending it. Prices in USD."""
+
+    queued_resource_id: str
+    zone: str
+    provisioning_model: str
+    accelerator_type: str
+    request_url: str
+    request: dict[str, Any]
+    gcloud_command: str
+    usd_per_hour: float | None
+    price_source: str
+    stops_billing: str
+    max_cost_usd: float | None
+    warnings: list[str]
+
+    def headline(self) -> str:
+        price = f"${self.usd_per_hour:.2f}/h" if self.usd_per_hour is not None else "price unknown"
+        return (
+            f"plan: {self.provisioning_model} {self.accelerator_type} '{self.queued_resource_id}' in {self.zone}, "
+            f"{price}; {self.stops_billing}; {len(self.warnings)} warning(s)"
+        )
+
+
+async def plan_queued_resource(
+    settings: Settings,
+    *,
+    zone: str | None = None,
+    provisioning_model: str | None = None,
+    max_run_duration_s: int | None = None,
+    valid_until_duration_s: int | None = None,
+    queued_resource_id: str | None = None,
+    store: Any = None,
+) -> QueuedResourcePlan:
+    """Build the exact create request, gcloud equivalent, price and warnings. Makes no cloud call.
+
+    Raises:
+        ConfigError: bad zone / model / durations, or no startup-script renderer.
+    """
+
+    zone = check_zone(or_default(zone, settings.zone, "zone"))
+    model = check_provisioning_model(provisioning_model, settings)
+    max_run, valid = check_durations(model, max_run_duration_s, valid_until_duration_s, settings)
+    no_project = not settings.project
+    if no_project:  # a dry run is useful before a project exists; the placeholder makes that visible
+        settings = settings.model_copy(update={"project": PLACEHOLDER_PROJECT})
+    if store is None:
+        try:
+            store = open_store(settings)
+        except ConfigError:
+            store = None
+    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
+    body = build_request(
+        settings,
+        zone=zone,
+        qr_id=qr_id,
+        provisioning_model=model,
+        max_run_duration_s=max_run,
+        valid_until_duration_s=valid,
+    )
+    per_hour, source = await hourly_price(settings, model, zone)
+    warnings: list[str] = []
+    if per_hour is None:
+        warnings.append(source)
+    if model == "flex-start":
+        assert max_run is not None
+        stops = f"stops by itself after max_run_duration = {max_run}s ({max_run / 3600:.1f} h): SUSPENDED, node deleted"
+        max_cost = None if per_hour is None else round(per_hour * max_run / 3600, 2)
+        support = known_support(settings.accelerator_type, model, zone, store=store)
+        if support.refused:
+            warnings.append(
+                f"zone {zone} is known to refuse flex-start for {settings.accelerator_type}: {support.note}"
+            )
+        elif not support.documented and not support.accepted:
+            warnings.append(
+                f"zone {zone} is not in Google's documented flex-start list for {settings.accelerator.generation.name} "
+                f"({', '.join(support.documented_zones) or 'none'}); expect 'not supported'"
+            )
+    else:
+        stops = (
+            f"WARNING: {model} never stops by itself: it bills "
+            f"{'$' + format(per_hour, '.2f') + '/h' if per_hour is not None else 'by the hour'} until you delete it "
+            "(destroy_queued_resource)"
+        )
+        max_cost = None
+        warnings.append(
+            f"{model} keeps billing until deleted; set a reminder or prefer flex-start with a max run duration"
+        )
+        if model == "spot":
+            warnings.append("spot TPUs can be preempted at any time")
+    if settings.network or settings.subnetwork:
+        warnings.append(
+            f"network set (network={settings.network or 'default'!r}, subnetwork={settings.subnetwork or '-'!r}): "
+            "it must exist in this project and region, or every zone fails with 'not found'"
+        )
+    if settings.tensor_parallel_size != settings.accelerator.chips:
+        warnings.append(
+            f"TENSOR_PARALLEL_SIZE={settings.tensor_parallel_size} but {settings.accelerator_type} has "
+            f"{settings.accelerator.chips} chip(s): vLLM uses only {settings.tensor_parallel_size}"
+        )
+    if valid is None:
+        warnings.append("no valid_until_duration: the request can wait in WAITING_FOR_RESOURCES indefinitely")
+    warnings.extend(settings.notices)
+    if no_project:
+        warnings.append(
+            f"GOOGLE_CLOUD_PROJECT is not set: the request shows {PLACEHOLDER_PROJECT}; "
+            "set it in tpu.env before create_tpu_queued_resource"
+        )
+    from tpu_devops.gcp.common import base_url
+
+    version = "v2alpha1" if model == "flex-start" else "v2"
+    url = f"{base_url(settings, 'tpu')}/{version}/projects/{settings.project}/locations/{zone}/queuedResources?queuedResourceId={qr_id}"
+    return QueuedResourcePlan(
+        queued_resource_id=qr_id,
+        zone=zone,
+        provisioning_model=model,
+        accelerator_type=settings.accelerator_type,
+        request_url=url,
+        request=redacted_request(body),
+        gcloud_command=gcloud_command(settings, zone=zone, qr_id=qr_id, provisioning_model=model, body=body),
+        usd_per_hour=per_hour,
+        price_source=source,
+        stops_billing=stops,
+        max_cost_usd=max_cost,
+        warnings=warnings,
+    )

@@ -1,0 +1,288 @@
+"""The queued-resource request: its arguments checked, its body built from `Settings`, its shape read.
+
+The one place the request's shape lives. The body is the v2alpha1 REST JSON of a QueuedResource
+(field names from the TPU REST reference, ``projects.locations.queuedResources``):
+``tpu.nodeSpec[].{parent,nodeId,node}``, the node's ``acceleratorType``, ``runtimeVersion``,
+``labels``, ``metadata["startup-script"]``, ``networkConfig``, ``schedulingConfig``; the queued
+resource's ``queueingPolicy.validUntilDuration``; the ``spot`` tier for spot; and for flex-start
+``schedulingConfig.provisioningModel = "FLEX_START"`` plus ``runDuration.maxRunDuration`` (v2alpha1
+only; see `tpu_devops.gcp.tpu`). Durations are sent as protobuf JSON durations (``"14400s"``).
+
+Every create labels the node ``managed-by=tpu-devops`` and ``rig=<resource id>``
+(`Settings.rig_labels`), which is how ownership is recognised later (`tpu_devops.provisioning.queued`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from typing import Any
+
+from tpu_devops.config import Settings, require_project
+from tpu_devops.errors import ConfigError
+
+API_PROVISIONING = {"flex-start": "FLEX_START", "spot": "SPOT", "on-demand": "STANDARD"}
+
+
+_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,59}[a-z0-9])?$")
+
+
+PLACEHOLDER_PROJECT = "YOUR_PROJECT_ID"
+
+
+VALID_UNTIL_MIN_S = 60  # as VALID_UNTIL_DURATION in config.py
+
+
+VALID_UNTIL_MAX_S = 30 * 86400  # no documented maximum; longer than a month is a unit mistake
+
+
+def or_default(value: str | None, default: str, field: str) -> str:
+    """``value``, or ``default`` when it is None (omitted). An explicitly empty string is an error:
+    it used to turn silently into the default, which hid typos in scripts.
+
+    Raises:
+        ConfigError: ``value`` is empty or only spaces (names ``field``).
+    """
+    if value is None:
+        return default
+    if not str(value).strip():
+        raise ConfigError(
+            "empty value", field=field, value=value,
+            fix=f"omit {field} to use the default ({default}), or give a value",
+        )  # fmt: skip
+    return value
+
+
+def check_zone(zone: str, field: str = "zone") -> str:
+    """Validate a zone name (``us-west4-a``). Raises `ConfigError` naming the field."""
+    z = (zone or "").strip()
+    if not re.match(r"^[a-z]+-[a-z]+\d+-[a-z]$", z):
+        raise ConfigError(
+            "not a zone (region-letter)", field=field, value=zone, fix="use a zone such as us-west4-a"
+        )
+    return z
+
+
+def check_provisioning_model(model: str | None, settings: Settings) -> str:
+    """Normalise a provisioning model argument (None -> the configured one). Raises `ConfigError`."""
+    if model is None:
+        return settings.provisioning_model
+    or_default(model, settings.provisioning_model, "provisioning_model")
+    m = model.strip().lower().replace("_", "-")
+    m = {
+        "flexstart": "flex-start",
+        "preemptible": "spot",
+        "ondemand": "on-demand",
+        "standard": "on-demand",
+    }.get(m, m)
+    if m not in API_PROVISIONING:
+        raise ConfigError(
+            "unknown provisioning model",
+            field="provisioning_model",
+            value=model,
+            fix="use flex-start, spot or on-demand",
+        )
+    return m
+
+
+def check_resource_id(value: str, field: str = "queued_resource_id") -> str:
+    """Validate a queued resource / node id. Raises `ConfigError` naming the field."""
+    v = (value or "").strip()
+    if not _ID.match(v):
+        raise ConfigError(
+            "not a valid TPU resource id",
+            field=field,
+            value=value,
+            fix="lowercase letters, digits, hyphens; start with a letter; max 61",
+        )
+    return v
+
+
+def check_valid_until(value: int | None, settings: Settings) -> int | None:
+    """``queueingPolicy.validUntilDuration`` in seconds (None: the configured VALID_UNTIL_DURATION).
+
+    Google's QueueingPolicy reference: "a relative time after which resources should not be created;
+    if the request cannot be fulfilled by this time the request will be failed". Allowed here: 60 s
+    to 30 days. Raises `ConfigError` naming ``valid_until_duration_s`` (e.g. for -1, which used to be
+    sent as ``"-1s"``).
+    """
+    if value is None:
+        return settings.valid_until_duration_s
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (VALID_UNTIL_MIN_S <= value <= VALID_UNTIL_MAX_S)
+    ):
+        raise ConfigError(
+            "the time a request may wait for capacity must be between 1 minute and 30 days",
+            field="valid_until_duration_s",
+            value=value,
+            fix=f"use {VALID_UNTIL_MIN_S} to {VALID_UNTIL_MAX_S} seconds (e.g. 3600), or omit it for VALID_UNTIL_DURATION",
+        )
+    return int(value)
+
+
+def check_durations(
+    model: str, max_run_duration_s: int | None, valid_until_duration_s: int | None, settings: Settings
+) -> tuple[int | None, int | None]:
+    """(max run seconds or None, valid-until seconds or None) for ``model``, validated.
+
+    ``max_run_duration_s`` is a flex-start setting (``runDuration.maxRunDuration``): given explicitly
+    with spot or on-demand it is refused instead of silently dropped, since those never stop by
+    themselves. Raises `ConfigError` naming the field.
+    """
+    if model != "flex-start" and max_run_duration_s is not None:
+        raise ConfigError(
+            f"max_run_duration_s only applies to flex-start; a {model} TPU never stops by itself",
+            field="max_run_duration_s",
+            value=max_run_duration_s,
+            fix="omit max_run_duration_s (and delete the TPU with destroy_queued_resource when done), "
+            "or use provisioning_model=flex-start",
+        )
+    max_run = check_max_run(max_run_duration_s, settings) if model == "flex-start" else None
+    return max_run, check_valid_until(valid_until_duration_s, settings)
+
+
+def check_max_run(value: int | None, settings: Settings) -> int:
+    """Flex-start run duration in seconds, 10 min to 7 days (DESIGN §3). Raises `ConfigError`."""
+    v = settings.max_run_duration_s if value is None else int(value)
+    if not 600 <= v <= 7 * 86400:
+        raise ConfigError(
+            "flex-start runs between 10 minutes and 7 days",
+            field="max_run_duration_s",
+            value=value,
+            fix="use 600 to 604800 seconds (default 4h = 14400)",
+        )
+    return v
+
+
+def node_specs(qr: dict[str, Any]) -> list[dict[str, Any]]:
+    """``tpu.nodeSpec`` of a queued resource JSON (empty list when absent)."""
+    return list(qr.get("tpu", {}).get("nodeSpec", []) or [])
+
+
+def labels_of(qr: dict[str, Any]) -> dict[str, str]:
+    """Labels of the first node spec (the rig puts one node per request)."""
+    specs = node_specs(qr)
+    return dict(specs[0].get("node", {}).get("labels", {}) or {}) if specs else {}
+
+
+def provisioning_model_of(qr: dict[str, Any]) -> str:
+    """flex-start / spot / on-demand as this server names them (read from the request JSON)."""
+    specs = node_specs(qr)
+    sched = specs[0].get("node", {}).get("schedulingConfig", {}) if specs else {}
+    if sched.get("provisioningModel") == "FLEX_START" or "runDuration" in qr:
+        return "flex-start"
+    if "spot" in qr or sched.get("spot") or sched.get("provisioningModel") == "SPOT":
+        return "spot"
+    return "on-demand"
+
+
+def _zone_settings(settings: Settings, zone: str) -> Settings:
+    region = zone.rsplit("-", 1)[0]
+    return settings.model_copy(update={"zone": zone, "region": region})
+
+
+def render_startup_script(settings: Settings) -> str:
+    """The VM startup script text, rendered by `tpu_devops.startup` (imported lazily).
+
+    Raises:
+        ConfigError: a setting cannot go into the script, or the template is missing.
+    """
+    from tpu_devops.startup import render_startup_script as render
+
+    return render(settings).script
+
+
+def build_request(
+    settings: Settings,
+    *,
+    zone: str,
+    qr_id: str,
+    provisioning_model: str,
+    max_run_duration_s: int | None = None,
+    valid_until_duration_s: int | None = None,
+    startup_script: str | None = None,
+) -> dict[str, Any]:
+    """The QueuedResource REST JSON (v2alpha1 field names) that a create sends. See the module docstring.
+
+    ``startup_script`` None renders it with `render_startup_script` for the zone.
+    """
+    project = require_project(settings)
+    zs = _zone_settings(settings, zone)
+    script = startup_script if startup_script is not None else render_startup_script(zs)
+    node: dict[str, Any] = {
+        "acceleratorType": settings.accelerator_type,
+        "runtimeVersion": settings.runtime_version,
+        "labels": dict(settings.rig_labels) | {"rig": qr_id},
+        "metadata": {"startup-script": script},
+        "networkConfig": {"enableExternalIps": True},
+    }
+    if settings.network:
+        node["networkConfig"]["network"] = settings.network
+    if settings.subnetwork:
+        node["networkConfig"]["subnetwork"] = settings.subnetwork
+    body: dict[str, Any] = {
+        "tpu": {
+            "nodeSpec": [{"parent": f"projects/{project}/locations/{zone}", "nodeId": qr_id, "node": node}]
+        }
+    }
+    if provisioning_model == "flex-start":
+        node["schedulingConfig"] = {"provisioningModel": "FLEX_START"}
+        body["runDuration"] = {"maxRunDuration": f"{int(max_run_duration_s or settings.max_run_duration_s)}s"}
+    elif provisioning_model == "spot":
+        body["spot"] = {}
+    valid = valid_until_duration_s if valid_until_duration_s is not None else settings.valid_until_duration_s
+    if valid:
+        body["queueingPolicy"] = {"validUntilDuration": f"{int(valid)}s"}
+    return body
+
+
+def redacted_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with the startup script replaced by its size and sha256 (for plans and logs)."""
+    import copy
+
+    out = copy.deepcopy(body)
+    for spec in node_specs(out):
+        meta = spec.get("node", {}).get("metadata", {})
+        script = meta.get("startup-script")
+        if script is not None:
+            digest = hashlib.sha256(script.encode()).hexdigest()[:16]
+            meta["startup-script"] = (
+                f"<startup script: {len(script.encode())} bytes, {script.count(chr(10)) + 1} lines, sha256:{digest}>"
+            )
+    return out
+
+
+def gcloud_command(
+    settings: Settings, *, zone: str, qr_id: str, provisioning_model: str, body: dict[str, Any]
+) -> str:
+    """The equivalent ``gcloud alpha compute tpus queued-resources create`` command line."""
+    node = node_specs(body)[0]["node"]
+    parts = [
+        "gcloud alpha compute tpus queued-resources create",
+        shlex.quote(qr_id),
+        f"--project={shlex.quote(settings.project)}",
+        f"--zone={zone}",
+        f"--node-id={shlex.quote(qr_id)}",
+        f"--accelerator-type={node['acceleratorType']}",
+        f"--runtime-version={node['runtimeVersion']}",
+        "--labels=" + ",".join(f"{k}={v}" for k, v in node["labels"].items()),
+        "--metadata-from-file=startup-script=startup_script.sh",
+    ]
+    if provisioning_model == "flex-start":
+        parts += [
+            "--provisioning-model=flex-start",
+            f"--max-run-duration={body['runDuration']['maxRunDuration']}",
+        ]
+    elif provisioning_model == "spot":
+        parts.append("--spot")
+    if "queueingPolicy" in body:
+        parts.append(f"--valid-until-duration={body['queueingPolicy']['validUntilDuration']}")
+    net = node.get("networkConfig", {})
+    if net.get("network"):
+        parts.append(f"--network={shlex.quote(net['network'])}")
+    if net.get("subnetwork"):
+        parts.append(f"--subnetwork={shlex.quote(net['subnetwork'])}")
+    return " \\\n  ".join(parts)

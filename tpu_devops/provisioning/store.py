@@ -1,0 +1,337 @@
+"""The persisted zone-attempt store and the rig's sweep lease.
+
+SQLite (WAL, busy timeout) at ``<state_dir>/zone_attempts.sqlite3`` so it survives restarts and is
+shared by concurrent servers. It also holds the sweep lease (table ``leases``): one `find_tpu` sweep
+per rig at a time, across every server sharing the state directory, so two sweeps can never each
+create a TPU in a different zone. After every attempt it renders ``<state_dir>/tpu_zones_status.md``
+for people. Capacity and quota failures expire (`EXPIRY_S`); unsupported-model failures never do.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tpu_devops.config import Settings
+from tpu_devops.errors import ConfigError
+
+# How long a failure blocks a zone (seconds). None: forever.
+EXPIRY_S: dict[str, float | None] = {
+    "zone": 2 * 3600,
+    "region": 3600,
+    "model": None,
+    "transient": 600,
+    "config": 0,
+}
+
+
+DB_NAME = "zone_attempts.sqlite3"
+
+
+WAL_SWITCH_ATTEMPTS = 12  # bounded retry (about 4 s in all) when another process holds the lock
+
+
+STATUS_NAME = "tpu_zones_status.md"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One recorded outcome. ``outcome``: accepted / active / failed / timeout / skipped.
+    ``reach``: zone / region / model / config / transient / None (success). Times: Unix seconds."""
+
+    at: float
+    zone: str
+    accelerator_type: str
+    provisioning_model: str
+    outcome: str
+    reach: str | None
+    reason: str | None
+    message: str
+    expires_at: float | None
+
+    def active(self, now: float) -> bool:
+        return self.expires_at is None or self.expires_at > now
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A row of the ``leases`` table. Times: Unix seconds. ``held``: True for the caller's own lease."""
+
+    name: str
+    owner: str
+    host: str
+    pid: int
+    job_id: str | None
+    acquired_at: float
+    expires_at: float
+    held: bool = False
+
+
+def _alive(host: str, pid: int) -> bool:
+    """False only when ``pid`` on this host is known to be gone (another host: assume alive)."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ZoneStore:
+    """SQLite-backed attempt history under ``state_dir``. Safe across processes (WAL + busy timeout)."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.dir = Path(state_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / DB_NAME
+        self.status_path = self.dir / STATUS_NAME
+        with self._connect() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL,"
+                " zone TEXT NOT NULL, accelerator_type TEXT NOT NULL, provisioning_model TEXT NOT NULL,"
+                " outcome TEXT NOT NULL, reach TEXT, reason TEXT, message TEXT NOT NULL, expires_at REAL)"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+                " host TEXT NOT NULL, pid INTEGER NOT NULL, job_id TEXT, acquired_at REAL NOT NULL,"
+                " expires_at REAL NOT NULL)"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection with a 30 s busy timeout, the database in WAL mode.
+
+        Switching to WAL needs an exclusive lock, and SQLite does not always run the busy handler for
+        it, so a second writer opening at the same moment saw "database is locked". WAL is persistent
+        in the file: the mode is read first and switched only when needed, with a bounded retry.
+        """
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.execute("PRAGMA busy_timeout=30000")
+        delay = 0.02
+        for attempt in range(WAL_SWITCH_ATTEMPTS):
+            try:
+                mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    db.close()
+                    raise
+                if attempt == WAL_SWITCH_ATTEMPTS - 1:
+                    db.close()
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        return db
+
+    def record(
+        self,
+        *,
+        zone: str,
+        accelerator_type: str,
+        provisioning_model: str,
+        outcome: str,
+        reach: str | None = None,
+        reason: str | None = None,
+        message: str = "",
+        now: float | None = None,
+    ) -> Attempt:
+        """Append one attempt (expiry from `EXPIRY_S` by reach) and re-render the status file."""
+        at = time.time() if now is None else now
+        ttl = EXPIRY_S.get(reach or "", 0) if reach else 0
+        expires = None if (reach is not None and ttl is None) else at + (ttl or 0)
+        attempt = Attempt(
+            at, zone, accelerator_type, provisioning_model, outcome, reach, reason, message[:500], expires
+        )
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO attempts (at, zone, accelerator_type, provisioning_model, outcome, reach, reason, message, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    at,
+                    zone,
+                    accelerator_type,
+                    provisioning_model,
+                    outcome,
+                    reach,
+                    reason,
+                    attempt.message,
+                    expires,
+                ),
+            )
+        self.render_status()
+        return attempt
+
+    def history(
+        self, accelerator_type: str | None = None, provisioning_model: str | None = None
+    ) -> list[Attempt]:
+        """Attempts, oldest first, optionally filtered."""
+        sql = "SELECT at, zone, accelerator_type, provisioning_model, outcome, reach, reason, message, expires_at FROM attempts"
+        where, args = [], []
+        if accelerator_type:
+            where.append("accelerator_type = ?")
+            args.append(accelerator_type)
+        if provisioning_model:
+            where.append("provisioning_model = ?")
+            args.append(provisioning_model)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._connect() as db:
+            rows = db.execute(sql + " ORDER BY id", args).fetchall()
+        return [Attempt(*row) for row in rows]
+
+    def blocker(
+        self,
+        zone: str,
+        accelerator_type: str,
+        provisioning_model: str,
+        now: float | None = None,
+        *,
+        history: list[Attempt] | None = None,
+    ) -> Attempt | None:
+        """The newest still-active failure that rules ``zone`` out, or None.
+
+        A success in the zone after a capacity failure clears it; model failures never expire.
+        ``history``: ``self.history(accelerator_type, provisioning_model)`` when the caller already read
+        it (a scan over many zones reads the table once instead of once per zone).
+        """
+        now = time.time() if now is None else now
+        region = zone.rsplit("-", 1)[0]
+        found: Attempt | None = None
+        if history is None:
+            history = self.history(accelerator_type, provisioning_model)
+        for a in history:
+            same_zone = a.zone == zone
+            same_region = a.zone.rsplit("-", 1)[0] == region
+            if a.reach is None and same_zone and a.outcome in ("accepted", "active"):
+                found = None if (found is None or found.reach != "model") else found
+                continue
+            if not a.active(now):
+                continue
+            if (a.reach in ("zone", "model", "transient") and same_zone) or (
+                a.reach == "region" and same_region
+            ):
+                if found is None or found.reach != "model":
+                    found = a
+        return found
+
+    # ---- leases: one sweep per rig, across server processes sharing this state directory ----
+
+    def acquire_lease(self, name: str, owner: str, ttl_s: float, job_id: str | None = None) -> Lease | None:
+        """Take the lease ``name`` for ``owner`` for ``ttl_s`` seconds; None when taken.
+
+        Atomic across processes (``BEGIN IMMEDIATE``). A lease is free when absent, expired, or held
+        by a process of this host that no longer exists (a server killed mid-sweep). Returns the
+        holder's `Lease` when it is taken by someone else (``held=False``).
+        """
+        now = time.time()
+        host, pid = socket.gethostname(), os.getpid()
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT owner, host, pid, job_id, acquired_at, expires_at FROM leases WHERE name = ?",
+                    (name,),
+                ).fetchone()
+                if row is not None:
+                    holder = Lease(name, *row, held=False)
+                    if holder.owner != owner and holder.expires_at > now and _alive(holder.host, holder.pid):
+                        db.execute("COMMIT")
+                        return holder
+                db.execute(
+                    "INSERT OR REPLACE INTO leases (name, owner, host, pid, job_id, acquired_at, expires_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, owner, host, pid, job_id, now, now + ttl_s),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return Lease(name, owner, host, pid, job_id, now, now + ttl_s, held=True)
+
+    def renew_lease(self, name: str, owner: str, ttl_s: float, job_id: str | None = None) -> None:
+        """Extend (and optionally tag with ``job_id``) a lease this owner holds. No-op otherwise."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE leases SET expires_at = ?, job_id = COALESCE(?, job_id) WHERE name = ? AND owner = ?",
+                (time.time() + ttl_s, job_id, name, owner),
+            )
+
+    def release_lease(self, name: str, owner: str) -> None:
+        """Give a lease back (only when this owner holds it)."""
+        with self._connect() as db:
+            db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
+
+    def render_status(self) -> None:
+        """Write ``tpu_zones_status.md``: the latest outcome per (accelerator, model, zone). Atomic replace."""
+        now = time.time()
+        latest: dict[tuple[str, str, str], Attempt] = {}
+        for a in self.history():
+            latest[(a.accelerator_type, a.provisioning_model, a.zone)] = a
+        lines = [
+            "# TPU zone status",
+            "",
+            f"Written by tpu-devops at {datetime.fromtimestamp(now, UTC).isoformat(timespec='seconds')}; "
+            "source: the zone-attempt store (zone_attempts.sqlite3). Do not edit.",
+            "",
+            "| accelerator | model | zone | last outcome | reach | when (UTC) | blocks until | message |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for (acc, model, zone), a in sorted(latest.items()):
+            until = "never expires" if (a.reach and a.expires_at is None) else (
+                "-" if not a.reach or not a.expires_at or a.expires_at <= now
+                else datetime.fromtimestamp(a.expires_at, UTC).strftime("%Y-%m-%d %H:%M")
+            )  # fmt: skip
+            when = datetime.fromtimestamp(a.at, UTC).strftime("%Y-%m-%d %H:%M")
+            msg = a.message.replace("|", "/").replace("\n", " ")[:120]
+            lines.append(
+                f"| {acc} | {model} | {zone} | {a.outcome} | {a.reach or '-'} | {when} | {until} | {msg} |"
+            )
+        text = "\n".join(lines) + "\n"
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".status-", suffix=".md")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, self.status_path)
+
+
+def open_store(settings: Settings) -> ZoneStore:
+    """The store under ``settings.state_dir``. Raises `ConfigError` when the directory is not writable."""
+    try:
+        return ZoneStore(settings.state_dir)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot use the state directory: {exc.strerror}",
+            field="TPU_DEVOPS_STATE_DIR",
+            value=settings.state_dir,
+            fix="point TPU_DEVOPS_STATE_DIR at a writable directory",
+        ) from None
+
+
+LEASE_TTL_S = 120.0  # a sweep's lease lapses this long after its last renewal (a crashed server)
+
+
+class SweepLease:
+    """The "one sweep per rig" lease (a row in the zone store's ``leases`` table), renewed while the
+    sweep runs and released when it ends. Renewals are throttled to one per ``ttl_s / 4``."""
+
+    def __init__(self, store: ZoneStore, name: str, owner: str, ttl_s: float) -> None:
+        self.store, self.name, self.owner, self.ttl_s = store, name, owner, ttl_s
+        self._renewed = time.monotonic()
+
+    def renew(self, job_id: str | None = None) -> None:
+        if job_id is None and time.monotonic() - self._renewed < self.ttl_s / 4:
+            return
+        self.store.renew_lease(self.name, self.owner, self.ttl_s, job_id)
+        self._renewed = time.monotonic()
+
+    def release(self) -> None:
+        self.store.release_lease(self.name, self.owner)
