@@ -105,7 +105,13 @@ async def test_connection_refused_and_booting(tmp_path: Path) -> None:
     with pytest.raises(ServingError) as err:
         await chat.query(settings_for(closed_port_url(), tmp_path), "hi")
     assert err.value.failure == "connection_refused"
-    assert "booting" in err.value.message
+    url = closed_port_url()
+    with pytest.raises(ServingError) as err:
+        await chat.query(settings_for(url, tmp_path), "hi")
+    # A VLLM_URL endpoint may be a laptop server: its port, no TPU boot story or firewall advice.
+    port = url.rsplit(":", 1)[1]
+    assert port in err.value.message and port in (err.value.fix or "")
+    assert "TPU" not in str(err.value) and "8000" not in str(err.value)
     with FakeVllm(mode="booting") as booting:
         with pytest.raises(ServingError) as err:
             await chat.query(settings_for(booting.url, tmp_path), "hi")
@@ -162,3 +168,33 @@ async def test_answer_text_shows_the_answer_once(fake: FakeVllm, tmp_path: Path)
     text = measured.render_text()
     assert text.splitlines()[0].startswith(f"{measured.stats.completion_tokens} tokens: TTFT")
     assert "Paris." in text and "server usage" in text
+
+
+def test_tpu_advice_only_for_the_rigs_discovered_endpoint() -> None:
+    import httpx
+
+    from tpu_devops.serving.chat import Endpoint, for_endpoint
+
+    def refused_httpx() -> ServingError:
+        return chat.classify(httpx.ConnectError("refused"), "http://10.0.0.5:8123")
+
+    rig = for_endpoint(refused_httpx(), Endpoint("http://10.0.0.5:8123", "discovery"))
+    assert "booting" in rig.message and "tcp:8123" in (rig.fix or "")
+    assert rig.field == "endpoint (discovered)"
+    other = for_endpoint(refused_httpx(), Endpoint("http://10.0.0.5:8123", "argument"))
+    assert "TPU" not in str(other) and "8123" in (other.fix or "") and other.field == "base_url"
+
+
+def test_context_overflow_messages_of_vllm_and_llama_cpp() -> None:
+    from tpu_devops.serving.chat import context_overflow
+
+    vllm = (
+        "This model's maximum context length is 8192 tokens. However, you requested 9761 tokens "
+        "(9061 in the messages, 700 in the completion). Please reduce the length of the messages or completion."
+    )
+    llama = "request (9761 tokens) exceeds the available context size (8192 tokens), try increasing it"
+    newer_vllm = "This model's maximum context length is 16384 tokens. However, your request has 17020 input tokens."
+    assert context_overflow(vllm) == (9061, 8192)
+    assert context_overflow(llama) == (9761, 8192)
+    assert context_overflow(newer_vllm) == (17020, 16384)
+    assert context_overflow("model not found") is None

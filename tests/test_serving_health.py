@@ -49,7 +49,7 @@ async def test_connection_refused_means_booting_or_crashed(tmp_path: Path) -> No
     result = await verify_health(settings_for(closed_port_url(), tmp_path))
     assert result.failure == "connection_refused"
     assert [p.name for p in result.probes] == ["health"]
-    assert "boot" in (result.probes[0].detail or "")
+    assert "port" in (result.probes[0].detail or "") and "TPU" not in (result.fix or "")
 
 
 async def test_503_while_booting(tmp_path: Path) -> None:

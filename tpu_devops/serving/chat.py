@@ -34,6 +34,7 @@ from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError, InputError, TpuDevopsError
 from tpu_devops.results import ToolResult
 from tpu_devops.serving.client import http_client, normalize_base_url, openai_client, probe_timeout
+from tpu_devops.serving.server_kind import UNKNOWN, ServerInfo, identify
 
 # A gap this much longer than the median inter-token gap (and at least STALL_MIN_MS) is a stall.
 STALL_FACTOR = 10.0
@@ -57,6 +58,9 @@ class ServingError(EndpointError):
     ):
         super().__init__(message, field=field, value=value, fix=fix)
         self.failure = failure
+        # Set for ``context_overflow``: the server's own count of the prompt and its context (tokens).
+        self.prompt_tokens: int | None = None
+        self.context_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "failure": self.failure}
@@ -81,9 +85,37 @@ def attributed(ep: Endpoint) -> Iterator[None]:
     try:
         yield
     except ServingError as err:
-        if err.field == "VLLM_URL":
-            err.field = ep.field
+        for_endpoint(err, ep)
         raise
+
+
+def for_endpoint(err: ServingError, ep: Endpoint) -> ServingError:
+    """``err`` with the endpoint's real source as its field and, for this rig's discovered TPU
+    endpoint only, the TPU-specific causes (a booting VM, the firewall rule): a laptop server or a
+    proxy named by ``VLLM_URL`` gets no TPU advice."""
+    if err.field == "VLLM_URL":
+        err.field = ep.field
+    if ep.source == "discovery" and err.failure in ("connection_refused", "timeout") and "TPU" not in err.message:
+        err.message += (
+            "; on this rig's TPU VM that usually means it is still booting (cold start ~14 min: image pull, "
+            "weights, XLA compile) or the firewall rule for the port is missing"
+        )
+        err.fix = (
+            "wait and retry; if it persists past ~20 min, read the boot log (diagnose_vllm_boot) and check the "
+            f"firewall allows tcp:{_port(ep.url)} from here"
+        )
+    return err
+
+
+def _port(url: str) -> int:
+    """The TCP port of ``url`` (the scheme's default when none is written)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a malformed port: name the default instead of failing a message
+        return 80
 
 
 async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> Endpoint:
@@ -152,7 +184,7 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             failure="timeout",
             field="VLLM_URL",
             value=url,
-            fix="check the firewall allows tcp:8000 from here and that the VM is up; a busy server answers slowly under a benchmark",
+            fix=f"check that the server is up and that port {_port(url)} is reachable from here; a busy server answers slowly under a benchmark",
         )
     if _caused_by(exc, socket.gaierror):
         host = httpx.URL(url).host
@@ -167,12 +199,12 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
         exc, openai.APIConnectionError | httpx.ConnectError | httpx.RemoteProtocolError | httpx.ReadError
     ):
         return ServingError(
-            f"connection to {url} refused or dropped: the TPU VM may still be booting (cold start ~14 min: image "
-            "pull, weights, XLA compile) or vLLM exited",
+            f"connection to {url} refused or dropped: nothing is listening on port {_port(url)}, or the server "
+            "exited or is still starting",
             failure="connection_refused",
             field="VLLM_URL",
             value=url,
-            fix="wait and retry; if it persists past ~20 min, read the boot log (diagnose the vLLM log) for the failure",
+            fix=f"start the server (or wait for it) and check it listens on port {_port(url)}; then retry",
         )
     status = getattr(exc, "status_code", None)
     if status is None and isinstance(exc, httpx.HTTPStatusError):
@@ -184,7 +216,8 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             failure="booting",
             field="VLLM_URL",
             value=url,
-            fix="wait for 'Application startup complete' in the vLLM log, then retry",
+            fix="wait until the server has loaded the model (vLLM logs 'Application startup complete'; llama-server "
+            "answers /health with 200), then retry",
         )
     if status == 404 and (m := _MODEL_MISSING.search(text)):
         return ServingError(
@@ -202,14 +235,46 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             value="missing --enable-auto-tool-choice --tool-call-parser",
             fix="restart vLLM with --enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4",
         )
+    if status == 400 and (overflow := context_overflow(text)):
+        prompt, context = overflow
+        err = ServingError(
+            f"the request does not fit the server's context: {prompt or '?'} prompt tokens, context {context or '?'}",
+            failure="context_overflow",
+            field="prompt",
+            value=prompt,
+            fix="shorten the prompt or lower max_tokens (the context holds prompt + output)",
+        )
+        err.prompt_tokens, err.context_tokens = prompt, context
+        return err
     answered = f"answered HTTP {status}" if status is not None else f"failed ({type(exc).__name__})"
     return ServingError(
         f"{url} {answered}: {text[:300]}",
         failure="http_error",
         field="VLLM_URL",
         value=url,
-        fix="read the message above; check MODEL_NAME, max_tokens and the prompt length against max_model_len",
+        fix="read the message above; check MODEL_NAME, max_tokens and the prompt length against the server's context",
     )
+
+
+# vLLM: "This model's maximum context length is 8192 tokens. However, you requested 9761 tokens (9061 in
+# the messages, 700 in the completion)" or "... your request has 9061 input tokens"; llama.cpp
+# (tools/server, type exceed_context_size_error): "request (9761 tokens) exceeds the available context
+# size (8192 tokens), try increasing it".
+_OVERFLOW = re.compile(r"maximum context length is (\d+)|exceeds the available context size \((\d+)", re.I)
+_OVERFLOW_PROMPT = tuple(
+    re.compile(p, re.I)
+    for p in (r"(\d+) in the messages", r"request has (\d+) input tokens", r"request \((\d+) tokens\)")
+)
+
+
+def context_overflow(text: str) -> tuple[int | None, int | None] | None:
+    """(prompt tokens, context tokens) from a vLLM or llama.cpp context-overflow message, else None."""
+    m = _OVERFLOW.search(text)
+    if not m:
+        return None
+    context = int(next(g for g in m.groups() if g))
+    found = next((m for m in (p.search(text) for p in _OVERFLOW_PROMPT) if m), None)
+    return (int(found.group(1)) if found else None), context
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -270,19 +335,22 @@ def model_cards(response: Any, url: str) -> list[dict[str, Any]]:
             failure="not_openai_api",
             field="VLLM_URL",
             value=url,
-            fix="point at the vLLM server's own port (vllm serve --port, default 8000), not another service or a proxy page",
+            fix="point at the model server's own port (vLLM: vllm serve --port, default 8000; llama-server: --port, "
+            "default 8080), not another service or a proxy page",
         )
     return cards
 
 
 @dataclass
 class ModelChoice:
-    """The model a request will use and why (``notices`` explain substitutions)."""
+    """The model a request will use and why (``notices`` explain substitutions). ``max_model_len``
+    is the context one request may use (tokens), whatever the server calls it (`server`)."""
 
     model: str
     served: list[str]
     max_model_len: int | None
     notices: list[str] = field(default_factory=list)
+    server: ServerInfo = field(default_factory=lambda: ServerInfo(UNKNOWN, None, "unknown"))
 
 
 def looks_instruction_tuned(model: str) -> bool:
@@ -300,7 +368,6 @@ async def choose_model(settings: Settings, url: str, model: str | None = None) -
     """
     cards = await served_models(url)
     served = [str(c.get("id")) for c in cards]
-    lens = {str(c.get("id")): c.get("max_model_len") for c in cards}
     notices: list[str] = []
     if model:
         if served and model not in served:
@@ -324,7 +391,8 @@ async def choose_model(settings: Settings, url: str, model: str | None = None) -
             f"{chosen!r} does not look instruction-tuned (-it): chat completions need a chat template; "
             "base models answer poorly or are rejected"
         )
-    return ModelChoice(chosen, served, lens.get(chosen), notices)
+    server = identify(cards, chosen, settings.max_model_len)
+    return ModelChoice(chosen, served, server.context_tokens, notices, server)
 
 
 class ChatStats(BaseModel):
