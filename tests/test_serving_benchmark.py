@@ -134,7 +134,7 @@ async def test_failures_are_counted_and_kv_pressure_warned(gcp: FakeGcp, tmp_pat
     result = JOBS.get(started.job_id).result
     ok, too_long = result["cells"]
     assert ok["failures"] == 0
-    assert too_long["failures"] == 2 and "http_error" in too_long["first_error"]
+    assert too_long["failures"] == 2 and "context_overflow" in too_long["first_error"]
     assert result["kv_pool_tokens"] == 160
     assert "> KV pool 160" in ok["kv_warning"]  # 2 clients x (100 + 4) = 208 tokens
 

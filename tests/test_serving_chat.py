@@ -193,7 +193,9 @@ def test_context_overflow_messages_of_vllm_and_llama_cpp() -> None:
         "(9061 in the messages, 700 in the completion). Please reduce the length of the messages or completion."
     )
     llama = "request (9761 tokens) exceeds the available context size (8192 tokens), try increasing it"
-    newer_vllm = "This model's maximum context length is 16384 tokens. However, your request has 17020 input tokens."
+    newer_vllm = (
+        "This model's maximum context length is 16384 tokens. However, your request has 17020 input tokens."
+    )
     assert context_overflow(vllm) == (9061, 8192)
     assert context_overflow(llama) == (9761, 8192)
     assert context_overflow(newer_vllm) == (17020, 16384)

@@ -7,8 +7,8 @@ negative signature weight. Ties go to the earliest template: the first exception
 is usually the cause and the rest are consequences.
 
 The pack is plain text within a token budget (default 6,000; Gemma 4 E2B works best with short
-prompts). Tokens are estimated as characters / 3, a conservative rate for log text full of digits
-and punctuation (English prose runs near 4 characters per token). Every distinct ERROR-or-worse
+prompts). Tokens are the calibrated Gemma estimate of `tpu_devops.tokens` (log text runs 1.6-2.0
+characters per token: every digit and most punctuation is a token). Every distinct ERROR-or-worse
 template is always listed (compact form if needed); exemplars and lower-severity templates fill the
 rest of the budget in rank order.
 """
@@ -38,8 +38,11 @@ from tpu_devops.untrusted import (
     neutralize,
     untrusted_data,
 )
+from tpu_devops.tokens import estimate_tokens
 
-CHARS_PER_TOKEN = 3.0
+# First guess of characters per token when filling a budget; the pack is then checked with the
+# estimate and refilled smaller until it fits (bundled packs measure 1.88-2.03 characters per token).
+CHARS_PER_TOKEN = 1.9
 DEFAULT_TOKEN_BUDGET = 6000
 ERROR_RANK = SEVERITY_RANK["ERROR"]
 
@@ -51,11 +54,6 @@ _NOISE = re.compile(
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt)\b(?::|$)")
 # An injected instruction ranks below everything and is never a root cause (`tpu_devops.untrusted`).
 INJECTION_PENALTY = 10_000
-
-
-def estimate_tokens(text: str) -> int:
-    """Conservative token estimate for log text: ceil(characters / 3)."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def is_noise(template: str) -> bool:
@@ -201,7 +199,26 @@ def build_pack(
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     source: str = "",
 ) -> EvidencePack:
-    """Assemble the evidence pack within ``token_budget`` (estimated tokens), root cause first."""
+    """Assemble the evidence pack within ``token_budget`` (estimated tokens), root cause first: filled
+    by characters, then refilled smaller while the token estimate is over the budget."""
+    budget_chars = int(token_budget * CHARS_PER_TOKEN) - 80  # room for the 'omitted' line
+    pack = _fill_pack(result, ranked, hits, token_budget, budget_chars, source)
+    for _ in range(6):
+        if pack.tokens <= token_budget:
+            break
+        budget_chars = int(budget_chars * token_budget / pack.tokens * 0.97)
+        pack = _fill_pack(result, ranked, hits, token_budget, budget_chars, source)
+    return pack
+
+
+def _fill_pack(
+    result: MiningResult,
+    ranked: list[Ranked],
+    hits: list[SignatureHit],
+    token_budget: int,
+    budget_chars: int,
+    source: str,
+) -> EvidencePack:
     sev = ", ".join(f"{s} {result.severities[s]}" for s in reversed(SEVERITIES) if result.severities.get(s))
     minutes = f" ({result.window_s / 60:.1f} min)" if result.window_s else ""
     head = [
@@ -219,7 +236,6 @@ def build_pack(
                 f"entries {','.join(h.insert_ids[:3])}"
             )
     head.append("TEMPLATES (root cause first; [insertId] exemplars)")
-    budget_chars = int(token_budget * CHARS_PER_TOKEN) - 80  # room for the 'omitted' line
     used = sum(len(x) + 1 for x in head)
     errors = [r for r in ranked if SEVERITY_RANK.get(r.stats.severity, 0) >= ERROR_RANK]
     width = 160

@@ -95,7 +95,11 @@ def for_endpoint(err: ServingError, ep: Endpoint) -> ServingError:
     proxy named by ``VLLM_URL`` gets no TPU advice."""
     if err.field == "VLLM_URL":
         err.field = ep.field
-    if ep.source == "discovery" and err.failure in ("connection_refused", "timeout") and "TPU" not in err.message:
+    if (
+        ep.source == "discovery"
+        and err.failure in ("connection_refused", "timeout")
+        and "TPU" not in err.message
+    ):
         err.message += (
             "; on this rig's TPU VM that usually means it is still booting (cold start ~14 min: image pull, "
             "weights, XLA compile) or the firewall rule for the port is missing"

@@ -20,7 +20,11 @@ from typing import Any
 VLLM = "vllm"
 LLAMA_CPP = "llama.cpp"
 UNKNOWN = "unknown"
-LABELS = {VLLM: "vLLM", LLAMA_CPP: "llama.cpp (llama-server)", UNKNOWN: "an OpenAI-compatible server of unknown kind"}
+LABELS = {
+    VLLM: "vLLM",
+    LLAMA_CPP: "llama.cpp (llama-server)",
+    UNKNOWN: "an OpenAI-compatible server of unknown kind",
+}
 
 
 @dataclass(frozen=True)
