@@ -28,6 +28,7 @@ from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mi
 from tpu_devops.logs.signatures import Signature, SignatureHit, match
 from tpu_devops.logs.sources import LogSource
 from tpu_devops.results import ToolResult
+from tpu_devops.tokens import estimate_tokens
 from tpu_devops.untrusted import (
     UntrustedContent,
     UntrustedData,
@@ -38,7 +39,6 @@ from tpu_devops.untrusted import (
     neutralize,
     untrusted_data,
 )
-from tpu_devops.tokens import estimate_tokens
 
 # First guess of characters per token when filling a budget; the pack is then checked with the
 # estimate and refilled smaller until it fits (bundled packs measure 1.88-2.03 characters per token).
