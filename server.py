@@ -114,6 +114,59 @@ def plan_capacity(
     )
 
 
+@tools.tool(title="Plan scale-out: engines, chips, shape and cost", open_world=True, **READ)
+async def plan_scale_out(
+    target_output_tokens_per_s: Annotated[
+        float | None, Field(description="aggregate output tok/s to serve (or give streams)")
+    ] = None,
+    streams: Annotated[
+        int | None,
+        Field(description="concurrent streams to serve at once (or give target_output_tokens_per_s)"),
+    ] = None,
+    ttft_ms: Annotated[float | None, Field(description="median TTFT objective per engine, ms")] = None,
+    tpot_ms: Annotated[float | None, Field(description="median TPOT objective per engine, ms")] = None,
+    curve: Annotated[
+        str | None,
+        Field(
+            description="the one-chip engine's measured curve: run_benchmark's results.json, vllm bench serve "
+            "JSON, or a directory of them; default the bundled seed sweep (v5e-1, Gemma 4 E2B; marked as such)"
+        ),
+    ] = None,
+    prompt_tokens: Annotated[
+        int | None, Field(description="the workload's prompt length: picks the curve's nearest cells")
+    ] = None,
+    chips: Annotated[
+        int | None, Field(description="compare the shapes on exactly this many chips (v5e: 4 or 8)")
+    ] = None,
+    model: Annotated[str | None, Field(description="config.json path or repo id; default MODEL_NAME")] = None,
+    provisioning_model: Annotated[
+        str | None, Field(description="flex-start, spot or on-demand; default PROVISIONING_MODEL")
+    ] = None,
+    region: Annotated[str | None, Field(description="price region; default GOOGLE_CLOUD_REGION")] = None,
+    usd_per_chip_hour: Annotated[
+        float | None, Field(description="use this price instead of looking it up")
+    ] = None,
+) -> tpu_devops.scaleout.ScaleOutPlan:
+    """Size a target (output tok/s, or N streams within TTFT / TPOT objectives) on each shape: N one-chip
+    engines on one multi-chip host, N single-chip GKE nodes, one tensor-parallel engine (with its KV-cache
+    replication). Per shape: engines, chips, hosts or nodes, tok/s, TPOT, TTFT, $/h, $/M output tokens;
+    ranked, with the winner and why. Built on a measured one-chip curve and a stated step-time model."""
+    return await tpu_devops.scaleout.plan_scale_out(
+        settings,
+        target_output_tokens_per_s=target_output_tokens_per_s,
+        streams=streams,
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
+        curve=curve,
+        prompt_tokens=prompt_tokens,
+        chips=chips,
+        model=model,
+        provisioning_model=provisioning_model,
+        region=region,
+        usd_per_chip_hour=usd_per_chip_hour,
+    )
+
+
 @tools.tool(title="Lint vLLM serve flags for TPU", open_world=False, **READ)
 def lint_vllm_flags(
     command: Annotated[
@@ -132,10 +185,14 @@ def lint_vllm_flags(
     health_check_path: Annotated[
         str | None, Field(description="the path your health check calls, e.g. /v1/completions")
     ] = None,
+    engines: Annotated[
+        int, Field(description="engines on the host running this command (one per chip when scaled out)")
+    ] = 1,
 ) -> tpu_devops.lint.LintResult:
     """Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
     v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
-    block size, tensor parallelism beyond the chips or with one KV head, missing tool-calling flags,
+    block size, tensor parallelism beyond the chips or with one KV head, chips paid for and idle (engines x
+    TP below the slice's chips), missing tool-calling flags,
     /v1/completions health checks on -it models, unpinned images, no compile-cache mount. Each finding:
     severity, flag, value, what happens, why, source, fix."""
     return tpu_devops.lint.lint_with_defaults(
@@ -146,6 +203,7 @@ def lint_vllm_flags(
         model=model,
         image=image,
         health_check_path=health_check_path,
+        engines=engines,
     )
 
 

@@ -15,6 +15,7 @@ BENCHMARKS = [
     ("planning", "scripts.bench_planning"),
     ("provisioning", "scripts.bench_provisioning"),
     ("serving", "scripts.bench_serving"),
+    ("scaleout", "scripts.bench_scaleout"),
     ("logs", "scripts.bench_logs"),
 ]
 

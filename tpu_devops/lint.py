@@ -322,6 +322,7 @@ class Context:
     accel: AcceleratorType
     kv_heads: int | None
     health_check_path: str | None
+    engines: int = 1  # vLLM engines on the host; each runs this command (scale-out, issue 15)
 
     @property
     def gen(self) -> str:
@@ -684,6 +685,56 @@ def rule_tensor_parallel(ctx: Context, out: list[Finding]) -> None:
         )
 
 
+def _one_chip_weights_gib(model: str | None, generation: str) -> float | None:
+    """HBM of the model's weights when known without the network (bundled / measured), else None."""
+    if not model:
+        return None
+    from tpu_devops import sizing
+
+    try:
+        _, _, local_dir = (
+            sizing.load_model_config(model) if sizing.bundled_config_path(model) else (None, None, None)
+        )
+        return sizing.resolve_weights(model, local_dir, None, generation)[0]
+    except InputError:
+        return None
+
+
+def rule_idle_chips(ctx: Context, out: list[Finding]) -> None:
+    """Chips paid for and idle: engines x TP below the chips of the accelerator type (issue 15)."""
+    tp = _num(ctx, "tensor-parallel-size", out, int) or 1
+    if tp < 1 or tp > ctx.accel.chips:
+        return  # reported by rule_flag_values / rule_tensor_parallel
+    used = tp * ctx.engines
+    if ctx.accel.chips <= 1 or used >= ctx.accel.chips:
+        return
+    idle = ctx.accel.chips - used
+    gen = ctx.accel.generation
+    weights = _one_chip_weights_gib(ctx.spec.model, gen.name)
+    small = weights is not None and weights < gen.hbm_gib_visible * 0.92
+    engines = f"{ctx.engines} engine(s)" if ctx.engines > 1 else "one engine"
+    fix = (
+        f"the model fits one chip ({weights:.2f} GiB of weights): serve {ctx.accel.chips} one-chip engines, one "
+        "per chip behind a load balancer (plan_scale_out sizes and prices it), or use a smaller accelerator type"
+        if small
+        else f"serve {ctx.accel.chips // tp} engine(s) of --tensor-parallel-size {tp}, raise the tensor-parallel "
+        f"size to {ctx.accel.chips}, or use a smaller accelerator type"
+    )
+    out.append(
+        Finding(
+            id="chips-idle",
+            severity="warning",
+            flag="--tensor-parallel-size",
+            value=str(tp),
+            what_happens=f"{idle} of the {ctx.accel.chips} chips of {ctx.accel.name} are paid for and idle: "
+            f"{engines} x --tensor-parallel-size {tp} uses {used}",
+            why="a TPU slice bills every chip whether an engine uses it or not",
+            source="catalog: chips per accelerator type; pricing per chip-hour (DESIGN §3)",
+            fix=fix,
+        )
+    )
+
+
 def rule_tool_calling(ctx: Context, out: list[Finding]) -> None:
     auto = ctx.get("enable-auto-tool-choice") is True
     parser = ctx.get("tool-call-parser")
@@ -851,6 +902,7 @@ RULES: list[Callable[[Context, list[Finding]], None]] = [
     rule_block_size,
     rule_max_num_seqs,
     rule_tensor_parallel,
+    rule_idle_chips,
     rule_tool_calling,
     rule_limit_mm,
     rule_quantization,
@@ -886,8 +938,12 @@ def lint_vllm_flags(
     model: str | None = None,
     image: str | None = None,
     health_check_path: str | None = None,
+    engines: int = 1,
 ) -> LintResult:
     """Check a ``vllm serve`` command line (or a flag mapping) for the known vLLM-on-TPU traps.
+
+    ``engines`` is how many engines run this command on the host (one per chip when scaling out);
+    engines x tensor-parallel size below the chips of the accelerator type leaves chips idle.
 
     Raises:
         InputError: neither or both of command/flags given; unparsable command.
@@ -901,12 +957,25 @@ def lint_vllm_flags(
             fix='pass command="vllm serve google/gemma-4-E2B-it --max-model-len 16384 ..." or flags={"max_model_len": 16384}',
         )
     accel = resolve_accelerator_type(accelerator_type)
+    if isinstance(engines, bool) or not 1 <= engines <= accel.chips:
+        raise InputError(
+            f"{accel.name} has {accel.chips} chip(s): at most one engine per chip",
+            field="engines",
+            value=engines,
+            fix=f"use 1..{accel.chips} engines",
+        )
     spec = parse_serve_command(command) if command else spec_from_mapping(flags or {}, model, image)
     if model:
         spec.model = model
     if image:
         spec.image = image
-    ctx = Context(spec=spec, accel=accel, kv_heads=_kv_heads(spec.model), health_check_path=health_check_path)
+    ctx = Context(
+        spec=spec,
+        accel=accel,
+        kv_heads=_kv_heads(spec.model),
+        health_check_path=health_check_path,
+        engines=engines,
+    )
     findings: list[Finding] = []
     for rule in RULES:
         rule(ctx, findings)

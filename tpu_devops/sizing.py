@@ -462,7 +462,8 @@ def block_size_for(max_model_len: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS)
 class HbmBudget(BaseModel):
     """The HBM budget lines, GiB (1024^3 bytes), slice-wide."""
 
-    chips: int
+    chips: int = Field(description="chips this engine uses (its tensor-parallel size)")
+    slice_chips: int | None = Field(None, description="chips of the accelerator type (paid for)")
     hbm_per_chip_gib: float
     hbm_source: str
     total_gib: float
@@ -508,10 +509,12 @@ class PlanResult(ToolResult):
     def headline(self) -> str:
         """One line: tokens, bytes per token, pool size."""
         fits = "" if self.kv_tokens > 0 else " - DOES NOT FIT"
+        total = self.budget.slice_chips
+        used = f" - uses {self.budget.chips} of {total} chips" if total and self.budget.chips < total else ""
         return (
             f"{self.model} on {self.accelerator_type}: {self.kv_tokens:,} KV tokens "
             f"({self.kv.bytes_per_token:,} B/token, {self.budget.kv_pool_gib:.2f} GiB pool, "
-            f"{self.max_concurrency:.2f}x at {self.max_model_len:,}){fits}"
+            f"{self.max_concurrency:.2f}x at {self.max_model_len:,}){fits}{used}"
         )
 
     def render_text(self) -> str:
@@ -620,6 +623,13 @@ def plan_from_geometry(
         )
     per_chip = accel.generation.hbm_gib_visible
     chips = tensor_parallel_size
+    if chips < accel.chips:
+        # One engine over `chips` chips: the rest of the slice is billed and idle (issue 15).
+        warnings.append(
+            f"this plan uses {chips} of the {accel.chips} chips of {accel.name}: one engine with "
+            f"--tensor-parallel-size {chips} leaves {accel.chips - chips} chip(s) paid for and idle; serve one "
+            "engine per chip (plan_scale_out compares the shapes) or use a smaller accelerator type"
+        )
     total = per_chip * chips
     cap = total * gpu_memory_utilization
     pool = cap - weights_gib
@@ -675,6 +685,7 @@ def plan_from_geometry(
         kv=kv,
         budget=HbmBudget(
             chips=chips,
+            slice_chips=accel.chips,
             hbm_per_chip_gib=per_chip,
             hbm_source=accel.generation.hbm_visible_source,
             total_gib=round(total, 4),

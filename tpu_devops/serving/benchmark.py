@@ -769,6 +769,16 @@ def cell_from_vllm_bench(data: dict[str, Any], source: str) -> Cell:
     )
 
 
+def read_vllm_bench(path: Path) -> Cell:
+    """One `Cell` from one ``vllm bench serve --save-result`` JSON file (the scale-out planner reads
+    per-replica curves with it).
+
+    Raises:
+        InputError: unreadable, not JSON, or not a vllm bench serve result.
+    """
+    return cell_from_vllm_bench(_load_vllm_bench(path), f"vllm bench serve: {path.name}")
+
+
 async def import_results(
     settings: Settings,
     results_path: str,
