@@ -90,7 +90,7 @@ async def test_raw_gemma_tool_syntax_in_content(tmp_path: Path) -> None:
 
 async def test_model_answers_in_text_instead_of_calling(tmp_path: Path) -> None:
     with FakeVllm() as fake:
-        fake.queue(ScriptedTurn(content="ready"), ScriptedTurn(content="It is noon."))
+        fake.queue(ScriptedTurn(content="42"), ScriptedTurn(content="It is noon."))
         result = await verify_health(settings_for(fake.url, tmp_path))
     assert result.failure == "tool_not_called"
 
@@ -143,3 +143,39 @@ async def test_another_service_on_the_port_is_named_not_http_none(tmp_path: Path
         result = await verify_health(settings_for(other.url, tmp_path))
     assert result.failure == "not_openai_api"
     assert "<html>welcome" in (result.probes[-1].detail or "") and "HTTP None" not in result.render_text()
+
+
+@pytest.mark.parametrize(
+    "turn, why",
+    [
+        (ScriptedTurn(content="ready"), "expected 42"),
+        (ScriptedTurn(content="41"), "expected 42"),
+        (ScriptedTurn(content=" ".join(["model"] * 32), finish_reason="length"), "repeats"),
+        (ScriptedTurn(content="<start_of_turn>user\nWhat is 17 + 25?<end_of_turn>"), "template markers"),
+        (ScriptedTurn(content="42 is", finish_reason="length"), "cut off"),
+    ],
+)
+async def test_chat_probe_judges_the_answer(tmp_path: Path, turn: ScriptedTurn, why: str) -> None:
+    with FakeVllm() as fake:
+        fake.queue(turn)
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert not result.healthy and result.failure == "wrong_answer"
+    assert why in (result.probes[-1].detail or "") and "<untrusted-data" in (result.probes[-1].detail or "")
+
+
+async def test_degenerate_llama_cpp_server_is_unhealthy(tmp_path: Path) -> None:
+    with FakeVllm(flavor="llama.cpp", degenerate="repeat") as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "wrong_answer" and "repeats 'model'" in (result.probes[-1].detail or "")
+    assert "llama.cpp" in (result.probes[1].detail or "") and "meta.n_ctx" in (result.probes[1].detail or "")
+
+
+@pytest.mark.parametrize("arguments", ["{not json", "{}", '{"timezone": ""}', "[1, 2]"])
+async def test_tool_probe_needs_a_well_formed_call(tmp_path: Path, arguments: str) -> None:
+    with FakeVllm(flavor="llama.cpp") as fake:
+        fake.queue(
+            ScriptedTurn(content="42"),
+            ScriptedTurn(tool_calls=[{"name": "get_current_time", "arguments": arguments}]),
+        )
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "tool_call_malformed" and "--jinja" in (result.fix or "")

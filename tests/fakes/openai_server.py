@@ -34,6 +34,24 @@ are answered in order before the default generator; a turn may carry ``tool_call
 vLLM tool parser returns them) or raw Gemma tool-call syntax in ``content`` (what the client sees when
 the server runs without ``--tool-call-parser gemma4``): ``<|tool_call>call:NAME{key:<|"|>v<|"|>}<tool_call|>``.
 
+``flavor="llama.cpp"`` answers as llama.cpp's ``llama-server`` (ggml-org/llama.cpp ``tools/server``):
+``/v1/models`` cards ``owned_by: "llamacpp"`` with ``meta.n_ctx`` (context per slot) and no
+``max_model_len``; ``/health`` ``{"status": "ok"}``; no ``/version`` (404); ``/metrics`` with the
+``llamacpp:`` series (``requests_processing``, ``requests_deferred``, ``prompt_tokens_total``,
+``tokens_predicted_total``, ...) or, with ``metrics_enabled=False``, 501 ``not_supported_error``
+"This server does not support metrics endpoint. Start it with `--metrics`"; ``POST /tokenize``
+``{"content", "add_special", "parse_special"}`` -> ``{"tokens": [...]}`` and ``POST /apply-template``
+``{"messages", "tools"}`` -> ``{"prompt"}``; a prompt over the context answers 400
+``exceed_context_size_error`` "request (N tokens) exceeds the available context size (C tokens), try
+increasing it" with ``n_prompt_tokens`` and ``n_ctx``. Its tokens are Gemma-like (`dense_tokens`: every
+digit and punctuation mark one token, words one token per 8 letters), and every chat request's prompt
++ ``max_tokens`` is recorded in ``context_checks`` so a test can assert nothing oversized was sent.
+vLLM mode also answers ``POST /tokenize`` (``{"count", "max_model_len", "tokens"}``, vllm
+``vllm/entrypoints/serve/tokenize/protocol.py``).
+
+``degenerate``: ``"repeat"`` answers ``model model model ...`` until ``max_tokens`` (finish_reason
+``length``); ``"echo"`` echoes the prompt with template markers.
+
 Run on its own for manual sessions: ``python -m tests.fakes.openai_server --port 8000 --ttft 0.2 --itl 0.02``.
 """
 
@@ -43,6 +61,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import secrets
 import socket
 import threading
@@ -179,6 +198,12 @@ class FakeVllm:
     block_size: int = 32
     stall_after_tokens: int | None = None
     stall_s: float = 0.0
+    flavor: str = "vllm"  # or "llama.cpp"
+    metrics_enabled: bool = True
+    tokenize_enabled: bool = True
+    degenerate: str | None = None  # "repeat" or "echo"
+    die_after_tokens: int | None = None  # drop the stream after this many tokens (a crash mid-answer)
+    context_checks: list[tuple[int, int, int]] = field(default_factory=list)  # (prompt, max_tokens, ctx)
     requests: list[dict[str, Any]] = field(default_factory=list)
     scripted: deque[ScriptedTurn] = field(default_factory=deque)
 
@@ -255,8 +280,28 @@ class FakeVllm:
         for metric in (self._running, self._waiting, self._kv, self._preempt, self._prompt, self._gen):
             metric.labels(*m)
         self._thread: ServerThread | None = None
+        self._llama = CollectorRegistry()
+        self._llama_gauges = {
+            name: Gauge(f"llamacpp:{name}", help_, registry=self._llama)
+            for name, help_ in (
+                ("requests_processing", "Number of requests processing."),
+                ("requests_deferred", "Number of requests deferred."),
+                ("prompt_tokens_seconds", "Average prompt throughput in tokens/s."),
+                ("predicted_tokens_seconds", "Average generation throughput in tokens/s."),
+            )
+        }
+        self._llama_counters = {
+            name: Counter(f"llamacpp:{name}", help_, registry=self._llama)
+            for name, help_ in (
+                ("prompt_tokens", "Number of prompt tokens processed."),
+                ("tokens_predicted", "Number of generation tokens processed."),
+                ("n_decode", "Total number of llama_decode() calls"),
+            )
+        }
         self.app = Starlette(
             routes=[
+                Route("/tokenize", self._tokenize, methods=["POST"]),
+                Route("/apply-template", self._apply_template, methods=["POST"]),
                 Route("/health", self._health, methods=["GET"]),
                 Route("/version", self._version, methods=["GET"]),
                 Route("/v1/models", self._models, methods=["GET"]),
@@ -307,15 +352,97 @@ class FakeVllm:
             )
         return None
 
+    @property
+    def llama(self) -> bool:
+        return self.flavor == "llama.cpp"
+
+    def set_llama_load(self, processing: int, deferred: int) -> None:
+        """Set ``llamacpp:requests_processing`` / ``requests_deferred`` (what llama-server reports)."""
+        self._llama_gauges["requests_processing"].set(processing)
+        self._llama_gauges["requests_deferred"].set(deferred)
+
+    def count(self, text: str) -> int:
+        """This server's token count of ``text`` (llama.cpp flavor: `dense_tokens`; vLLM: words)."""
+        return dense_tokens(text) if self.llama else len(text.split())
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        """A Gemma-like chat template: turn markers per message, tool declarations as JSON up front."""
+        parts = ["<bos>"]
+        if tools:
+            parts.append("<start_of_turn>system\ntools: " + json.dumps(tools) + "<end_of_turn>\n")
+        for m in messages:
+            content = m.get("content") or ""
+            if isinstance(content, list):
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            calls = json.dumps(m["tool_calls"]) if m.get("tool_calls") else ""
+            parts.append(f"<start_of_turn>{m.get('role')}\n{content}{calls}<end_of_turn>\n")
+        parts.append("<start_of_turn>model\n")
+        return "".join(parts)
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        messages = body.get("messages") or []
+        if self.llama:
+            return self.count(self.render(messages, body.get("tools")))
+        return _count_prompt_tokens(messages)
+
+    async def _tokenize(self, request: Request) -> Response:
+        if not self.tokenize_enabled:
+            return self._not_found()
+        body = await request.json()
+        if self.llama:  # {"content", "add_special", "parse_special"} -> {"tokens": [...]}
+            n = self.count(str(body.get("content", ""))) + (1 if body.get("add_special") else 0)
+            return JSONResponse({"tokens": list(range(n))})
+        if "messages" in body:  # vLLM TokenizeChatRequest
+            n = _count_prompt_tokens(body["messages"])
+        else:
+            n = len(str(body.get("prompt", "")).split())
+        return JSONResponse({"count": n, "max_model_len": self.max_model_len, "tokens": list(range(n))})
+
+    async def _apply_template(self, request: Request) -> Response:
+        if not self.llama or not self.tokenize_enabled:
+            return self._not_found()
+        body = await request.json()
+        return JSONResponse({"prompt": self.render(body.get("messages") or [], body.get("tools"))})
+
+    def _not_found(self) -> Response:
+        if self.llama:  # llama-server: unknown route
+            return JSONResponse(
+                {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}, 404
+            )
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+
     async def _health(self, request: Request) -> Response:
+        if self.llama:
+            return self._booting() or JSONResponse({"status": "ok"})
         return self._booting() or Response(status_code=200)
 
     async def _version(self, request: Request) -> Response:
+        if self.llama:
+            return self._not_found()
         return self._booting() or JSONResponse({"version": self.version})
 
     async def _models(self, request: Request) -> Response:
         if busy := self._booting():
             return busy
+        if self.llama:  # ggml-org/llama.cpp tools/server/server-context.cpp model info
+            card = {
+                "id": self.model,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": "llamacpp",
+                "meta": {
+                    "vocab_type": 1,
+                    "n_vocab": 262144,
+                    "n_ctx": self.max_model_len,
+                    "n_ctx_train": 131072,
+                    "n_embd": 1536,
+                    "n_params": 4_650_000_000,
+                    "size": 253_000_000,
+                },
+            }
+            return JSONResponse(
+                {"models": [{"name": self.model, "model": self.model}], "object": "list", "data": [card]}
+            )
         card = {
             "id": self.model,
             "object": "model",
@@ -335,6 +462,13 @@ class FakeVllm:
         return JSONResponse({"object": "list", "data": [card]})
 
     async def _metrics(self, request: Request) -> Response:
+        if self.llama:
+            if not self.metrics_enabled:
+                msg = "This server does not support metrics endpoint. Start it with `--metrics`"
+                return JSONResponse(
+                    {"error": {"code": 501, "message": msg, "type": "not_supported_error"}}, 501
+                )
+            return Response(generate_latest(self._llama), media_type="text/plain; version=0.0.4")
         self._kv.labels(self.model, "0").set(self.kv_usage)
         self._cache_info.labels(str(self.block_size), "auto", "0.92", str(self.num_gpu_blocks), "True").set(1)
         return Response(generate_latest(self.registry), media_type="text/plain; version=0.0.4; charset=utf-8")
@@ -376,7 +510,16 @@ class FakeVllm:
             return JSONResponse(
                 _error(turn.error or "error", "BadRequestError", turn.status), status_code=turn.status
             )
-        prompt_tokens = _count_prompt_tokens(body.get("messages") or [])
+        prompt_tokens = self.prompt_tokens(body)
+        self.context_checks.append((prompt_tokens, int(body.get("max_tokens") or 0), self.max_model_len))
+        if self.llama and prompt_tokens + int(body.get("max_tokens") or 0) > self.max_model_len:
+            msg = (
+                f"request ({prompt_tokens} tokens) exceeds the available context size ({self.max_model_len} tokens), "
+                "try increasing it"
+            )
+            err = {"code": 400, "message": msg, "type": "exceed_context_size_error"}
+            err |= {"n_prompt_tokens": prompt_tokens, "n_ctx": self.max_model_len}
+            return JSONResponse({"error": err}, status_code=400)
         if prompt_tokens + int(body.get("max_tokens") or 0) > self.max_model_len:
             msg = (
                 f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
@@ -398,6 +541,14 @@ class FakeVllm:
             return self.scripted.popleft()
         if self.empty_content:
             return ScriptedTurn(content="", finish_reason="stop")
+        if self.degenerate == "repeat":
+            n = int(body.get("max_tokens") or self.default_output_tokens)
+            return ScriptedTurn(content=" ".join("model" for _ in range(n)), finish_reason="length")
+        if self.degenerate == "echo":
+            last = next((m for m in reversed(body.get("messages") or []) if m.get("role") == "user"), {})
+            return ScriptedTurn(
+                content=f"<start_of_turn>user\n{last.get('content', '')}<end_of_turn>\n<start_of_turn>model"
+            )
         tools = body.get("tools") or []
         if tools and body.get("tool_choice", "auto") != "none":
             fn = tools[0]["function"]
@@ -405,6 +556,11 @@ class FakeVllm:
             if self.raw_tool_syntax:
                 return ScriptedTurn(content=gemma_tool_call_text(fn["name"], args))
             return ScriptedTurn(tool_calls=[{"name": fn["name"], "arguments": args}])
+        last = next((m for m in reversed(body.get("messages") or []) if m.get("role") == "user"), {})
+        if (q := re.search(r"What is (\d+) \+ (\d+)\?", str(last.get("content") or ""))) and not body.get(
+            "ignore_eos"
+        ):  # a competent model answers a small sum (the health probe's checkable question)
+            return ScriptedTurn(content=str(int(q.group(1)) + int(q.group(2))))
         n = int(body.get("max_tokens") or self.default_output_tokens)
         if not body.get("ignore_eos"):
             n = min(n, self.default_output_tokens)
@@ -528,6 +684,8 @@ class FakeVllm:
                 if turn.reasoning:
                     yield chunk({"reasoning_content": turn.reasoning})
                 for i, piece in enumerate(pieces):
+                    if self.die_after_tokens is not None and i >= self.die_after_tokens:
+                        raise ConnectionResetError("the fake server died mid-stream")
                     await self._wait_until(t0, i)
                     yield chunk({"content": piece})
                     emitted.append(time.perf_counter())
@@ -550,6 +708,20 @@ class FakeVllm:
         if emitted:
             gaps = [b - a for a, b in zip(emitted, emitted[1:], strict=False)]
             self._record(prompt_tokens, n_out, emitted[0] - t0, emitted[-1] - t0, gaps, reason)
+
+
+_DENSE = re.compile(r"<start_of_turn>|<end_of_turn>|<bos>|\d|[^\w\s]|[A-Za-z]+|\n| {2,}")
+
+
+def dense_tokens(text: str) -> int:
+    """A Gemma-like token count: each digit, symbol, newline and special token (``<start_of_turn>``) is a
+    token; a word is one token per 8 letters (real Gemma counts of log text run 1.6-2.0 characters per
+    token)."""
+    n = 0
+    for m in _DENSE.finditer(text):
+        tok = m.group(0)
+        n += (len(tok) + 7) // 8 if tok[0].isalpha() else 1
+    return n
 
 
 def _error(message: str, type_: str, code: int) -> dict[str, Any]:

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import secrets
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,8 +47,6 @@ from tpu_devops.logs.evidence import (
     Summary,
     SummaryResult,
     check_token_budget,
-    estimate_tokens,
-    neutralize,
     summarize_mining,
     to_result,
 )
@@ -55,6 +55,19 @@ from tpu_devops.logs.mining import LogMiner, TemplateStats
 from tpu_devops.logs.redact import Redactor
 from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch
 from tpu_devops.results import ToolResult
+from tpu_devops.serving.answers import cut_off, degenerate
+from tpu_devops.serving.server_kind import ServerInfo
+from tpu_devops.serving.tokenize import RequestCounter
+from tpu_devops.tokens import cut_to_tokens, estimate_tokens
+from tpu_devops.untrusted import (
+    UntrustedContent,
+    UntrustedData,
+    fence,
+    inline,
+    looks_like_instruction,
+    neutralize,
+    untrusted_data,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +76,10 @@ DEFAULT_MAX_STEPS = 4
 DEFAULT_RESULT_TOKEN_CAP = 600
 DEFAULT_TOTAL_BUDGET = 24_000
 ANSWER_MAX_TOKENS = 700
+MIN_EVIDENCE_TOKENS = 300
+ASSUMED_CONTEXT = 8192  # when neither the server nor MAX_MODEL_LEN says (llama-server's common -c)
+# The model part of one analysis (seconds): hosts cancel a tool call after ~60 s (DESIGN §2).
+ANALYST_DEADLINE_S = 50.0
 MAX_CALLS_PER_STEP = 3
 COUNT_FIELDS = ("severity", "template", "log", "minute", "container", "instance_name")
 
@@ -359,10 +376,8 @@ def _wrap(nonce: str, text: str) -> str:
 
 
 def _cap(text: str, cap_tokens: int) -> str:
-    limit = int(cap_tokens * 3)
-    if len(text) <= limit:
-        return text
-    return text[: limit - 40] + f"\n... (cut at {cap_tokens} tokens)"
+    cut = cut_to_tokens(text, cap_tokens)
+    return text if cut == text else cut + f"\n... (cut at {cap_tokens} tokens)"
 
 
 def _entry_line(record: LogRecord, tid: str, width: int = 300) -> str:
@@ -522,37 +537,92 @@ def verify_citations(answer: str, index: LogIndex) -> tuple[str, list[Citation]]
 # The session
 # ---------------------------------------------------------------------------------------------
 
+MODEL_AND_LOGS = (
+    "a language model's answer (answer, steps[].arguments) and log entries (citations[].excerpt, summary)"
+)
 
-class AnalysisResult(ToolResult):
-    """The analyst's answer with checked citations, or the deterministic summary when no model."""
 
+class RoundInfo(BaseModel):
+    """One request to the model: its prompt size, the most the context allowed, how it was counted."""
+
+    prompt_tokens: int
+    prompt_limit: int | None
+    counted_by: str
+    tools_offered: bool
+    outcome: str  # "tool calls", "answer", "cut off", "failed: ..."
+
+
+class AnalysisResult(UntrustedContent, ToolResult):
+    """The analyst's answer with checked citations, or the deterministic summary when no model.
+
+    ``answer`` is the model's text (untrusted data, fenced in the text output) when the model was
+    consulted, else the deterministic summary. ``citations`` are those the model itself made, checked
+    against the logs. ``model_answer_usable`` is False when the answer is cut off, degenerate, cites
+    nothing that exists, or reads like instructions; ``summary`` (the deterministic root cause) then
+    stands alone.
+    """
+
+    untrusted: UntrustedData = untrusted_data(
+        MODEL_AND_LOGS, "answer", "steps[].arguments", "citations[].excerpt", "summary"
+    )
     question: str
     answer: str
     model_consulted: bool
+    model_answer_usable: bool = False
+    answer_problems: list[str] = []
+    finish_reason: str | None = None
+    summary: str = ""
     model: str | None = None
     endpoint: str | None = None
+    server: str | None = None
+    context_tokens: int | None = None
+    context_source: str | None = None
     citations: list[Citation] = []
     unverified_citations: list[str] = []
     steps: list[AnalysisStep] = []
+    rounds: list[RoundInfo] = []
     tokens_used: int = 0
     root_cause: RootCause | None = None
     evidence_tokens: int = 0
     notices: list[str] = []
 
     def headline(self) -> str:
-        who = f"{self.model}" if self.model_consulted else "deterministic summary (model not consulted)"
-        return f"Answer from {who}"
+        if not self.model_consulted:
+            return "Answer from deterministic summary (model not consulted)"
+        if not self.model_answer_usable:
+            return f"{self.model}'s answer is not usable ({'; '.join(self.answer_problems)}); the deterministic summary stands alone"
+        return f"Answer from {self.model}"
 
     def render_text(self) -> str:
-        lines = [self.headline(), "", self.answer, ""]
+        lines = [self.headline(), ""]
+        if not self.model_consulted:
+            lines += [self.answer, ""]
+        else:
+            lines += [
+                "The model's answer (unchecked text; cited ids were checked against the logs):",
+                fence(self.answer, "model"),
+                "",
+            ]
+            lines += [
+                f"Deterministic summary{' (stands alone)' if not self.model_answer_usable else ''}: {self.summary}",
+                "",
+            ]
         ok = [c.ref for c in self.citations if c.verified]
         if ok:
-            lines.append(f"verified citations: {', '.join(ok)}")
+            who = "by the model" if self.model_consulted else "in the summary"
+            lines.append(f"verified citations ({who}): {', '.join(ok)}")
         if self.unverified_citations:
             lines.append(f"UNVERIFIED citations (not in the logs): {', '.join(self.unverified_citations)}")
+        if self.context_tokens is not None or self.server:
+            lines.append(
+                f"server: {self.server or '?'}, context {self.context_tokens or '?'} tokens ({self.context_source or '?'})"
+            )
+        for r in self.rounds:
+            limit = f" of {r.prompt_limit}" if r.prompt_limit is not None else ""
+            lines.append(f"round: prompt {r.prompt_tokens}{limit} tokens ({r.counted_by}) -> {r.outcome}")
         for s in self.steps:
             state = f" refused: {s.refused}" if s.refused else f" -> {s.result_tokens} tokens"
-            lines.append(f"tool {s.tool}({json.dumps(s.arguments, sort_keys=True)}){state}")
+            lines.append(f"tool {s.tool}({inline(json.dumps(s.arguments, sort_keys=True))}){state}")
         lines += [f"note: {n}" for n in self.notices]
         return "\n".join(lines)
 
@@ -563,7 +633,7 @@ def deterministic_answer(summary: SummaryResult) -> str:
     if rc is None:
         return f"No ERROR entries or known failure signatures in {summary.entries} entries."
     cites = " ".join(f"[{i}]" for i in rc.insert_ids)
-    what = rc.title or rc.template
+    what = rc.title or inline(rc.template)
     text = f"Most likely root cause: {what} [{rc.template_id}] {cites}".rstrip() + "."
     if rc.cause:
         text += f" Cause: {rc.cause}."
@@ -574,12 +644,16 @@ def deterministic_answer(summary: SummaryResult) -> str:
 
 @dataclass
 class Limits:
-    """Analyst limits (tokens are the server's reported usage, or estimates when absent)."""
+    """Analyst limits (tokens are the server's reported usage, or estimates when absent).
+
+    ``deadline_s``: wall time for the whole consultation (seconds), under the ~120 s a host waits.
+    """
 
     max_steps: int = DEFAULT_MAX_STEPS
     result_token_cap: int = DEFAULT_RESULT_TOKEN_CAP
     total_token_budget: int = DEFAULT_TOTAL_BUDGET
     evidence_token_budget: int = DEFAULT_TOKEN_BUDGET
+    deadline_s: float = ANALYST_DEADLINE_S
 
 
 def _assistant_message(content: str | None, calls: list[tuple[str, str, str]]) -> dict[str, Any]:
@@ -592,6 +666,111 @@ def _assistant_message(content: str | None, calls: list[tuple[str, str, str]]) -
     return msg
 
 
+class ContextTooSmall(TpuDevopsError):
+    """Not even the smallest useful prompt fits the server's context."""
+
+
+@dataclass
+class Consultation:
+    """What the tool-calling loop produced: the last good answer (may be empty), how it ended."""
+
+    answer: str = ""
+    finish_reason: str | None = None
+    steps: list[AnalysisStep] = field(default_factory=list)
+    rounds: list[RoundInfo] = field(default_factory=list)
+    used: int = 0
+    notices: list[str] = field(default_factory=list)
+
+
+def _user_message(question: str, nonce: str, evidence: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": f"Question: {question}\n\nEvidence summary (log data):\n{_wrap(nonce, evidence)}",
+    }
+
+
+class _Fitter:
+    """Sizes each request to ``context - max_tokens`` with the session's counter (module docstring)."""
+
+    def __init__(self, counter: RequestCounter, context: int | None, max_tokens: int) -> None:
+        self.counter = counter
+        self.limit = None if context is None else context - max_tokens
+        self.scale = 1.0  # raised when the server reports more tokens than we counted
+
+    async def size(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        return math.ceil(await self.counter.count(messages, tools) * self.scale)
+
+    def fits(self, n: int) -> bool:
+        return self.limit is None or n <= self.limit
+
+
+async def _fit_first_prompt(
+    fitter: _Fitter, question: str, nonce: str, summary: Summary, evidence_budget: int, notices: list[str]
+) -> tuple[list[dict[str, Any]], int, bool]:
+    """The first request's messages, its size and whether tools are offered, fitted to the context:
+    the evidence pack is rebuilt smaller (then cut) until the prompt fits with room for tool rounds.
+
+    Raises:
+        ContextTooSmall: not even a 300-token evidence pack without tools fits.
+    """
+    base = [{"role": "system", "content": SYSTEM_PROMPT}, _user_message(question, nonce, "")]
+    fixed = await fitter.size(base, TOOLS)
+    budget = evidence_budget
+    if fitter.limit is not None:
+        # Half of what is left after the fixed part goes to the evidence, half to the tool rounds.
+        budget = max(MIN_EVIDENCE_TOKENS, min(budget, (fitter.limit - fixed) // 2))
+    evidence = summary.pack.text
+    if estimate_tokens(evidence) > budget:
+        evidence = summarize_mining(summary.mining, source="", token_budget=max(500, budget)).pack.text
+        evidence = cut_to_tokens(evidence, budget)
+    for tools in (TOOLS, None):
+        for _ in range(6):
+            messages = [base[0], _user_message(question, nonce, evidence)]
+            n = await fitter.size(messages, tools)
+            if fitter.fits(n):
+                if evidence != summary.pack.text:
+                    notices.append(
+                        f"the evidence summary was cut to about {estimate_tokens(evidence)} tokens to fit the "
+                        f"server's context ({fitter.limit} prompt tokens after the answer's {ANSWER_MAX_TOKENS})"
+                    )
+                return messages, n, tools is not None
+            over = n - (fitter.limit or n)
+            target = estimate_tokens(evidence) - over - 16
+            if target < MIN_EVIDENCE_TOKENS:
+                break
+            evidence = cut_to_tokens(evidence, target)
+        evidence = cut_to_tokens(summary.pack.text, MIN_EVIDENCE_TOKENS)
+    raise ContextTooSmall(
+        f"the server's context ({fitter.limit} prompt tokens after {ANSWER_MAX_TOKENS} for the answer) cannot "
+        f"hold even a {MIN_EVIDENCE_TOKENS}-token evidence summary",
+        field="context",
+        value=fitter.limit,
+        fix="serve the model with a larger context (vLLM --max-model-len, llama-server -c), e.g. 8192 or more",
+    )
+
+
+async def _fit_later_prompt(
+    fitter: _Fitter, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, first_tool_msg: int
+) -> int | None:
+    """Shrink the newest tool results (then drop them) until ``messages`` fits; returns the size, or
+    None when nothing more can be cut."""
+    for _ in range(8):
+        n = await fitter.size(messages, tools)
+        if fitter.fits(n):
+            return n
+        over = n - (fitter.limit or n)
+        results = [m for m in messages[first_tool_msg:] if m.get("role") == "tool" and len(m["content"]) > 80]
+        if not results:
+            return None
+        newest = results[-1]
+        keep = estimate_tokens(newest["content"]) - over - 16
+        if keep >= 80:
+            newest["content"] = cut_to_tokens(newest["content"], keep) + "\n... (cut to fit the context)"
+        else:
+            newest["content"] = "result omitted: no room left in the server's context"
+    return None
+
+
 async def consult_model(
     question: str,
     index: LogIndex,
@@ -601,51 +780,121 @@ async def consult_model(
     url: str,
     model: str,
     limits: Limits,
-    context_tokens: int | None = None,
-) -> tuple[str, list[AnalysisStep], int, list[str]]:
-    """Run the tool-calling loop. Returns (raw answer text, steps, tokens used, notices).
+    server: ServerInfo | None = None,
+) -> Consultation:
+    """Run the tool-calling loop within the server's context and the deadline.
 
-    At most `MAX_CALLS_PER_STEP` calls run per model turn (the rest are refused), and tools stop
-    being offered once the conversation's estimated size passes 70% of ``context_tokens`` (the
-    served ``max_model_len``) so the final answer still fits.
+    Every request is sized before it is sent (the server's tokenizer when it has one, else the model's
+    own tokenizer, else the calibrated estimate: `tpu_devops.serving.tokenize`) to at most the
+    context minus ``max_tokens``: the evidence is cut first, then the newest tool results; a prompt
+    that cannot fit is never sent. A server overflow answer (which carries the server's own count)
+    rescales the count and the round is retried once. When a round after the first fails, the last
+    good answer is kept (or the conversation so far is asked for one without tools).
 
     Raises:
-        openai errors (connection, HTTP); the caller turns them into "model not consulted".
+        ContextTooSmall: even the smallest first prompt does not fit.
+        ServingError: the first round fails (the caller falls back to the deterministic summary).
     """
-    from tpu_devops.serving.client import openai_client
+    from tpu_devops.serving.chat import classify
+    from tpu_devops.serving.client import openai_client, timeouts
 
+    server = server or ServerInfo("unknown", None, "unknown")
     client = openai_client(url, settings.vllm_api_key)
+    counter = RequestCounter(url, model, server.kind, settings.vllm_api_key)
+    context = server.context_tokens
+    out = Consultation()
+    if context is None:
+        context = ASSUMED_CONTEXT
+        out.notices.append(
+            f"the server reports no context length and MAX_MODEL_LEN is not set: assumed {ASSUMED_CONTEXT} tokens"
+        )
+    max_tokens = min(ANSWER_MAX_TOKENS, context // 4)
+    fitter = _Fitter(counter, context, max_tokens)
     nonce = secrets.token_hex(6)
     box = Toolbox(index, nonce=nonce, result_token_cap=limits.result_token_cap)
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {
-            "role": "user",
-            "content": f"Question: {question}\n\nEvidence summary (log data):\n{_wrap(nonce, summary.pack.text)}",
-        },
-    ]
-    used = 0
-    notices: list[str] = []
-    answer = ""
-    for step in range(limits.max_steps + 1):
-        size = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
-        roomy = context_tokens is None or size + ANSWER_MAX_TOKENS < 0.7 * context_tokens
-        allow_tools = step < limits.max_steps and used < limits.total_token_budget and roomy
+    out.steps = box.steps
+    messages, size, tools_ok = await _fit_first_prompt(
+        fitter, question, nonce, summary, limits.evidence_token_budget, out.notices
+    )
+    deadline = time.monotonic() + limits.deadline_s
+    first_tool_msg = len(messages)
+    step = 0
+    overflow_retries = 0
+    final_request = False
+    while True:
+        allow_tools = (
+            tools_ok
+            and not final_request
+            and step < limits.max_steps
+            and out.used < limits.total_token_budget
+        )
+        tools = TOOLS if allow_tools else None
+        if step > 0:
+            fitted = await _fit_later_prompt(fitter, messages, tools, first_tool_msg)
+            if fitted is None and tools is not None:
+                tools, allow_tools = None, False
+                fitted = await _fit_later_prompt(fitter, messages, None, first_tool_msg)
+            if fitted is None:
+                out.notices.append(
+                    "the conversation no longer fits the server's context; stopped with what was answered"
+                )
+                break
+            size = fitted
+        remaining = deadline - time.monotonic()
+        if remaining < 5:
+            out.notices.append(
+                f"the {limits.deadline_s:.0f} s analysis deadline passed; stopped with what was answered"
+            )
+            break
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
-            "max_tokens": ANSWER_MAX_TOKENS,
+            "max_tokens": max_tokens,
             "temperature": 0,
+            "timeout": timeouts(remaining),
         }
-        if allow_tools:
-            kwargs["tools"] = TOOLS
+        if tools:
+            kwargs["tools"] = tools
             kwargs["tool_choice"] = "auto"
-        response = await client.chat.completions.create(**kwargs)
-        usage = getattr(response, "usage", None)
-        used += int(getattr(usage, "total_tokens", 0) or 0) or sum(
-            estimate_tokens(str(m.get("content") or "")) for m in messages
+        info = RoundInfo(
+            prompt_tokens=size,
+            prompt_limit=fitter.limit,
+            counted_by=counter.source,
+            tools_offered=bool(tools),
+            outcome="",
         )
-        message = response.choices[0].message
+        out.rounds.append(info)
+        try:
+            response = await client.chat.completions.create(**kwargs)
+        except Exception as exc:
+            err = classify(exc, url, model)
+            info.outcome = f"failed: {err.failure}"
+            if err.failure == "context_overflow" and err.prompt_tokens and overflow_retries < 2:
+                # The server counted more than we did: trust its count from now on and refit the round.
+                overflow_retries += 1
+                fitter.scale *= max(1.0, err.prompt_tokens / max(size, 1)) * 1.02
+                log.info("context overflow: server counted %s prompt tokens, we %s", err.prompt_tokens, size)
+                if step == 0:
+                    messages, size, tools_ok = await _fit_first_prompt(
+                        fitter, question, nonce, summary, limits.evidence_token_budget, out.notices
+                    )
+                    first_tool_msg = len(messages)
+                continue
+            if step == 0:
+                raise err from exc
+            out.notices.append(
+                f"round {len(out.rounds)} failed ({err.message}); "
+                + (
+                    "kept the answer from the earlier round"
+                    if out.answer
+                    else "no answer had been given before it"
+                )
+            )
+            break
+        usage = getattr(response, "usage", None)
+        out.used += int(getattr(usage, "total_tokens", 0) or 0) or size
+        choice = response.choices[0]
+        message = choice.message
         structured = [
             (tc.id or f"call-{step}-{i}", tc.function.name, tc.function.arguments or "{}")
             for i, tc in enumerate(message.tool_calls or [])
@@ -655,18 +904,35 @@ async def consult_model(
             (f"gemma-raw-{step}-{i}", c["name"], json.dumps(c["arguments"])) for i, c in enumerate(raw_calls)
         ]
         text = clean_content(message.content)
-        if raw_calls and not any("raw Gemma syntax" in n for n in notices):
-            notices.append(
+        if raw_calls and not any("raw Gemma syntax" in n for n in out.notices):
+            out.notices.append(
                 "the model's tool calls arrived as raw Gemma syntax in content (tool parser inactive); parsed them"
             )
+        if text and not calls:
+            out.answer, out.finish_reason = text, choice.finish_reason
+            info.outcome = "cut off" if choice.finish_reason == "length" else "answer"
+            break
         if not calls:
-            answer = text
+            info.outcome = "empty answer"
+            out.finish_reason = choice.finish_reason
             break
+        info.outcome = f"{len(calls)} tool call(s)"
         if not allow_tools:
-            notices.append("the model asked for more tools after the step/token limit; it was told to answer")
-            answer = text
-            break
+            out.notices.append(
+                "the model asked for more tools after the step/token limit; it was told to answer"
+            )
+            if final_request:
+                break
+            final_request = True
+            messages.append({"role": "user", "content": "Answer now from what you have, with citations."})
+            step += 1
+            continue
         messages.append(_assistant_message(text, calls))
+        # Each result may take an equal share of what is left of the context (and at most the cap).
+        room = (fitter.limit or 10**9) - size - 64
+        box.cap = max(
+            60, min(limits.result_token_cap, room // max(1, min(len(calls), MAX_CALLS_PER_STEP)) - 40)
+        )
         for n, (cid, name, args) in enumerate(calls):
             if n < MAX_CALLS_PER_STEP:
                 result = box.run(name, args, raw=bool(raw_calls))
@@ -675,17 +941,36 @@ async def consult_model(
                     name, args, f"at most {MAX_CALLS_PER_STEP} calls per turn", bool(raw_calls)
                 )
             messages.append({"role": "tool", "tool_call_id": cid, "content": result})
-        if used >= limits.total_token_budget:
-            notices.append(f"token budget {limits.total_token_budget} reached; asking for the answer now")
-    if not answer:
-        messages.append({"role": "user", "content": "Answer now from what you have, with citations."})
-        response = await client.chat.completions.create(
-            model=model, messages=messages, max_tokens=ANSWER_MAX_TOKENS, temperature=0
-        )
-        usage = getattr(response, "usage", None)
-        used += int(getattr(usage, "total_tokens", 0) or 0)
-        answer = clean_content(response.choices[0].message.content)
-    return answer, box.steps, used, notices
+        step += 1
+        if step >= limits.max_steps or out.used >= limits.total_token_budget:
+            if out.used >= limits.total_token_budget:
+                out.notices.append(
+                    f"token budget {limits.total_token_budget} reached; asking for the answer now"
+                )
+            final_request = True
+            messages.append({"role": "user", "content": "Answer now from what you have, with citations."})
+    out.notices.extend(counter.notices)
+    return out
+
+
+def judge_answer(
+    answer: str, finish_reason: str | None, cites: list[Citation], summary: Summary
+) -> list[str]:
+    """Why the model's answer cannot be used as findings (empty list: usable)."""
+    problems = []
+    if reason := degenerate(answer):
+        problems.append(reason)
+    if cut_off(finish_reason):
+        problems.append("cut off at the token limit (finish_reason=length)")
+    if looks_like_instruction(answer):
+        problems.append("it reads like instructions to an agent, not findings")
+    if not problems and not any(c.verified for c in cites):
+        mentions = {r.stats.id for r in summary.ranked[:10]} | {h.id for h in summary.hits}
+        if not any(m in answer for m in mentions):
+            problems.append("it cites no entry or template that exists and refers to none of the evidence")
+        else:
+            problems.append("it cites no entry or template that exists")
+    return problems
 
 
 async def analyze(
@@ -699,7 +984,9 @@ async def analyze(
     """Answer ``question`` about the logs in ``source`` with the model, or deterministically.
 
     Reads the source in a worker thread, then consults the endpoint (``base_url``, ``VLLM_URL`` or
-    discovery). Any endpoint failure falls back to the deterministic summary with the reason.
+    discovery). Any endpoint failure falls back to the deterministic summary with the reason; a
+    model answer that is cut off, degenerate, uncited or instruction-shaped is reported as not
+    usable, and the deterministic summary stands alone.
 
     Raises:
         InputError: empty question, max_steps outside 1..8, a malformed ``base_url``; errors of the
@@ -728,9 +1015,12 @@ async def analyze(
     if index.dropped:
         notices.append(f"{index.dropped} entries beyond {MAX_INDEX} were mined but are not searchable")
     summary_result = to_result(summary, source=source.describe(), notices=[])
+    fallback, fallback_cites = verify_citations(deterministic_answer(summary_result), index)
+    fallback = redactor.redact(fallback)
     base = AnalysisResult(
         question=question,
         answer="",
+        summary=fallback,
         model_consulted=False,
         root_cause=summary_result.root_cause,
         evidence_tokens=summary.pack.tokens,
@@ -740,7 +1030,16 @@ async def analyze(
 
         endpoint = await resolve_endpoint(settings, base_url)
         choice = await choose_model(settings, endpoint.url)
-        answer, steps, used, loop_notes = await consult_model(
+        base = base.model_copy(
+            update={
+                "model": choice.model,
+                "endpoint": endpoint.url,
+                "server": choice.server.label,
+                "context_tokens": choice.server.context_tokens,
+                "context_source": choice.server.context_source,
+            }
+        )
+        got = await consult_model(
             question,
             index,
             summary,
@@ -748,49 +1047,47 @@ async def analyze(
             url=endpoint.url,
             model=choice.model,
             limits=limits,
-            context_tokens=choice.max_model_len,
+            server=choice.server,
         )
     except Exception as exc:  # any endpoint failure -> deterministic answer, said plainly
         if isinstance(exc, InputError) and exc.field == "base_url":
             raise  # a malformed URL is the caller's to fix, not an outage to fall back from
         reason = exc.message if isinstance(exc, TpuDevopsError) else f"{type(exc).__name__}: {exc}"
         reason = redactor.redact(reason)  # an HTTP error may quote a URL or body
-        # An error of ours is an outage said plainly; anything else may be a bug: keep its traceback.
+        # An error of ours is an outage said plainly (one line); anything else may be a bug: keep its traceback.
         log.info(
             "analyst fell back to the deterministic summary: %s",
             reason,
             exc_info=not isinstance(exc, TpuDevopsError),
         )
-        answer = deterministic_answer(summary_result)
-        answer, cites = verify_citations(answer, index)
         notices.insert(0, f"model not consulted ({reason}); this is the deterministic summary")
         if notice := redactor.notice():
             notices.append(notice)
-        return base.model_copy(
-            update={"answer": redactor.redact(answer), "citations": cites, "notices": notices}
-        )
-    answer = redactor.redact(answer) or "(the model returned no text)"
+        return base.model_copy(update={"answer": fallback, "citations": fallback_cites, "notices": notices})
+    answer = redactor.redact(got.answer)
     answer, cites = verify_citations(answer, index)
-    unverified = [c.ref for c in cites if not c.verified]
-    if not any(c.verified for c in cites):
+    problems = judge_answer(answer, got.finish_reason, cites, summary)
+    if problems:
         notices.append(
-            "the answer cites no entry or template that exists; the deterministic root cause follows"
+            "the model's answer is not usable ("
+            + "; ".join(problems)
+            + "): the deterministic summary stands alone"
         )
-        answer += "\n\nDeterministic summary: " + deterministic_answer(summary_result)
-        answer, cites = verify_citations(answer, index)
     if notice := redactor.notice():
         notices.append(notice)
     return base.model_copy(
         update={
-            "answer": answer,
+            "answer": answer or "(the model returned no text)",
             "model_consulted": True,
-            "model": choice.model,
-            "endpoint": endpoint.url,
+            "model_answer_usable": not problems,
+            "answer_problems": problems,
+            "finish_reason": got.finish_reason,
             "citations": cites,
-            "unverified_citations": unverified,
-            "steps": steps,
-            "tokens_used": used,
-            "notices": notices + loop_notes + choice.notices,
+            "unverified_citations": [c.ref for c in cites if not c.verified],
+            "steps": got.steps,
+            "rounds": got.rounds,
+            "tokens_used": got.used,
+            "notices": notices + got.notices + choice.notices,
         }
     )
 

@@ -21,6 +21,7 @@ from tpu_devops.results import ToolResult
 from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint, served_models
 from tpu_devops.serving.client import http_client, probe_timeout
 from tpu_devops.serving.metrics import fetch_samples, kv_pool_tokens
+from tpu_devops.serving.server_kind import LLAMA_CPP, identify
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +39,24 @@ class ModelDetails(ToolResult):
     kv_pool_tokens: int | None
     configured_flags: list[str] | None
     configured_flags_source: str | None
+    server: str = "vLLM"
+    server_version: str | None = None
+    context_source: str | None = None
     notices: list[str] = []
 
     def headline(self) -> str:
+        version = self.vllm_version or self.server_version
+        pool = f", KV pool {self.kv_pool_tokens} tokens" if self.kv_pool_tokens is not None else ""
         return (
-            f"{self.model or '?'} on vLLM {self.vllm_version or '?'}: max_model_len {self.max_model_len}, "
-            f"KV pool {self.kv_pool_tokens if self.kv_pool_tokens is not None else '?'} tokens"
+            f"{self.model or '?'} on {self.server}{f' {version}' if version else ''}: context "
+            f"{self.max_model_len if self.max_model_len is not None else 'unknown'} tokens{pool}"
         )
 
     def render_text(self) -> str:
         """Headline, served models, engine cache config, the configured flags as one command line."""
         lines = [self.headline(), f"endpoint: {self.endpoint} ({self.endpoint_source})"]
+        if self.context_source:
+            lines.append(f"context from: {self.context_source}")
         lines.append(f"served: {', '.join(self.served_models) or 'nothing'}")
         if self.engine_cache_config:
             lines.append("engine: " + ", ".join(f"{k}={v}" for k, v in self.engine_cache_config.items()))
@@ -74,13 +82,20 @@ async def get_details(settings: Settings, base_url: str | None = None) -> ModelD
     card = next((c for c in cards if c.get("id") == settings.model_name), cards[0] if cards else None)
     if card and card.get("id") != settings.model_name:
         notices.append(f"MODEL_NAME {settings.model_name!r} is not served; showing {card.get('id')!r}")
-    version = None
+    info = identify(cards, str(card.get("id")) if card else None, settings.max_model_len)
+    version = server_version = None
     try:
         response = await http_client(ep.url).get("/version", timeout=probe_timeout())
         response.raise_for_status()
         version = str(response.json().get("version"))
     except Exception as exc:
-        notices.append(f"/version unavailable: {classify(exc, ep.url).message}")
+        if info.kind == LLAMA_CPP:  # llama-server has no /version; /props carries build_info
+            server_version = await _llama_build(ep.url)
+        else:
+            notices.append(
+                f"/version unavailable ({classify(exc, ep.url).message}): the server is "
+                f"{info.label}" + ("" if info.is_vllm else ", so no vLLM version")
+            )
     cache_config: dict[str, str] | None = None
     pool = None
     try:
@@ -90,20 +105,35 @@ async def get_details(settings: Settings, base_url: str | None = None) -> ModelD
         pool = kv_pool_tokens(samples)
     except (ServingError, TpuDevopsError) as exc:
         notices.append(f"/metrics unavailable: {exc.message}")
-    flags, flags_source = _configured_flags(settings, notices)
+    # The rig's startup script renders vLLM flags: shown only when the endpoint is vLLM.
+    flags, flags_source = _configured_flags(settings, notices) if info.is_vllm else (None, None)
     return ModelDetails(
         endpoint=ep.url,
         endpoint_source=ep.source,
         served_models=served,
         model=str(card.get("id")) if card else None,
-        max_model_len=card.get("max_model_len") if card else None,
-        vllm_version=version,
+        max_model_len=info.context_tokens,
+        vllm_version=version if info.kind != LLAMA_CPP else None,
+        server=info.label,
+        server_version=server_version,
+        context_source=info.context_source,
         engine_cache_config=cache_config,
         kv_pool_tokens=pool,
         configured_flags=flags,
         configured_flags_source=flags_source,
         notices=notices,
     )
+
+
+async def _llama_build(url: str) -> str | None:
+    """llama-server's ``build_info`` from ``GET /props`` (ggml-org/llama.cpp tools/server/README.md)."""
+    try:
+        response = await http_client(url).get("/props", timeout=probe_timeout())
+        response.raise_for_status()
+        build = response.json().get("build_info")
+    except Exception:  # /props is optional; the answer already names the server
+        return None
+    return str(build) if build else None
 
 
 def _configured_flags(settings: Settings, notices: list[str]) -> tuple[list[str] | None, str | None]:

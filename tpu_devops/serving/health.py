@@ -21,6 +21,7 @@ Failure classes (``failure``): ``no_endpoint``, ``connection_refused`` (booting 
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 
 from tpu_devops.config import Settings
 from tpu_devops.results import ToolResult
+from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.chat import (
     ServingError,
     classify,
@@ -37,6 +39,8 @@ from tpu_devops.serving.chat import (
     stream_chat,
 )
 from tpu_devops.serving.client import PROBE_CHAT_TIMEOUT_S, http_client, probe_timeout
+from tpu_devops.serving.server_kind import LLAMA_CPP, UNKNOWN, VLLM, identify
+from tpu_devops.untrusted import fence
 
 PROBE_TOOL = {
     "type": "function",
@@ -51,6 +55,9 @@ PROBE_TOOL = {
     },
 }
 GEMMA_TOOL_CALL_OPEN = "<|tool_call>"
+# A question with one checkable answer: a model that echoes or loops cannot pass by accident.
+CHAT_PROBE = "What is 17 + 25? Reply with the number only."
+CHAT_PROBE_ANSWER = "42"
 
 
 class Probe(BaseModel):
@@ -174,10 +181,13 @@ async def verify_health(
             )
         )
         return result(ep.url, ep.source)
-    max_len = next((c.get("max_model_len") for c in cards if c.get("id") == want), None)
+    server = identify(cards, want, settings.max_model_len)
     probes.append(
         Probe(
-            name="models", ok=True, latency_ms=_ms(started), detail=f"serves {want} (max_model_len {max_len})"
+            name="models",
+            ok=True,
+            latency_ms=_ms(started),
+            detail=f"{server.label} serves {want} (context {server.context_tokens or 'unknown'}: {server.context_source})",
         )
     )
     if not looks_instruction_tuned(want):
@@ -189,7 +199,7 @@ async def verify_health(
         answer = await stream_chat(
             ep.url,
             want,
-            [{"role": "user", "content": "Reply with the single word: ready"}],
+            [{"role": "user", "content": CHAT_PROBE}],
             api_key=settings.vllm_api_key,
             max_tokens=32,
             temperature=0,
@@ -211,6 +221,19 @@ async def verify_health(
             )
         )
         return result(ep.url, ep.source)
+    if problem := judge_probe_answer(answer.content, answer.finish_reason):
+        probes.append(
+            Probe(
+                name="chat",
+                ok=False,
+                latency_ms=_ms(started),
+                detail=f"{problem}: {_model_text(answer.content.strip()[:80])}",
+                failure="wrong_answer",
+                fix="the model answers but not sensibly: check the chat template (vLLM: the model's own; "
+                "llama-server: --jinja), that MODEL_NAME is an instruction-tuned (-it) checkpoint, and the quantization",
+            )
+        )
+        return result(ep.url, ep.source)
     stats = answer.stats()
     probes.append(
         Probe(
@@ -223,11 +246,35 @@ async def verify_health(
 
     # 4. tool-calling probe
     if tools:
-        probes.append(await _tool_probe(settings, ep.url, want))
+        probes.append(await _tool_probe(settings, ep.url, want, server.kind))
     return result(ep.url, ep.source)
 
 
-async def _tool_probe(settings: Settings, url: str, model: str) -> Probe:
+def judge_probe_answer(content: str, finish_reason: str | None) -> str | None:
+    """Why the chat probe's answer is wrong (``CHAT_PROBE_ANSWER`` missing, degenerate, cut off), or None."""
+    if reason := degenerate(content):
+        return reason
+    if cut_off(finish_reason):
+        return "the answer was cut off at the token limit (finish_reason=length)"
+    if not re.search(rf"(?<!\d){CHAT_PROBE_ANSWER}(?!\d)", content):
+        return f"wrong answer (expected {CHAT_PROBE_ANSWER})"
+    return None
+
+
+def _model_text(text: str) -> str:
+    """Model-written text on one line, fenced as untrusted data."""
+    return fence(text.replace("\n", " "), "model").replace("\n", "")
+
+
+def _parser_fix(kind: str) -> str:
+    if kind == VLLM:
+        return "restart vLLM with --enable-auto-tool-choice --tool-call-parser gemma4 (the parser turns Gemma syntax into tool_calls)"
+    if kind == LLAMA_CPP:
+        return "start llama-server with --jinja (tool calls need the model's Jinja chat template)"
+    return "enable the server's tool-call parsing for this model (its chat template must support tools)"
+
+
+async def _tool_probe(settings: Settings, url: str, model: str, kind: str = UNKNOWN) -> Probe:
     started = time.perf_counter()
     try:
         answer = await stream_chat(
@@ -250,8 +297,7 @@ async def _tool_probe(settings: Settings, url: str, model: str) -> Probe:
             latency_ms=_ms(started),
             detail=f"the model wrote a raw tool call in content: {answer.content[:80]!r}",
             failure="tool_call_unparsed",
-            fix="restart vLLM with --enable-auto-tool-choice --tool-call-parser gemma4 (the parser turns Gemma "
-            "syntax into tool_calls)",
+            fix=_parser_fix(kind),
         )
     call = next((c for c in answer.tool_calls if c.get("name") == PROBE_TOOL["function"]["name"]), None)
     if call is None:
@@ -267,7 +313,20 @@ async def _tool_probe(settings: Settings, url: str, model: str) -> Probe:
     try:
         args = json.loads(call.get("arguments") or "{}")
     except json.JSONDecodeError:
-        args = call.get("arguments")
+        args = None
+    required = PROBE_TOOL["function"]["parameters"]["required"]
+    if not isinstance(args, dict) or not all(
+        isinstance(args.get(k), str) and args[k].strip() for k in required
+    ):
+        return Probe(
+            name="tool_call",
+            ok=False,
+            latency_ms=_ms(started),
+            detail=f"malformed tool call: arguments {_model_text(str(call.get('arguments'))[:80])} are not a JSON object "
+            f"with {', '.join(required)}",
+            failure="tool_call_malformed",
+            fix=_parser_fix(kind),
+        )
     return Probe(name="tool_call", ok=True, latency_ms=_ms(started), detail=f"called {call['name']}({args})")
 
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError
 from tpu_devops.results import ToolResult
-from tpu_devops.serving.chat import attributed, classify, resolve_endpoint
+from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint
 from tpu_devops.serving.client import http_client, probe_timeout
 
 KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -38,6 +38,19 @@ TPOT_NAMES = (
     "vllm:inter_token_latency_seconds",
 )
 QUANTILES = (0.5, 0.9, 0.99)
+# llama.cpp's llama-server series (ggml-org/llama.cpp tools/server/README.md, "GET /metrics"), shown
+# under their own names when the server is llama.cpp: requests_processing is what is running,
+# requests_deferred what waits for a free slot.
+LLAMA_CPP_SERIES = (
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+    "llamacpp:prompt_tokens_total",
+    "llamacpp:tokens_predicted_total",
+    "llamacpp:prompt_tokens_seconds",
+    "llamacpp:predicted_tokens_seconds",
+    "llamacpp:n_decode_total",
+    "llamacpp:n_busy_slots_per_decode",
+)
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -145,8 +158,20 @@ class MetricsResult(ToolResult):
     ttft: LatencySummary | None
     tpot: LatencySummary | None
     findings: list[str]
+    metrics_kind: str = "vllm"  # "vllm", "llama.cpp" or "unknown": whose series /metrics exposes
+    server_series: dict[str, float] = {}  # a known non-vLLM server's own series, summed over labels
 
     def headline(self) -> str:
+        if self.metrics_kind == "llama.cpp":
+            s = self.server_series
+            return (
+                "no vLLM metrics: this is llama.cpp (llamacpp: series): "
+                f"{s.get('llamacpp:requests_processing', 0):.0f} processing / "
+                f"{s.get('llamacpp:requests_deferred', 0):.0f} deferred, "
+                f"{s.get('llamacpp:tokens_predicted_total', 0):,.0f} tokens generated"
+            )
+        if self.metrics_kind == "unknown":
+            return f"no vLLM metrics at {self.endpoint}: /metrics exposes none of the vllm: series (not a vLLM server?)"
         kv = "?" if self.kv_cache_usage is None else f"{self.kv_cache_usage:.0%}"
         return (
             f"KV cache {kv} used, {self.requests_running or 0:.0f} running / {self.requests_waiting or 0:.0f} waiting, "
@@ -160,6 +185,10 @@ class MetricsResult(ToolResult):
             return "?" if x is None else f"{x:,.0f}{unit}"
 
         lines = [self.headline(), f"endpoint: {self.endpoint}"]
+        if self.metrics_kind != "vllm":
+            lines += [f"{k}: {v:,.3f}".rstrip("0").rstrip(".") for k, v in self.server_series.items()]
+            lines.extend(f"finding: {f}" for f in self.findings)
+            return "\n".join(lines)
         if self.kv_pool_tokens:
             lines.append(
                 f"KV pool: {self.kv_pool_tokens:,} tokens (vllm:cache_config_info blocks x block size)"
@@ -183,8 +212,38 @@ class MetricsResult(ToolResult):
         return "\n".join(lines)
 
 
+def _not_vllm(url: str, samples: Samples) -> MetricsResult:
+    """The answer for a /metrics without any ``vllm:`` series: whose metrics they are, never zeros."""
+    llama = {name: v for name in LLAMA_CPP_SERIES if (v := _sum(samples, name)) is not None}
+    findings: list[str] = []
+    if llama:
+        kind = "llama.cpp"
+        deferred = llama.get("llamacpp:requests_deferred") or 0
+        if deferred > 0:
+            findings.append(
+                f"{deferred:.0f} request(s) deferred: every llama-server slot is busy (raise --parallel)"
+            )
+        findings.append("KV-cache usage and preemptions are vLLM metrics: llama.cpp does not expose them")
+    else:
+        kind = "unknown"
+        names = sorted({n.split("{")[0] for n in samples})[:8]
+        findings.append(
+            "no vLLM series in /metrics" + (f" (it has {', '.join(names)})" if names else " (it is empty)")
+        )
+    return MetricsResult(
+        endpoint=url, kv_cache_usage=None, kv_cache_metric=None, kv_pool_tokens=None, requests_running=None,
+        requests_waiting=None, preemptions_total=None, preemptions_since_last_call=None, preemptions_per_min=None,
+        prompt_tokens_total=None, generation_tokens_total=None, generation_tokens_per_s=None,
+        seconds_since_last_call=None, ttft=None, tpot=None, findings=findings, metrics_kind=kind,
+        server_series=llama,
+    )  # fmt: skip
+
+
 def summarise(url: str, samples: Samples, now: float | None = None) -> MetricsResult:
-    """Summarise parsed samples; updates the per-endpoint "previous scrape" used for rates."""
+    """Summarise parsed samples; updates the per-endpoint "previous scrape" used for rates. Without
+    any ``vllm:`` series it says whose metrics these are (llama.cpp's are summarised) instead of zeros."""
+    if not any(name.startswith("vllm:") for name in samples):
+        return _not_vllm(url, samples)
     now = time.time() if now is None else now
     kv_name = next((n for n in KV_USAGE_NAMES if n in samples), None)
     kv_rows = samples.get(kv_name, []) if kv_name else []
@@ -216,8 +275,6 @@ def summarise(url: str, samples: Samples, now: float | None = None) -> MetricsRe
         )
     if waiting and waiting > 0:
         findings.append(f"{waiting:.0f} request(s) waiting: the server is saturated at this concurrency")
-    if not samples:
-        findings.append("no metrics at all: is this a vLLM server?")
     return MetricsResult(
         endpoint=url,
         kv_cache_usage=kv,
@@ -246,7 +303,17 @@ async def fetch_samples(url: str) -> Samples:
     """
     try:
         response = await http_client(url).get("/metrics", timeout=probe_timeout())
+        if response.status_code == 501:  # llama.cpp without --metrics: not_supported_error
+            raise ServingError(
+                f"{url}/metrics answered 501 Not Implemented: the server's metrics endpoint is switched off",
+                failure="metrics_disabled",
+                field="/metrics",
+                value=url,
+                fix="start llama-server with --metrics (vLLM serves /metrics by default)",
+            )
         response.raise_for_status()
+    except ServingError:
+        raise
     except Exception as exc:
         raise classify(exc, url) from exc
     return parse(response.text)
