@@ -7,6 +7,7 @@ import pytest
 from tests.fakes.gcp.tpu import DEFAULT_ZONES, FakeClock
 from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
 from tpu_devops.gcp.tpu import TpuApi
+from tpu_devops.provisioning.requests import create_call
 
 ZONE = "us-west4-a"
 
@@ -23,11 +24,17 @@ def body(model: str = "spot", labels: dict[str, str] | None = None) -> dict:
         }
     }
     if model == "flex-start":
-        node["schedulingConfig"] = {"provisioningModel": "FLEX_START"}
+        out["provisioningModel"] = "FLEX_START"
         out["runDuration"] = {"maxRunDuration": "3600s"}
     elif model == "spot":
         out["spot"] = {}
     return out
+
+
+def create(api: TpuApi, request: dict, request_id: str | None = None) -> dict:
+    """Create ``request`` as the product does (`create_call`: version, exact text, requestId)."""
+    sent = create_call(ZONE, "r1", request, request_id)
+    return api.create_queued_resource(ZONE, "r1", sent.text, version=sent.version, request_id=sent.request_id)
 
 
 def test_list_zones_reads_tpu_locations(gcp_settings) -> None:
@@ -41,15 +48,15 @@ def test_list_zones_reads_every_page(fake_gcp, gcp_settings) -> None:
     assert len(pages) == 5 and "pageToken=40" in pages[-1]["query"]
 
 
-def test_spot_create_goes_through_v2_client_and_walks_to_active(fake_gcp, gcp_settings) -> None:
+def test_spot_create_goes_to_v2_and_walks_to_active(fake_gcp, gcp_settings) -> None:
     clock = FakeClock()
     fake_gcp.tpu.clock = clock
     fake_gcp.tpu.timings = {"ACCEPTED": 10, "WAITING_FOR_RESOURCES": 10, "PROVISIONING": 10}
     api = TpuApi(gcp_settings)
-    op = api.create_queued_resource(ZONE, "r1", body("spot"))
+    op = create(api, body("spot"))
     assert op["name"].startswith(f"projects/demo-project/locations/{ZONE}/operations/")
-    create = fake_gcp.tpu.creates()[-1]
-    assert create["path"].startswith("/v2/") and "spot" in create["body"]
+    received = fake_gcp.tpu.creates()[-1]
+    assert received["path"].startswith("/v2/") and "spot" in received["body"]
     seen = []
     for _ in range(4):
         seen.append(api.get_queued_resource(ZONE, "r1")["state"]["state"])
@@ -64,12 +71,12 @@ def test_flex_start_create_goes_as_v2alpha1_rest_json_and_suspends_at_max_run(fa
     clock = FakeClock()
     fake_gcp.tpu.clock = clock
     api = TpuApi(gcp_settings)
-    api.create_queued_resource(ZONE, "r1", body("flex-start"))
-    create = fake_gcp.tpu.creates()[-1]
-    assert create["path"] == f"/v2alpha1/projects/demo-project/locations/{ZONE}/queuedResources"
-    sent = create["body"]
-    assert sent["runDuration"] == {"maxRunDuration": "3600s"}
-    assert sent["tpu"]["nodeSpec"][0]["node"]["schedulingConfig"] == {"provisioningModel": "FLEX_START"}
+    create(api, body("flex-start"))
+    received = fake_gcp.tpu.creates()[-1]
+    assert received["path"] == f"/v2alpha1/projects/demo-project/locations/{ZONE}/queuedResources"
+    sent = received["body"]
+    assert sent["provisioningModel"] == "FLEX_START" and sent["runDuration"] == {"maxRunDuration": "3600s"}
+    assert "schedulingConfig" not in sent["tpu"]["nodeSpec"][0]["node"]
     assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "ACTIVE"
     clock.advance(3600)
     assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "SUSPENDED"
@@ -84,11 +91,11 @@ def test_errors_are_typed_with_google_status_and_message(fake_gcp, gcp_settings)
     assert nf.value.status == "NOT_FOUND" and "http://" not in nf.value.google_message
     fake_gcp.tpu.script(ZONE, "permission_denied")
     with pytest.raises(PermissionError_) as pd:
-        api.create_queued_resource(ZONE, "r1", body("spot"))
+        create(api, body("spot"))
     assert pd.value.http_code == 403 and "tpu.queuedResources.create" in pd.value.google_message
     fake_gcp.tpu.script(ZONE, "unsupported")
     with pytest.raises(CloudError) as us:
-        api.create_queued_resource(ZONE, "r1", body("flex-start"))
+        create(api, body("flex-start"))
     assert us.value.status == "INVALID_ARGUMENT"
     assert us.value.google_message.startswith("FLEX_START provisioning model is not supported")
 
@@ -101,7 +108,7 @@ def test_429_and_503_are_retried_once_then_succeed(fake_gcp, gcp_settings) -> No
     statuses = [r["path"] for r in fake_gcp.tpu.requests]
     assert len(statuses) == 3  # two failures, then the answer
     fake_gcp.tpu.fail_next(503)
-    api.create_queued_resource(ZONE, "r1", body("flex-start"))  # the v2alpha1 path retries too
+    create(api, body("flex-start"))  # the v2alpha1 path retries too
     assert fake_gcp.tpu.state_of(ZONE, "r1") == "ACTIVE"
 
 
@@ -110,7 +117,7 @@ def test_4xx_is_never_retried(fake_gcp, gcp_settings) -> None:
     fake_gcp.tpu.script(ZONE, "invalid_accelerator")
     before = len(fake_gcp.tpu.requests)
     with pytest.raises(CloudError):
-        api.create_queued_resource(ZONE, "r1", body("spot"))
+        create(api, body("spot"))
     assert len(fake_gcp.tpu.requests) - before == 1
 
 
@@ -125,7 +132,7 @@ def test_quota_429_becomes_quota_error() -> None:
 
 def test_delete_node_then_request(fake_gcp, gcp_settings) -> None:
     api = TpuApi(gcp_settings)
-    api.create_queued_resource(ZONE, "r1", body("spot"))
+    create(api, body("spot"))
     assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "ACTIVE"
     api.delete_node(ZONE, "r1")
     assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "SUSPENDED"
@@ -142,7 +149,7 @@ def test_waiting_request_fails_when_valid_until_expires(fake_gcp, gcp_settings) 
     fake_gcp.tpu.script(ZONE, "wait")
     request = body("spot") | {"queueingPolicy": {"validUntilDuration": "600s"}}
     api = TpuApi(gcp_settings)
-    api.create_queued_resource(ZONE, "r1", request)
+    create(api, request)
     assert api.get_queued_resource(ZONE, "r1")["state"]["state"] == "WAITING_FOR_RESOURCES"
     clock.advance(600)
     qr = api.get_queued_resource(ZONE, "r1")
@@ -155,7 +162,37 @@ def test_waiting_request_fails_when_valid_until_expires(fake_gcp, gcp_settings) 
 def test_stockout_is_reported_in_failed_data(fake_gcp, gcp_settings) -> None:
     fake_gcp.tpu.script(ZONE, "stockout")
     api = TpuApi(gcp_settings)
-    api.create_queued_resource(ZONE, "r1", body("flex-start"))
+    create(api, body("flex-start"))
     qr = api.get_queued_resource(ZONE, "r1")
     assert qr["state"]["state"] == "FAILED"
     assert qr["state"]["failedData"]["error"]["message"].startswith("There is no more capacity in the zone")
+
+
+def test_a_lost_create_response_is_retried_with_the_same_request_id_and_creates_once(
+    fake_gcp, gcp_settings
+) -> None:
+    api = TpuApi(gcp_settings)
+    fake_gcp.tpu.lose_next_responses(1)  # the create is carried out, its answer lost: api_core retries
+    op = create(api, body("flex-start"))
+    posts = [r for r in fake_gcp.tpu.requests if r["method"] == "POST"]
+    ids = {dict(kv.split("=", 1) for kv in r["query"].split("&"))["requestId"] for r in posts}
+    assert len(posts) == 2 and len(ids) == 1  # the retry re-sent the same requestId
+    assert len(fake_gcp.tpu.queued) == 1 and op["name"].endswith("/operation-1")  # the original operation
+
+
+def test_request_id_makes_a_repeated_create_return_the_first_operation(fake_gcp, gcp_settings) -> None:
+    api = TpuApi(gcp_settings)
+    first = create(api, body("spot"), request_id="6f1c0f3e-3b5e-4a4e-9d1e-1a2b3c4d5e6f")
+    again = create(api, body("spot"), request_id="6f1c0f3e-3b5e-4a4e-9d1e-1a2b3c4d5e6f")
+    assert again == first and len(fake_gcp.tpu.queued) == 1
+    with pytest.raises(CloudError) as other:  # the same id, another requestId: someone else's create
+        create(api, body("spot"))
+    assert other.value.status == "ALREADY_EXISTS"
+
+
+def test_delete_sends_a_request_id(fake_gcp, gcp_settings) -> None:
+    api = TpuApi(gcp_settings)
+    create(api, body("spot"))
+    api.delete_queued_resource(ZONE, "r1", force=True)
+    delete = [r for r in fake_gcp.tpu.requests if r["method"] == "DELETE"][-1]
+    assert "requestId=" in delete["query"] and "force=true" in delete["query"]

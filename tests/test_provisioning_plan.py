@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 from tests.conftest import gcp_environ
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError
 from tpu_devops.provisioning.plan import plan_queued_resource
-from tpu_devops.provisioning.requests import PLACEHOLDER_PROJECT
+from tpu_devops.provisioning.queued import create_queued_resource
+from tpu_devops.provisioning.requests import PLACEHOLDER_PROJECT, redacted_request
 
 pytestmark = pytest.mark.anyio
 
@@ -55,3 +59,25 @@ async def test_plan_without_a_project_shows_a_placeholder_and_says_so(tmp_path) 
     assert PLACEHOLDER_PROJECT in plan.request_url
     assert any("GOOGLE_CLOUD_PROJECT is not set" in w for w in plan.warnings)
     assert f"--project={PLACEHOLDER_PROJECT}" in plan.gcloud_command
+
+
+@pytest.mark.parametrize(
+    ("model", "extra"),
+    [
+        ("flex-start", {}),
+        ("spot", {"TPU_NETWORK": "my-vpc", "TPU_SUBNETWORK": "my-subnet"}),
+        ("on-demand", {"VALID_UNTIL_DURATION": "3600"}),
+    ],
+)
+async def test_the_plan_shows_the_bytes_create_sends(fake_gcp, tmp_path, model: str, extra: dict) -> None:
+    fake_gcp.secrets.put("hf-token", "hf_PlantedTokenValue9876543210zyxwvu")
+    fake_gcp.tpu.networks.add("my-vpc")
+    settings = load_settings(environ=gcp_environ(fake_gcp, tmp_path, **extra))
+    plan = await plan_queued_resource(settings, provisioning_model=model)
+    created = await create_queued_resource(settings, provisioning_model=model)
+    (sent,) = [r for r in fake_gcp.tpu.requests if r["method"] == "POST"]
+    raw = sent["body"].encode("utf-8")
+    assert len(raw) == plan.request_bytes and hashlib.sha256(raw).hexdigest() == plan.request_sha256
+    assert redacted_request(json.loads(raw)) == plan.request
+    assert plan.request_url.split("?")[0].endswith(sent["path"])
+    assert f"requestId={created.request_id}" in sent["query"]

@@ -1,8 +1,21 @@
-"""The queued-resource request built from Settings (`tpu_devops.provisioning.requests`)."""
+"""The queued-resource request built from Settings, and its readers (`tpu_devops.provisioning.requests`).
+
+Shapes from the TPU v2alpha1 discovery document (rev. 20261001): flex-start is the queued resource's
+``provisioningModel`` plus ``runDuration.maxRunDuration``; the node's ``schedulingConfig`` never says it.
+"""
 
 from __future__ import annotations
 
-from tpu_devops.provisioning.requests import build_request
+import pytest
+
+from tpu_devops.provisioning.requests import (
+    api_version,
+    build_request,
+    gcloud_command,
+    max_run_duration_of,
+    provisioning_model_of,
+    termination_time_of,
+)
 
 ZONE = "us-west4-a"
 
@@ -12,13 +25,15 @@ def test_build_request_per_provisioning_model(gcp_settings) -> None:
         gcp_settings, zone=ZONE, qr_id="r1", provisioning_model="flex-start", startup_script="#!/bin/bash"
     )
     node = flex["tpu"]["nodeSpec"][0]["node"]
-    assert node["schedulingConfig"] == {"provisioningModel": "FLEX_START"}
+    assert flex["provisioningModel"] == "FLEX_START" and "schedulingConfig" not in node
     assert flex["runDuration"] == {"maxRunDuration": "14400s"}  # MAX_RUN_DURATION default 4h
     assert node["labels"] == {"managed-by": "tpu-devops", "rig": "r1"}
     assert node["metadata"] == {"startup-script": "#!/bin/bash"}
+    assert api_version(flex) == "v2alpha1"
     spot = build_request(gcp_settings, zone=ZONE, qr_id="r1", provisioning_model="spot", startup_script="")
-    assert spot["spot"] == {} and "runDuration" not in spot
+    assert spot["spot"] == {} and "runDuration" not in spot and "provisioningModel" not in spot
     assert "schedulingConfig" not in spot["tpu"]["nodeSpec"][0]["node"]
+    assert api_version(spot) == "v2"
     od = build_request(
         gcp_settings,
         zone=ZONE,
@@ -28,3 +43,64 @@ def test_build_request_per_provisioning_model(gcp_settings) -> None:
         valid_until_duration_s=600,
     )
     assert "spot" not in od and od["queueingPolicy"] == {"validUntilDuration": "600s"}
+    assert "provisioningModel" not in od and api_version(od) == "v2"
+    for model, body in (("flex-start", flex), ("spot", spot), ("on-demand", od)):
+        assert provisioning_model_of(body) == model  # the reader reads what the builder wrote
+
+
+NODE = {"tpu": {"nodeSpec": [{"nodeId": "x", "node": {"acceleratorType": "v5litepod-1"}}]}}
+
+
+def _with_sched(sched: dict) -> dict:
+    return {"tpu": {"nodeSpec": [{"nodeId": "x", "node": {"schedulingConfig": sched}}]}}
+
+
+@pytest.mark.parametrize(
+    ("qr", "model"),
+    [
+        (
+            {**NODE, "provisioningModel": "FLEX_START", "runDuration": {"maxRunDuration": "3600s"}},
+            "flex-start",
+        ),
+        ({**NODE, "provisioningModel": "SPOT"}, "spot"),
+        ({**NODE, "provisioningModel": "STANDARD"}, "on-demand"),
+        ({**NODE, "provisioningModel": "RESERVATION_BOUND"}, "reservation-bound"),
+        ({**NODE, "runDuration": {"maxRunDuration": "3600s"}}, "flex-start"),  # no model field returned
+        ({**NODE, "spot": {}}, "spot"),
+        ({**NODE, "guaranteed": {"reserved": True}}, "reservation-bound"),
+        (_with_sched({"provisioningModel": "SPOT"}), "spot"),
+        (_with_sched({"spot": True}), "spot"),
+        (_with_sched({"preemptible": True}), "spot"),
+        (_with_sched({"reserved": True}), "reservation-bound"),
+        (NODE, "on-demand"),
+        ({}, "on-demand"),
+    ],
+)
+def test_provisioning_model_is_read_where_google_puts_it(qr: dict, model: str) -> None:
+    assert provisioning_model_of(qr) == model
+
+
+def test_expiry_is_read_from_the_queued_resource_and_the_node() -> None:
+    qr = {"provisioningModel": "FLEX_START", "runDuration": {"maxRunDuration": "7200s"}}
+    assert max_run_duration_of(qr) == 7200.0
+    assert max_run_duration_of({"runDuration": {"maxRunDuration": "2h"}}) is None  # not a proto duration
+    assert termination_time_of(qr) is None
+    node = {"schedulingConfig": {"terminationTimestamp": "2026-11-20T12:00:00Z"}}
+    assert termination_time_of(qr, node) == "2026-11-20T12:00:00Z"
+    qr["runDuration"]["terminationTime"] = "2026-11-20T11:00:00Z"
+    assert termination_time_of(qr, node) == "2026-11-20T11:00:00Z"  # the queued resource's own word first
+
+
+def test_gcloud_equivalent_follows_the_body(gcp_settings) -> None:
+    def line(model: str, **kw) -> str:
+        body = build_request(
+            gcp_settings, zone=ZONE, qr_id="r1", provisioning_model=model, startup_script="", **kw
+        )
+        return gcloud_command(gcp_settings, zone=ZONE, qr_id="r1", body=body)
+
+    flex = line("flex-start", max_run_duration_s=3600)
+    assert flex.startswith("gcloud alpha compute tpus queued-resources create \\\n  r1 ")
+    assert "--provisioning-model=flex-start" in flex and "--max-run-duration=3600s" in flex
+    assert "--spot" in line("spot") and "--provisioning-model" not in line("spot")
+    od = line("on-demand")
+    assert "--spot" not in od and "--provisioning-model" not in od

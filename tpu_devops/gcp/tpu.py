@@ -1,25 +1,21 @@
 """Thin adapter over the Cloud TPU API: queued resources, nodes, locations. Sync; call via `run_blocking`.
 
-Versions: ``google.cloud.tpu_v2`` (REST transport) for what the v2 surface can express and read back:
-nodes, locations, deletes, and creates for spot and on-demand. Flex-start cannot be expressed by the
-installed clients (v2 or v2alpha1): the node's ``schedulingConfig.provisioningModel``
-(``FLEX_START``) and the queued resource's ``runDuration.maxRunDuration`` exist only on the v2alpha1
-REST surface (Google.Apis.TPU.v2alpha1 reference: ``Data.SchedulingConfig.ProvisioningModel``,
-``Data.RunDuration.MaxRunDuration`` / ``TerminationTime``; gcloud exposes them as
-``gcloud alpha compute tpus queued-resources create --provisioning-model=flex-start
---max-run-duration``). The enum value ``FLEX_START`` is the spelling in Google's own refusal message
-(``FLEX_START provisioning model is not supported for accelerator type ...``, DESIGN §3).
-Placement: ``provisioningModel`` inside ``tpu.nodeSpec[].node.schedulingConfig`` (it is a
-SchedulingConfig property); ``runDuration`` at the QueuedResource's top level, next to
-``queueingPolicy`` (gcloud's ``--max-run-duration`` is a queued-resource flag). The RunDuration class
-was confirmed in the reference; its exact parent could not be confirmed offline, so check it against
-the live discovery document (``https://tpu.googleapis.com/$discovery/rest?version=v2alpha1``) before
-relying on it. That create is sent as REST JSON to
-``POST {base}/v2alpha1/projects/{p}/locations/{zone}/queuedResources?queuedResourceId={id}`` with a
-google-auth ``AuthorizedSession`` (ADC), and its errors are parsed with
-``google.api_core.exceptions.from_http_response`` so both paths raise the same exceptions. Queued
-resources are also *read* over v2alpha1 REST: parsing them with the installed clients would silently
-drop those two fields, and a flex-start request would then look like on-demand.
+Versions: ``google.cloud.tpu_v2`` (REST transport) for nodes, locations and deletes. Queued resources
+are created and read as REST JSON with a google-auth ``AuthorizedSession`` (ADC), because the installed
+clients (google-cloud-tpu 1.28: v2 and v2alpha1) cannot express flex-start: the queued resource's
+``provisioningModel`` (``FLEX_START``) and ``runDuration.maxRunDuration`` exist only on the v2alpha1
+REST surface (TPU v2alpha1 discovery document rev. 20261001, as bundled in google-api-python-client;
+gcloud: ``alpha compute tpus queued-resources create --provisioning-model=flex-start
+--max-run-duration``), and parsing a read with those clients would silently drop both fields, making a
+flex-start request look like on-demand. Every create goes the same way, to the version the body needs
+(`tpu_devops.provisioning.requests.api_version`), with the body as exact JSON text, so that a plan can
+show the bytes that are sent. Errors on that path are parsed with
+``google.api_core.exceptions.from_http_response`` so both paths raise the same exceptions.
+
+Creates and deletes carry the API's ``requestId`` (discovery: a query parameter of
+``queuedResources.create`` / ``.delete``, "Idempotent request UUID"). The id is fixed before the first
+attempt, so an api_core retry after a lost response re-sends the same id and Google answers with the
+original operation instead of creating a second request.
 
 Every resource is returned as its REST JSON dict (camelCase, as the API documents it), so the domain
 code reads one shape whichever path produced it. Google errors become typed `CloudError`s carrying
@@ -31,7 +27,7 @@ code reads one shape whichever path produced it. Google errors become typed `Clo
 
 from __future__ import annotations
 
-import json
+import uuid
 from typing import Any
 
 from tpu_devops.config import Settings, require_project
@@ -86,7 +82,7 @@ class TpuApi:
         """Every queued resource in ``zone`` as v2alpha1 REST JSON dicts (all pages).
 
         Read over v2alpha1 REST because the installed clients drop the flex-start fields
-        (``schedulingConfig.provisioningModel``, ``runDuration``) when parsing.
+        (the queued resource's ``provisioningModel`` and ``runDuration``) when parsing.
         """
         out: list[dict[str, Any]] = []
         token = ""
@@ -122,35 +118,28 @@ class TpuApi:
 
     # ---- writes ----------------------------------------------------------------------------
 
-    def create_queued_resource(self, zone: str, qr_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create_queued_resource(
+        self, zone: str, qr_id: str, body_text: str, *, version: str, request_id: str
+    ) -> dict[str, Any]:
         """Submit a queued resource; returns the long-running operation as a dict (``name``, ``done``).
 
-        ``body`` is the v2alpha1 REST JSON of the QueuedResource. When a node asks for
-        ``schedulingConfig.provisioningModel`` or the body has ``runDuration`` (flex-start), the request
-        goes as REST JSON to v2alpha1 (see the module docstring); otherwise through the v2 client.
-        The operation is not waited for: the queued resource's own state is what callers poll.
+        ``body_text`` is the QueuedResource REST JSON exactly as it is to be sent
+        (`tpu_devops.provisioning.requests.request_text`); ``version`` is ``v2`` or ``v2alpha1``;
+        ``request_id`` a UUID that every retry of this create re-sends. The operation is not waited for:
+        the queued resource's own state is what callers poll.
+
+        Raises:
+            ValueError: ``version`` is not a TPU API version that has queued resources.
         """
-        if _needs_v2alpha1(body):
-            return self._create_v2alpha1(zone, qr_id, body)
-        from google.cloud import tpu_v2
-
-        qr = tpu_v2.QueuedResource.from_json(json.dumps(body))
-        op = self._call(
-            f"create queued resource {qr_id} in {zone}",
-            "create_queued_resource",
-            parent=self._parent(zone),
-            queued_resource_id=qr_id,
-            queued_resource=qr,
-        )
-        return {"name": op.operation.name, "done": op.operation.done}
-
-    def _create_v2alpha1(self, zone: str, qr_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        if version not in ("v2", "v2alpha1"):
+            raise ValueError(f"no queued resources in TPU API version {version!r}")
         return self._rest(
             "POST",
             f"{self._parent(zone)}/queuedResources",
             f"create queued resource {qr_id} in {zone}",
-            params={"queuedResourceId": qr_id},
-            body=body,
+            version=version,
+            params={"queuedResourceId": qr_id, "requestId": request_id},
+            data=body_text,
         )
 
     def _rest(
@@ -159,16 +148,24 @@ class TpuApi:
         path: str,
         action: str,
         *,
+        version: str = "v2alpha1",
         params: dict[str, str] | None = None,
-        body: dict[str, Any] | None = None,
+        data: str | None = None,
     ) -> dict[str, Any]:
-        """One v2alpha1 REST call with ADC, the shared retry policy, and Google's errors typed."""
+        """One REST call with ADC, the shared retry policy, and Google's errors typed.
+
+        ``data`` is sent as is (UTF-8 JSON); every retry sends the same params and bytes.
+        """
         from google.api_core import exceptions as gexc
 
-        url = f"{common.base_url(self.settings, SERVICE)}/v2alpha1/{path}"
+        url = f"{common.base_url(self.settings, SERVICE)}/{version}/{path}"
+        payload = None if data is None else data.encode("utf-8")
+        headers = {"Content-Type": "application/json"} if payload is not None else None
 
         def send() -> dict[str, Any]:
-            resp = session.request(method, url, params=params, json=body, timeout=common.CALL_TIMEOUT_S)
+            resp = session.request(
+                method, url, params=params, data=payload, headers=headers, timeout=common.CALL_TIMEOUT_S
+            )
             if resp.status_code >= 400:
                 raise gexc.from_http_response(resp)
             return resp.json()
@@ -185,23 +182,21 @@ class TpuApi:
             name=f"{self._parent(zone)}/nodes/{node_id}",
         )
 
-    def delete_queued_resource(self, zone: str, qr_id: str, *, force: bool = False) -> None:
-        """Request deletion of a queued resource; ``force`` also deletes nodes still attached."""
+    def delete_queued_resource(
+        self, zone: str, qr_id: str, *, force: bool = False, request_id: str | None = None
+    ) -> None:
+        """Request deletion of a queued resource; ``force`` also deletes nodes still attached.
+
+        ``request_id``: the API's idempotent request UUID (a new one when None), the same on every retry.
+        """
         from google.cloud import tpu_v2
 
         request = tpu_v2.DeleteQueuedResourceRequest(
-            name=f"{self._parent(zone)}/queuedResources/{qr_id}", force=force
+            name=f"{self._parent(zone)}/queuedResources/{qr_id}",
+            force=force,
+            request_id=request_id or str(uuid.uuid4()),
         )
         self._call(f"delete queued resource {qr_id} in {zone}", "delete_queued_resource", request=request)
-
-
-def _needs_v2alpha1(body: dict[str, Any]) -> bool:
-    if "runDuration" in body:
-        return True
-    for spec in body.get("tpu", {}).get("nodeSpec", []):
-        if "provisioningModel" in spec.get("node", {}).get("schedulingConfig", {}):
-            return True
-    return False
 
 
 def _to_dict(message_cls: Any, message: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from tpu_devops.provisioning.requests import (
     check_provisioning_model,
     check_resource_id,
     check_zone,
+    create_call,
     gcloud_command,
     or_default,
     redacted_request,
@@ -51,7 +52,12 @@ def stops_text(model: str, max_run_s: float | None) -> str:
 
 
 class QueuedResourcePlan(ToolResult):
-    """What `create_tpu_queued_resource` would send, without sending it. Prices in USD."""
+    """What `create_tpu_queued_resource` would send, without sending it. Prices in USD.
+
+    ``request`` is the body a create sends with only the startup script summarised (its size and
+    SHA-256); ``request_bytes`` / ``request_sha256`` are those of the exact UTF-8 JSON a create of this
+    plan sends, script included (`requests.request_text`), so the two can be compared byte for byte.
+    """
 
     queued_resource_id: str
     zone: str
@@ -59,6 +65,8 @@ class QueuedResourcePlan(ToolResult):
     accelerator_type: str
     request_url: str
     request: dict[str, Any]
+    request_bytes: int
+    request_sha256: str
     gcloud_command: str
     usd_per_hour: float | None
     price_source: str
@@ -160,8 +168,11 @@ async def plan_queued_resource(
         )
     from tpu_devops.gcp.common import base_url
 
-    version = "v2alpha1" if model == "flex-start" else "v2"
-    url = f"{base_url(settings, 'tpu')}/{version}/projects/{settings.project}/locations/{zone}/queuedResources?queuedResourceId={qr_id}"
+    sent = create_call(zone, qr_id, body)
+    url = (
+        f"{base_url(settings, 'tpu')}/{sent.version}/projects/{settings.project}/locations/{zone}/queuedResources"
+        f"?queuedResourceId={qr_id}&requestId=<a new UUID per create, re-sent unchanged on retries>"
+    )
     return QueuedResourcePlan(
         queued_resource_id=qr_id,
         zone=zone,
@@ -169,7 +180,9 @@ async def plan_queued_resource(
         accelerator_type=settings.accelerator_type,
         request_url=url,
         request=redacted_request(body),
-        gcloud_command=gcloud_command(settings, zone=zone, qr_id=qr_id, provisioning_model=model, body=body),
+        request_bytes=len(sent.text.encode("utf-8")),
+        request_sha256=sent.sha256,
+        gcloud_command=gcloud_command(settings, zone=zone, qr_id=qr_id, body=body),
         usd_per_hour=per_hour,
         price_source=source,
         stops_billing=stops,

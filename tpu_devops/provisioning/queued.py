@@ -20,15 +20,19 @@ from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_i
 from tpu_devops.provisioning.failures import classify_failure
 from tpu_devops.provisioning.plan import hourly_price, stops_text
 from tpu_devops.provisioning.requests import (
+    CreateCall,
     build_request,
     check_durations,
     check_provisioning_model,
     check_resource_id,
     check_zone,
+    create_call,
     labels_of,
+    max_run_duration_of,
     node_specs,
     or_default,
     provisioning_model_of,
+    termination_time_of,
 )
 from tpu_devops.provisioning.store import open_store
 from tpu_devops.quota import known_support
@@ -63,15 +67,6 @@ def state_of(qr: dict[str, Any]) -> str:
     """The queued resource's state name (``UNKNOWN`` when missing)."""
     state = qr.get("state", {}).get("state")
     return str(state) if state else "UNKNOWN"
-
-
-def _seconds(duration: str | None) -> float | None:
-    if not duration:
-        return None
-    try:
-        return float(str(duration).rstrip("s"))
-    except ValueError:
-        return None
 
 
 def _parse_time(text: str | None) -> float | None:
@@ -123,7 +118,7 @@ class QueuedResourceView(BaseModel):
             rig=labels.get("rig"),
             created_at=qr.get("createTime"),
             age_s=None if created is None else round(time.time() - created, 1),
-            max_run_duration_s=_seconds(qr.get("runDuration", {}).get("maxRunDuration")),
+            max_run_duration_s=max_run_duration_of(qr),
             failed_error=failed.get("message"),
             failure_reach=failure.reach if failure else None,
             holds_quota=state in TERMINAL_STATES,
@@ -139,6 +134,7 @@ class CreateResult(ToolResult):
     created: bool
     state: str
     operation: str | None = None
+    request_id: str | None = None  # the API's idempotent requestId this create was sent with
     usd_per_hour: float | None = None
     stops_billing: str
     wait_job_id: str | None = None
@@ -282,8 +278,9 @@ async def create_queued_resource(
         max_run_duration_s=max_run,
         valid_until_duration_s=valid,
     )
+    request = create_call(zone, qr_id, body)
     try:
-        op = await call(api(settings).create_queued_resource, zone, qr_id, body)
+        op = await send_create(settings, request)
     except CloudError as exc:
         if getattr(exc, "status", None) == "ALREADY_EXISTS":
             again = await get_queued(settings, zone, qr_id)
@@ -313,10 +310,49 @@ async def create_queued_resource(
         created=True,
         state=state_of(now) if now else "ACCEPTED",
         operation=op.get("name"),
+        request_id=request.request_id,
         usd_per_hour=per_hour,
         stops_billing=stops,
         next_step="poll get_reservation_status (or the wait job) until ACTIVE; then get_vllm_endpoint",
     )
+
+
+async def send_create(settings: Settings, request: CreateCall) -> dict[str, Any]:
+    """Send one create exactly as built (`requests.create_call`); returns Google's operation JSON.
+
+    Raises:
+        CloudError (and subclasses): the API refused (``ALREADY_EXISTS`` when the id is taken by a
+            request with another ``requestId``).
+    """
+    return await call(
+        api(settings).create_queued_resource,
+        request.zone,
+        request.queued_resource_id,
+        request.text,
+        version=request.version,
+        request_id=request.request_id,
+    )
+
+
+async def is_own_create(settings: Settings, request: CreateCall) -> bool:
+    """After a lost response and a 409: was the existing queued resource made by ``request``?
+
+    Re-sends ``request`` unchanged (same body, same ``requestId``). Google deduplicates creates by
+    ``requestId`` (TPU discovery document: "Idempotent request UUID"; AIP-155): the same id answers with
+    the original operation and creates nothing, so an operation back means the existing resource is
+    ours; ``ALREADY_EXISTS`` means another request made it. If nothing exists under the id the re-send
+    creates it, which is what a retried create wants anyway: call it only where creating is intended.
+
+    Raises:
+        CloudError: any other refusal.
+    """
+    try:
+        await send_create(settings, request)
+    except CloudError as exc:
+        if getattr(exc, "status", None) == "ALREADY_EXISTS":
+            return False
+        raise
+    return True
 
 
 async def describe_queued_resource(
@@ -474,8 +510,9 @@ async def reservation_status(
     ``rig_queued_resources``; more than one sets ``several`` and a warning (each one bills). The
     detailed one is the one in ``zone`` (or the configured zone), else the first ACTIVE one.
     Time in state: for ACTIVE it is measured from the node's ``createTime`` (the API records no state
-    timestamps); otherwise from the request's ``createTime``. Flex-start expiry = node ``createTime`` +
-    ``runDuration.maxRunDuration`` (or ``runDuration.terminationTime`` when the API returns it).
+    timestamps); otherwise from the request's ``createTime``. Flex-start expiry: the time Google states
+    (`requests.termination_time_of`: ``runDuration.terminationTime``, else the node's
+    ``schedulingConfig.terminationTimestamp``), else node ``createTime`` + ``runDuration.maxRunDuration``.
     """
     explicit = zone is not None
     zone = check_zone(or_default(zone, settings.zone, "zone"))
@@ -540,7 +577,7 @@ async def reservation_status(
                 status.time_in_state_s = round(now - node_created, 1)
                 if per_hour is not None:
                     status.cost_so_far_usd = round(per_hour * (now - node_created) / 3600, 2)
-                end = _parse_time(qr.get("runDuration", {}).get("terminationTime"))
+                end = _parse_time(termination_time_of(qr, node))
                 if end is None and view.max_run_duration_s:
                     end = node_created + view.max_run_duration_s
                 if end is not None:

@@ -1,22 +1,35 @@
 """The queued-resource request: its arguments checked, its body built from `Settings`, its shape read.
 
-The one place the request's shape lives. The body is the v2alpha1 REST JSON of a QueuedResource
-(field names from the TPU REST reference, ``projects.locations.queuedResources``):
-``tpu.nodeSpec[].{parent,nodeId,node}``, the node's ``acceleratorType``, ``runtimeVersion``,
-``labels``, ``metadata["startup-script"]``, ``networkConfig``, ``schedulingConfig``; the queued
-resource's ``queueingPolicy.validUntilDuration``; the ``spot`` tier for spot; and for flex-start
-``schedulingConfig.provisioningModel = "FLEX_START"`` plus ``runDuration.maxRunDuration`` (v2alpha1
-only; see `tpu_devops.gcp.tpu`). Durations are sent as protobuf JSON durations (``"14400s"``).
+The one place the request's shape lives, checked in tests against Google's TPU discovery documents
+(v2 and v2alpha1, revision 20261001, bundled in google-api-python-client as
+``googleapiclient/discovery_cache/documents/tpu.v2alpha1.json``). The body is the REST JSON of a
+QueuedResource (``projects.locations.queuedResources.create``): ``tpu.nodeSpec[].{parent,nodeId,node}``;
+the node's ``acceleratorType``, ``runtimeVersion``, ``labels``, ``metadata["startup-script"]`` and
+``networkConfig``; the queued resource's ``queueingPolicy.validUntilDuration``. Per provisioning model:
 
-Every create labels the node ``managed-by=tpu-devops`` and ``rig=<resource id>``
-(`Settings.rig_labels`), which is how ownership is recognised later (`tpu_devops.provisioning.queued`).
+- flex-start: ``provisioningModel = "FLEX_START"`` and ``runDuration.maxRunDuration`` on the *queued
+  resource* (v2alpha1 only). The node's ``schedulingConfig.provisioningModel`` enum has no FLEX_START
+  (PROVISIONING_MODEL_UNSPECIFIED, STANDARD, SPOT, RESERVATION_BOUND): putting it there is a 400.
+  gcloud: ``alpha compute tpus queued-resources create --provisioning-model=flex-start
+  --max-run-duration``.
+- spot: the queued resource's ``spot`` tier (``{}``), which v2 and v2alpha1 both define ("The Spot
+  tier") and gcloud's ``--spot`` sets; the nodes it creates are Spot VMs, so the node carries no
+  scheduling config of its own.
+- on-demand: neither; the API's default is standard provisioning.
+
+Durations are protobuf JSON durations (``"14400s"``, format ``google-duration``). Every create labels
+the node ``managed-by=tpu-devops`` and ``rig=<resource id>`` (`Settings.rig_labels`), which is how
+ownership is recognised later (`tpu_devops.provisioning.queued`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shlex
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from tpu_devops.config import Settings, require_project
@@ -168,15 +181,70 @@ def labels_of(qr: dict[str, Any]) -> dict[str, str]:
     return dict(specs[0].get("node", {}).get("labels", {}) or {}) if specs else {}
 
 
+# QueuedResource.provisioningModel (v2alpha1) -> this server's names. RESERVATION_BOUND has no name
+# here: such a resource is someone else's (this server never creates one) and is shown as is.
+_MODEL_NAMES = {"FLEX_START": "flex-start", "SPOT": "spot", "STANDARD": "on-demand"}
+
+
 def provisioning_model_of(qr: dict[str, Any]) -> str:
-    """flex-start / spot / on-demand as this server names them (read from the request JSON)."""
-    specs = node_specs(qr)
-    sched = specs[0].get("node", {}).get("schedulingConfig", {}) if specs else {}
-    if sched.get("provisioningModel") == "FLEX_START" or "runDuration" in qr:
+    """The provisioning model of a queued resource JSON (ours or anyone's), as this server names it.
+
+    Read where Google puts it (see the module docstring): the queued resource's ``provisioningModel``
+    first; else a ``runDuration`` (flex-start) or the ``spot`` tier; else a node's own
+    ``schedulingConfig`` (``provisioningModel`` SPOT / STANDARD / RESERVATION_BOUND, or ``spot`` /
+    ``preemptible``). Returns flex-start, spot, on-demand, or ``reservation-bound`` for a request tied
+    to a reservation (``RESERVATION_BOUND``, ``reservationName`` or ``guaranteed.reserved``).
+    """
+    model = qr.get("provisioningModel")
+    if model in _MODEL_NAMES:
+        return _MODEL_NAMES[model]
+    if (
+        model == "RESERVATION_BOUND"
+        or qr.get("reservationName")
+        or (qr.get("guaranteed") or {}).get("reserved")
+    ):
+        return "reservation-bound"
+    if "runDuration" in qr:
         return "flex-start"
-    if "spot" in qr or sched.get("spot") or sched.get("provisioningModel") == "SPOT":
+    if "spot" in qr:
         return "spot"
+    for spec in node_specs(qr):
+        sched = spec.get("node", {}).get("schedulingConfig", {}) or {}
+        if sched.get("provisioningModel") == "RESERVATION_BOUND" or sched.get("reserved"):
+            return "reservation-bound"
+        if sched.get("provisioningModel") == "SPOT" or sched.get("spot") or sched.get("preemptible"):
+            return "spot"
     return "on-demand"
+
+
+def max_run_duration_of(qr: dict[str, Any]) -> float | None:
+    """A flex-start request's ``runDuration.maxRunDuration`` in seconds (None when absent or unreadable)."""
+    return duration_seconds((qr.get("runDuration") or {}).get("maxRunDuration"))
+
+
+def termination_time_of(qr: dict[str, Any], node: dict[str, Any] | None = None) -> str | None:
+    """When Google will stop the TPU, as Google states it (RFC 3339), or None.
+
+    The queued resource's ``runDuration.terminationTime``, else the node's output-only
+    ``schedulingConfig.terminationTimestamp`` (v2alpha1: "the time at which the node will be terminated").
+    """
+    end = (qr.get("runDuration") or {}).get("terminationTime")
+    if not end and node:
+        end = (node.get("schedulingConfig") or {}).get("terminationTimestamp")
+    return end or None
+
+
+def duration_seconds(duration: str | None) -> float | None:
+    """Seconds of a protobuf JSON duration (``"14400s"``, ``"0.5s"``); None when absent or unreadable."""
+    if not duration:
+        return None
+    text = str(duration)
+    if not text.endswith("s"):
+        return None
+    try:
+        return float(text[:-1])
+    except ValueError:
+        return None
 
 
 def _zone_settings(settings: Settings, zone: str) -> Settings:
@@ -205,9 +273,13 @@ def build_request(
     valid_until_duration_s: int | None = None,
     startup_script: str | None = None,
 ) -> dict[str, Any]:
-    """The QueuedResource REST JSON (v2alpha1 field names) that a create sends. See the module docstring.
+    """The QueuedResource REST JSON that a create sends (shape: the module docstring).
 
-    ``startup_script`` None renders it with `render_startup_script` for the zone.
+    ``startup_script`` None renders it with `render_startup_script` for the zone. Send it with
+    `api_version` and `request_text` so that what goes out is exactly what a plan shows.
+
+    Raises:
+        ConfigError: no project, or the startup script cannot be rendered.
     """
     project = require_project(settings)
     zs = _zone_settings(settings, zone)
@@ -229,7 +301,7 @@ def build_request(
         }
     }
     if provisioning_model == "flex-start":
-        node["schedulingConfig"] = {"provisioningModel": "FLEX_START"}
+        body["provisioningModel"] = "FLEX_START"
         body["runDuration"] = {"maxRunDuration": f"{int(max_run_duration_s or settings.max_run_duration_s)}s"}
     elif provisioning_model == "spot":
         body["spot"] = {}
@@ -237,6 +309,45 @@ def build_request(
     if valid:
         body["queueingPolicy"] = {"validUntilDuration": f"{int(valid)}s"}
     return body
+
+
+def api_version(body: dict[str, Any]) -> str:
+    """The TPU API version a create of ``body`` goes to: ``v2alpha1`` when it uses a field only that
+    surface defines (``provisioningModel``, ``runDuration``; discovery documents rev. 20261001), else
+    the GA ``v2``."""
+    return "v2alpha1" if ("provisioningModel" in body or "runDuration" in body) else "v2"
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """The exact JSON text a create sends for ``body`` (compact, UTF-8, key order as built).
+
+    One serialisation for the create and the plan's ``request_sha256``, so the plan describes the
+    bytes that go out, not an approximation of them.
+    """
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class CreateCall:
+    """One queued-resource create as it goes out: the zone, the id, the API ``version``, the exact
+    JSON ``text`` and the ``request_id`` (a UUID; the API's idempotency key, re-sent on every retry)."""
+
+    zone: str
+    queued_resource_id: str
+    version: str
+    text: str
+    request_id: str
+
+    @property
+    def sha256(self) -> str:
+        """Hex SHA-256 of the UTF-8 bytes of ``text`` (what a plan shows as ``request_sha256``)."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def create_call(zone: str, qr_id: str, body: dict[str, Any], request_id: str | None = None) -> CreateCall:
+    """The `CreateCall` for ``body``: its version (`api_version`), its text (`request_text`) and a new
+    ``requestId`` (uuid4) unless one is given (to re-send an earlier create unchanged)."""
+    return CreateCall(zone, qr_id, api_version(body), request_text(body), request_id or str(uuid.uuid4()))
 
 
 def redacted_request(body: dict[str, Any]) -> dict[str, Any]:
@@ -255,11 +366,15 @@ def redacted_request(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def gcloud_command(
-    settings: Settings, *, zone: str, qr_id: str, provisioning_model: str, body: dict[str, Any]
-) -> str:
-    """The equivalent ``gcloud alpha compute tpus queued-resources create`` command line."""
+def gcloud_command(settings: Settings, *, zone: str, qr_id: str, body: dict[str, Any]) -> str:
+    """The ``gcloud alpha compute tpus queued-resources create`` line equivalent to ``body``.
+
+    Read from the body itself (`provisioning_model_of`), so it cannot disagree with what is sent:
+    flex-start is ``--provisioning-model=flex-start --max-run-duration=...``, spot ``--spot``
+    (gcloud reference for ``alpha compute tpus queued-resources create``).
+    """
     node = node_specs(body)[0]["node"]
+    provisioning_model = provisioning_model_of(body)
     parts = [
         "gcloud alpha compute tpus queued-resources create",
         shlex.quote(qr_id),

@@ -2,8 +2,8 @@
 
 It keeps state and walks the real queued-resource state machine
 (ACCEPTED -> WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE; FAILED with ``failedData.error``;
-SUSPENDING -> SUSPENDED once a flex-start ``runDuration.maxRunDuration`` elapses, or when the node is
-deleted). States advance lazily on every read, by a controllable clock (`FakeClock`) and per-state
+SUSPENDING -> SUSPENDED once a flex-start request's ``runDuration.maxRunDuration`` elapses (flex-start:
+the queued resource's ``provisioningModel = "FLEX_START"``), or when the node is deleted). States advance lazily on every read, by a controllable clock (`FakeClock`) and per-state
 dwell times (``timings``), so tests can run instantly or step through each state.
 
 Scripting (per zone, see `FakeTpu.script`): the create outcome a zone produces, using the error
@@ -20,7 +20,12 @@ payload shape Google returns (``{"error": {"code", "message", "status", "details
 
 A network that is not in ``networks`` always yields 404 "network ... not found" (the seed's lost
 afternoon). ``fail_next(status, times)`` makes the next calls answer 429 / 503 once-then-succeed;
-``latency_s`` delays every call (asynchronously, so concurrent calls overlap).
+``lose_next_responses(times)`` carries the next calls out and then answers 503 as if the response had
+been lost on the way back; ``latency_s`` delays every call (asynchronously, so concurrent calls overlap).
+
+``requestId`` (create and delete) is honoured as Google documents it ("Idempotent request UUID",
+AIP-155): a request repeating an earlier ``requestId`` gets the earlier operation back and changes
+nothing; a create whose id is taken by a request with another ``requestId`` gets 409 ALREADY_EXISTS.
 """
 
 from __future__ import annotations
@@ -135,6 +140,8 @@ class FakeTpu:
         self.nodes: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []  # every call: method, path, query, headers, body text
         self._failures: list[int] = []
+        self._lose = 0
+        self._by_request_id: dict[tuple[str, str], dict[str, Any]] = {}  # (method, requestId) -> operation
         self._lock = threading.Lock()
         self._ops = itertools.count(1)
         self._ip = itertools.count(10)
@@ -150,6 +157,10 @@ class FakeTpu:
     def fail_next(self, status: int = 503, times: int = 1) -> None:
         """The next ``times`` calls answer ``status`` (429 RESOURCE_EXHAUSTED or 503 UNAVAILABLE)."""
         self._failures.extend([status] * times)
+
+    def lose_next_responses(self, times: int = 1) -> None:
+        """The next ``times`` calls are carried out, then answered 503 (the response lost on the way)."""
+        self._lose += times
 
     def add_foreign(
         self, zone: str, qr_id: str, labels: dict[str, str] | None = None, state: str = "ACTIVE"
@@ -180,10 +191,8 @@ class FakeTpu:
     # ---- state machine -------------------------------------------------------------------------
 
     def _is_flex(self, body: dict[str, Any]) -> bool:
-        for spec in body.get("tpu", {}).get("nodeSpec", []):
-            if spec.get("node", {}).get("schedulingConfig", {}).get("provisioningModel") == "FLEX_START":
-                return True
-        return False
+        """Flex-start is the queued resource's ``provisioningModel`` (v2alpha1); nodes cannot say it."""
+        return body.get("provisioningModel") == "FLEX_START"
 
     def _enter(self, rec: QueuedRecord, state: str, at: float) -> None:
         rec.state = state
@@ -317,19 +326,57 @@ class FakeTpu:
             "done": False,
         }
 
+    def _replay(self, verb: str, request_id: str | None) -> JSONResponse | None:
+        """The operation an earlier ``verb`` with this ``requestId`` returned, or None (first time)."""
+        if not request_id:
+            return None
+        with self._lock:
+            op = self._by_request_id.get((verb, request_id))
+        return None if op is None else JSONResponse(op)
+
+    def _remember(self, verb: str, request_id: str | None, op: dict[str, Any]) -> dict[str, Any]:
+        if request_id:
+            with self._lock:
+                self._by_request_id[(verb, request_id)] = op
+        return op
+
+    def _losing(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        """``handler``, answering 503 after doing its work while `lose_next_responses` is armed."""
+
+        async def endpoint(request: Request) -> Any:
+            response = await handler(request)
+            if self._lose:
+                self._lose -= 1
+                return google_error(503, "UNAVAILABLE", "The service is currently unavailable.")
+            return response
+
+        return endpoint
+
     def routes(self) -> list[Route]:
         out: list[Route] = []
         for v in ("v2", "v2alpha1"):
             base = f"/{v}/projects/{{project}}/locations"
             out += [
-                Route(f"/{v}/projects/{{project}}/locations", self.list_locations, methods=["GET"]),
-                Route(f"{base}/{{zone}}/queuedResources", self.list_queued, methods=["GET"]),
-                Route(f"{base}/{{zone}}/queuedResources", self.create_queued, methods=["POST"]),
-                Route(f"{base}/{{zone}}/queuedResources/{{qr_id}}", self.get_queued, methods=["GET"]),
-                Route(f"{base}/{{zone}}/queuedResources/{{qr_id}}", self.delete_queued, methods=["DELETE"]),
-                Route(f"{base}/{{zone}}/nodes", self.list_nodes, methods=["GET"]),
-                Route(f"{base}/{{zone}}/nodes/{{node_id}}", self.get_node, methods=["GET"]),
-                Route(f"{base}/{{zone}}/nodes/{{node_id}}", self.delete_node, methods=["DELETE"]),
+                Route(
+                    f"/{v}/projects/{{project}}/locations", self._losing(self.list_locations), methods=["GET"]
+                ),
+                Route(f"{base}/{{zone}}/queuedResources", self._losing(self.list_queued), methods=["GET"]),
+                Route(f"{base}/{{zone}}/queuedResources", self._losing(self.create_queued), methods=["POST"]),
+                Route(
+                    f"{base}/{{zone}}/queuedResources/{{qr_id}}",
+                    self._losing(self.get_queued),
+                    methods=["GET"],
+                ),
+                Route(
+                    f"{base}/{{zone}}/queuedResources/{{qr_id}}",
+                    self._losing(self.delete_queued),
+                    methods=["DELETE"],
+                ),
+                Route(f"{base}/{{zone}}/nodes", self._losing(self.list_nodes), methods=["GET"]),
+                Route(f"{base}/{{zone}}/nodes/{{node_id}}", self._losing(self.get_node), methods=["GET"]),
+                Route(
+                    f"{base}/{{zone}}/nodes/{{node_id}}", self._losing(self.delete_node), methods=["DELETE"]
+                ),
             ]
         return out
 
@@ -379,6 +426,9 @@ class FakeTpu:
         qr_id = request.query_params.get("queuedResourceId") or request.query_params.get("queued_resource_id")
         if not qr_id:
             return google_error(400, "INVALID_ARGUMENT", "queued_resource_id is required")
+        request_id = request.query_params.get("requestId")
+        if replay := self._replay("create", request_id):
+            return replay
         body = json.loads((await request.body()) or b"{}")
         specs = body.get("tpu", {}).get("nodeSpec", [])
         if not specs:
@@ -423,13 +473,18 @@ class FakeTpu:
             )
             self.queued[(zone, qr_id)] = rec
         target = f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
-        return JSONResponse(self._operation(project, zone, "create", target))
+        return JSONResponse(
+            self._remember("create", request_id, self._operation(project, zone, "create", target))
+        )
 
     async def delete_queued(self, request: Request) -> JSONResponse:
         if err := await self._prelude(request):
             return err
         project, zone, qr_id = (request.path_params[k] for k in ("project", "zone", "qr_id"))
         force = request.query_params.get("force", "").lower() == "true"
+        request_id = request.query_params.get("requestId")
+        if replay := self._replay("delete", request_id):
+            return replay
         with self._lock:
             rec = self.queued.get((zone, qr_id))
             if rec is None:
@@ -452,10 +507,9 @@ class FakeTpu:
             for n in live:
                 self.nodes.pop((zone, n), None)
             del self.queued[(zone, qr_id)]
+        target = f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
         return JSONResponse(
-            self._operation(
-                project, zone, "delete", f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
-            )
+            self._remember("delete", request_id, self._operation(project, zone, "delete", target))
         )
 
     async def list_nodes(self, request: Request) -> JSONResponse:
