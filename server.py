@@ -509,6 +509,147 @@ async def get_system_status() -> tpu_devops.setup_check.SystemStatus:
     return await tpu_devops.setup_check.system_status(settings)
 
 
+# ---- GKE: many one-chip nodes past one host ------------------------------------------------------
+
+
+ClusterArg = Annotated[str, Field(description="the GKE cluster's name (Standard cluster, zonal or regional)")]
+GkeLocationArg = Annotated[
+    str | None, Field(description="the cluster's location (zone or region); default GOOGLE_CLOUD_ZONE")
+]
+KubeconfigArg = Annotated[
+    str | None,
+    Field(
+        description="kubeconfig file (from gcloud container clusters get-credentials); default $KUBECONFIG"
+    ),
+]
+KubeContextArg = Annotated[str | None, Field(description="kubeconfig context; default the current one")]
+NamespaceArg = Annotated[str, Field(description="Kubernetes namespace (must exist)")]
+ReplicasArg = Annotated[int, Field(description="vLLM pods, one v5e chip each (1-256)")]
+MaxReplicasArg = Annotated[
+    int | None, Field(description="the autoscaler's ceiling on num_requests_waiting; default replicas")
+]
+ServiceTypeArg = Annotated[
+    str, Field(description="ClusterIP (default) or LoadBalancer (needs source_ranges)")
+]
+SourceRangesArg = Annotated[
+    list[str] | None, Field(description="CIDRs a LoadBalancer accepts, e.g. ['203.0.113.7/32']")
+]
+QueueTargetArg = Annotated[int, Field(description="average waiting requests per pod the autoscaler aims at")]
+
+
+@tools.tool(title="Plan a GKE deployment (dry run)", open_world=True, **READ)
+async def plan_gke_deployment(
+    cluster: ClusterArg,
+    location: GkeLocationArg = None,
+    replicas: ReplicasArg = 1,
+    max_replicas: MaxReplicasArg = None,
+    namespace: NamespaceArg = "default",
+    service_type: ServiceTypeArg = "ClusterIP",
+    source_ranges: SourceRangesArg = None,
+    queue_target: QueueTargetArg = 2,
+    kubeconfig: KubeconfigArg = None,
+    context: KubeContextArg = None,
+) -> tpu_devops.gke.manifests.GkePlan:
+    """Render the GKE deployment from the same flags as the startup script: a TPU v5e node pool request
+    (ct5lp-hightpu-1t, spot or flex-start), a vLLM Deployment (pinned image, google.com/tpu, GKE TPU node
+    selectors, key and token from a Secret, /health probes sized for a cold boot), a Service, a PodMonitoring
+    and an autoscaler on vllm:num_requests_waiting. Every manifest is validated offline against the
+    Kubernetes schemas; with a kubeconfig, the API server dry-runs each object too. Changes nothing."""
+    return await tpu_devops.gke.deploy.plan_gke_deployment(
+        settings, cluster=cluster, location=location, replicas=replicas, max_replicas=max_replicas,
+        namespace=namespace, service_type=service_type, source_ranges=source_ranges, queue_target=queue_target,
+        kubeconfig=kubeconfig, context=context,
+    )  # fmt: skip
+
+
+@tools.tool(title="Deploy vLLM on GKE", open_world=True, idempotent=True, **CLOUD_WRITE)
+async def apply_gke_deployment(
+    cluster: ClusterArg,
+    kubeconfig: KubeconfigArg = None,
+    context: KubeContextArg = None,
+    location: GkeLocationArg = None,
+    replicas: ReplicasArg = 1,
+    max_replicas: MaxReplicasArg = None,
+    namespace: NamespaceArg = "default",
+    service_type: ServiceTypeArg = "ClusterIP",
+    source_ranges: SourceRangesArg = None,
+    queue_target: QueueTargetArg = 2,
+    create_node_pool: Annotated[
+        bool, Field(description="also create the TPU node pool (default true)")
+    ] = True,
+    wait_timeout_s: Annotated[
+        float, Field(ge=1, le=86400, description="how long the job waits for ready pods")
+    ] = 3600,
+    poll_interval_s: Annotated[float, Field(ge=0.05, le=600, description="seconds between polls")] = 15,
+) -> tpu_devops.gke.deploy.GkeApplyResult:
+    """Create the TPU node pool and apply the manifests of plan_gke_deployment (server-side apply, labelled
+    managed-by=tpu-devops and the rig). Checks first and changes nothing if the Secret is missing, an object
+    or node pool of the same name is not ours, or the dry run fails. Returns a job that waits for the pods."""
+    return await tpu_devops.gke.deploy.apply_gke_deployment(
+        settings, cluster=cluster, kubeconfig=kubeconfig, context=context, location=location, replicas=replicas,
+        max_replicas=max_replicas, namespace=namespace, service_type=service_type, source_ranges=source_ranges,
+        queue_target=queue_target, create_node_pool=create_node_pool, wait_timeout_s=wait_timeout_s,
+        poll_interval_s=poll_interval_s,
+    )  # fmt: skip
+
+
+@tools.tool(
+    title="Tear down our GKE deployment", open_world=True, read_only=False, destructive=True, idempotent=True
+)
+async def teardown_gke_deployment(
+    cluster: ClusterArg,
+    kubeconfig: KubeconfigArg = None,
+    context: KubeContextArg = None,
+    location: GkeLocationArg = None,
+    namespace: NamespaceArg = "default",
+    delete_node_pool: Annotated[
+        bool, Field(description="also delete our TPU node pool (default true)")
+    ] = True,
+    dry_run: Annotated[bool, Field(description="only list what would be deleted (default true)")] = True,
+    confirm: Annotated[bool, Field(description="required with dry_run=false")] = False,
+) -> tpu_devops.gke.deploy.GkeTeardownResult:
+    """Delete what apply_gke_deployment created, found by our labels only (managed-by=tpu-devops and this rig;
+    the node pool by its resource labels), never by a name alone. dry_run (default) lists it; deleting needs
+    confirm=true."""
+    return await tpu_devops.gke.deploy.teardown_gke_deployment(
+        settings, cluster=cluster, kubeconfig=kubeconfig, context=context, location=location,
+        namespace=namespace, delete_node_pool=delete_node_pool, dry_run=dry_run, confirm=confirm,
+    )  # fmt: skip
+
+
+@tools.tool(
+    title="Benchmark the GKE deployment", open_world=True, read_only=True, destructive=False, idempotent=False
+)
+async def benchmark_gke_deployment(
+    kubeconfig: KubeconfigArg = None,
+    context: KubeContextArg = None,
+    namespace: NamespaceArg = "default",
+    base_url: Annotated[
+        str | None,
+        Field(
+            description="the Service's URL (e.g. a kubectl port-forward); default its LoadBalancer address"
+        ),
+    ] = None,
+    concurrency: Annotated[
+        list[int] | None, Field(description="concurrent clients per cell; default [1, 4, 16, 64]")
+    ] = None,
+    prompt_lengths: Annotated[
+        list[int] | None, Field(description="prompt tokens per cell; default [128, 1024, 8192]")
+    ] = None,
+    output_len: Annotated[int, Field(description="output tokens per request (ignore_eos)")] = 128,
+    requests_per_cell: Annotated[
+        int | None, Field(description="requests per cell; default max(8, 2 x clients)")
+    ] = None,
+) -> tpu_devops.serving.benchmark.BenchmarkStarted:
+    """run_benchmark's sweep driven at our GKE Service: total and mean per-replica output tok/s, TTFT, TPOT,
+    and $/M output tokens for the whole deployment (ready replicas x chip price + the GKE cluster fee). A job."""
+    return await tpu_devops.gke.deploy.benchmark_gke_deployment(
+        settings, kubeconfig=kubeconfig, context=context, namespace=namespace, base_url=base_url,
+        concurrency=concurrency, prompt_lengths=prompt_lengths, output_len=output_len,
+        requests_per_cell=requests_per_cell,
+    )  # fmt: skip
+
+
 # ---- Serving: health, speed, cost -------------------------------------------------------------
 # Endpoint: the base_url argument, else VLLM_URL, else discovery of the ACTIVE TPU this rig owns.
 

@@ -33,6 +33,7 @@ PUBLIC_HOSTS = {
     "secretmanager": "secretmanager.googleapis.com",
     "logging": "logging.googleapis.com",
     "cloudbilling": "cloudbilling.googleapis.com",
+    "container": "container.googleapis.com",
 }
 
 # Bounded so that one tool call stays well inside an MCP client's ~60 s timeout.
@@ -47,6 +48,7 @@ PERMISSION_FIXES = {
     "tpu": "grant the caller roles/tpu.admin (or the permission named) on the project",
     "cloudquotas": "grant the caller cloudquotas.quotas.get (the permission quotaInfos.list requires) on the project",
     "secretmanager": "grant the caller roles/secretmanager.admin (or the secretmanager permission named) on the project",
+    "container": "grant the caller roles/container.admin (or the container.* permission named) on the project",
 }
 # google.api_core prefixes REST error messages with "METHOD URL: "; the URL adds nothing for a person.
 _URL_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")

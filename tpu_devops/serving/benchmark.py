@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
@@ -118,6 +118,7 @@ class BenchmarkResult(ToolResult):
     best: str | None
     files: dict[str, str]
     notices: list[str] = []
+    replicas: int | None = Field(None, description="engines behind the endpoint (per-replica figures)")
 
     def headline(self) -> str:
         return f"{len(self.cells)} cell(s); " + (
@@ -147,6 +148,15 @@ class BenchmarkResult(ToolResult):
                 lines.append(f"         ! {c.kv_warning}")
             if c.first_error:
                 lines.append(f"         first error: {c.first_error}")
+        if self.replicas:
+            lines.append(
+                f"per replica, mean of {self.replicas}: "
+                + ", ".join(
+                    f"{c.concurrency} clients {c.output_tokens_per_s / self.replicas:,.1f} tok/s"
+                    for c in self.cells
+                    if c.output_tokens_per_s
+                )
+            )
         lines.extend(f"{kind}: {path}" for kind, path in self.files.items())
         lines.extend(f"note: {n}" for n in self.notices)
         return "\n".join(lines)
@@ -584,12 +594,15 @@ async def run_sweep(
     provisioning_model: str | None,
     out_dir: Path,
     notices: list[str],
+    price: PriceQuote | None = None,
+    replicas: int | None = None,
 ) -> BenchmarkResult:
     """The job body: calibrate, run every cell (prompt length outer, concurrency inner), annotate,
-    write the files. Progress goes to ``record.progress`` / ``record.message``."""
+    write the files. Progress goes to ``record.progress`` / ``record.message``. ``price``: the whole
+    deployment's hourly price (scale-out), instead of looking up ACCELERATOR_TYPE's."""
     prompter, more = await _calibrate(url, model, settings.vllm_api_key)
     notices.extend(more)
-    price = await price_or_none(settings, provisioning_model, notices)
+    price = price or await price_or_none(settings, provisioning_model, notices)
     pool, pool_source, more = await kv_pool(settings, url)
     notices.extend(more)
     cells: list[Cell] = []
@@ -624,6 +637,7 @@ async def run_sweep(
         best=best_line(cells),
         files={},
         notices=notices,
+        replicas=replicas,
     )
     await asyncio.to_thread(write_files, result, out_dir)
     record.message = f"best: {result.best}" if result.best else "done (no successful requests)"
@@ -641,8 +655,14 @@ async def start_benchmark(
     results_dir_path: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
+    price: PriceQuote | None = None,
+    replicas: int | None = None,
 ) -> BenchmarkStarted:
     """Validate, resolve the endpoint and model, then start the sweep as a job (returns at once).
+
+    ``price`` and ``replicas`` describe a scaled-out deployment behind ``base_url`` (GKE Service, or the
+    load balancer of a multi-engine host): $/M tokens then use the whole deployment's price, and the
+    result adds the mean per-replica throughput.
 
     Raises:
         InputError: bad sweep values or results directory. ServingError: no endpoint / unreachable /
@@ -680,6 +700,8 @@ async def start_benchmark(
             provisioning_model=provisioning_model,
             out_dir=out_dir,
             notices=notices,
+            price=price,
+            replicas=replicas,
         )
 
     record = JOBS.start("benchmark", f"{len(conc)}x{len(prompts)} sweep of {choice.model} at {ep.url}", body)

@@ -67,6 +67,7 @@ def _default_surfaces() -> dict[str, Any]:
         ("secrets", "tests.fakes.gcp.secrets", "FakeSecretManager"),
         ("logging", "tests.fakes.gcp.logging", "FakeLogging"),
         ("billing", "tests.fakes.gcp.billing", "FakeBilling"),
+        ("container", "tests.fakes.gcp.container", "FakeContainer"),
     ):
         try:
             mod = importlib.import_module(module)

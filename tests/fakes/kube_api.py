@@ -1,0 +1,264 @@
+"""In-process fake of the Kubernetes API server for the kinds tpu-devops deploys (as moto fakes AWS).
+
+Real paths (``/apis/apps/v1/namespaces/{ns}/deployments/{name}``, ``/api/v1/namespaces/{ns}/services``,
+``/apis/autoscaling/v2/...horizontalpodautoscalers``, ``/apis/monitoring.googleapis.com/v1/...podmonitorings``,
+secrets and pods), bearer-token authentication, and the API's ``Status`` payloads for failures
+(``reason`` NotFound / Invalid / Unauthorized / UnsupportedMediaType / BadRequest). Server-side apply
+(PATCH ``application/apply-patch+yaml``) needs ``fieldManager`` like the real server; ``dryRun=All``
+validates and answers without storing. Built-in kinds are validated against the Kubernetes OpenAPI
+schemas (kubernetes-validate, strict), answering 422 Invalid when they do not conform. Label selectors
+are the equality form (``a=b,c=d``). Deployments get pods that become Ready on ``mark_ready``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tests.fakes.http_runner import ServerThread
+
+TOKEN = "fake-kube-token"
+# plural -> (API prefix, group for messages, kind)
+RESOURCES = {
+    "deployments": ("/apis/apps/v1", "apps", "Deployment"),
+    "services": ("/api/v1", "", "Service"),
+    "horizontalpodautoscalers": ("/apis/autoscaling/v2", "autoscaling", "HorizontalPodAutoscaler"),
+    "podmonitorings": ("/apis/monitoring.googleapis.com/v1", "monitoring.googleapis.com", "PodMonitoring"),
+}
+
+
+def status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> JSONResponse:
+    """The API server's ``Status`` object for a failure."""
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}  # fmt: skip
+    if details:
+        body["details"] = details
+    return JSONResponse(body, status_code=code)
+
+
+def matches(labels: dict[str, str], selector: str | None) -> bool:
+    """Equality-based label selector match (``a=b,c=d``; ``a==b`` too)."""
+    for term in filter(None, (selector or "").split(",")):
+        key, _, value = term.replace("==", "=").partition("=")
+        if labels.get(key.strip()) != value.strip():
+            return False
+    return True
+
+
+class FakeKube:
+    """Objects by (plural, namespace, name); secrets by (namespace, name); pods per Deployment."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, str]] = {}
+        self.pods: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (ns, deployment) -> pods
+        self.requests: list[tuple[str, str, dict[str, str]]] = []  # (method, path, query)
+        self._uid = itertools.count(1)
+        self.app = Starlette(routes=self.routes())
+        self._thread: ServerThread | None = None
+
+    # ---- scripting ----------------------------------------------------------------------------------
+
+    def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        self.secrets[(namespace, name)] = dict(data)
+
+    def add_object(
+        self, plural: str, namespace: str, name: str, labels: dict[str, str] | None = None
+    ) -> None:
+        """An object someone else created (for ownership tests)."""
+        _, group, kind = RESOURCES[plural]
+        api_version = f"{group}/{'v2' if plural == 'horizontalpodautoscalers' else 'v1'}" if group else "v1"
+        self.objects[(plural, namespace, name)] = {
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}, "uid": f"uid-{next(self._uid)}"},
+        }  # fmt: skip
+
+    def mark_ready(self, namespace: str, deployment: str) -> None:
+        for pod in self.pods.get((namespace, deployment), []):
+            pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+
+    # ---- handlers -----------------------------------------------------------------------------------
+
+    def _auth(self, request: Request) -> JSONResponse | None:
+        self.requests.append((request.method, request.url.path, dict(request.query_params)))
+        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return status(401, "Unauthorized", "Unauthorized")
+        return None
+
+    def _not_found(self, plural: str, name: str) -> JSONResponse:
+        _, group, _ = RESOURCES[plural]
+        what = f"{plural}.{group}" if group else plural
+        return status(
+            404, "NotFound", f'{what} "{name}" not found', {"name": name, "group": group, "kind": plural}
+        )
+
+    async def collection(self, request: Request) -> JSONResponse:
+        if denied := self._auth(request):
+            return denied
+        plural, ns = request.path_params["plural"], request.path_params["namespace"]
+        if plural not in RESOURCES or not request.url.path.startswith(RESOURCES[plural][0] + "/"):
+            return status(404, "NotFound", "the server could not find the requested resource")
+        items = [
+            o for (p, n, _), o in sorted(self.objects.items())
+            if p == plural and n == ns and matches(o["metadata"].get("labels") or {}, request.query_params.get("labelSelector"))
+        ]  # fmt: skip
+        kind = RESOURCES[plural][2]
+        return JSONResponse(
+            {"kind": f"{kind}List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
+        )
+
+    async def member(self, request: Request) -> JSONResponse:
+        if denied := self._auth(request):
+            return denied
+        plural, ns, name = (request.path_params[k] for k in ("plural", "namespace", "name"))
+        if plural not in RESOURCES or not request.url.path.startswith(RESOURCES[plural][0] + "/"):
+            return status(404, "NotFound", "the server could not find the requested resource")
+        key = (plural, ns, name)
+        if request.method == "GET":
+            obj = self.objects.get(key)
+            return JSONResponse(obj) if obj else self._not_found(plural, name)
+        if request.method == "DELETE":
+            if key not in self.objects:
+                return self._not_found(plural, name)
+            gone = self.objects.pop(key)
+            self.pods.pop((ns, name), None) if plural == "deployments" else None
+            if plural in ("services", "podmonitorings"):  # the API answers these with the deleted object
+                return JSONResponse(gone)
+            return JSONResponse({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                 "details": {"name": name, "group": RESOURCES[plural][1], "kind": plural}})  # fmt: skip
+        return await self._apply(request, key)
+
+    async def _apply(self, request: Request, key: tuple[str, str, str]) -> JSONResponse:
+        plural, ns, name = key
+        if request.headers.get("content-type", "").split(";")[0] != "application/apply-patch+yaml":
+            return status(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: application/apply-patch+yaml",
+            )
+        field_manager = request.query_params.get("fieldManager")
+        if not field_manager:
+            return status(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+            )
+        dry = request.query_params.get("dryRun")
+        if dry not in (None, "All"):
+            return status(400, "BadRequest", f"Invalid dryRun value {dry!r}: valid values are All")
+        import yaml
+
+        body = yaml.safe_load(await request.body())
+        prefix, group, kind = RESOURCES[plural]
+        meta = body.get("metadata") or {}
+        if body.get("kind") != kind or meta.get("name") != name or meta.get("namespace", ns) != ns:
+            return status(
+                400,
+                "BadRequest",
+                f"the name or kind of the object ({body.get('kind')} {meta.get('name')}) does not match the URL",
+            )
+        if plural != "podmonitorings":
+            import kubernetes_validate
+
+            try:
+                kubernetes_validate.validate(
+                    copy.deepcopy(body), kubernetes_validate.latest_version(), strict=True
+                )
+            except kubernetes_validate.ValidationError as exc:
+                where = ".".join(str(p) for p in exc.path)
+                what = f"{kind}.{group}" if group else kind
+                return status(422, "Invalid", f'{what} "{name}" is invalid: {where}: Invalid value: {exc.message}',
+                              {"name": name, "group": group, "kind": kind, "causes": [{"field": where, "message": exc.message}]})  # fmt: skip
+        existing = self.objects.get(key)
+        stored = copy.deepcopy(body)
+        stored["metadata"] = {**meta, "namespace": ns, "uid": (existing or {}).get("metadata", {}).get("uid") or f"uid-{next(self._uid)}",
+                              "resourceVersion": str(next(self._uid))}  # fmt: skip
+        if plural == "services" and stored["spec"].get("type") == "LoadBalancer":
+            stored["status"] = {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}}
+        if dry == "All":
+            return JSONResponse(stored)
+        self.objects[key] = stored
+        if plural == "deployments":
+            self._scale(ns, name, int(stored["spec"].get("replicas", 1)), stored)
+        return JSONResponse(stored, status_code=200 if existing else 201)
+
+    def _scale(self, ns: str, deployment: str, replicas: int, obj: dict[str, Any]) -> None:
+        pods = self.pods.setdefault((ns, deployment), [])
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        while len(pods) < replicas:
+            pods.append({"metadata": {"name": f"{deployment}-{len(pods)}", "namespace": ns, "labels": dict(labels)},
+                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}})  # fmt: skip
+        del pods[replicas:]
+
+    async def pods_list(self, request: Request) -> JSONResponse:
+        if denied := self._auth(request):
+            return denied
+        ns = request.path_params["namespace"]
+        items = [
+            pod for (n, _), pods in self.pods.items() if n == ns for pod in pods
+            if matches(pod["metadata"]["labels"], request.query_params.get("labelSelector"))
+        ]  # fmt: skip
+        return JSONResponse({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    async def secret(self, request: Request) -> JSONResponse:
+        if denied := self._auth(request):
+            return denied
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        data = self.secrets.get((ns, name))
+        if data is None:
+            return status(404, "NotFound", f'secrets "{name}" not found', {"name": name, "kind": "secrets"})
+        import base64
+
+        return JSONResponse({"kind": "Secret", "apiVersion": "v1", "metadata": {"name": name, "namespace": ns},
+                             "type": "Opaque", "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})  # fmt: skip
+
+    def routes(self) -> list[Route]:
+        routes = [
+            Route("/api/v1/namespaces/{namespace}/pods", self.pods_list, methods=["GET"]),
+            Route("/api/v1/namespaces/{namespace}/secrets/{name}", self.secret, methods=["GET"]),
+        ]
+        for prefix in sorted({p for p, _, _ in RESOURCES.values()}):
+            routes.append(
+                Route(prefix + "/namespaces/{namespace}/{plural}", self.collection, methods=["GET"])
+            )
+            routes.append(
+                Route(
+                    prefix + "/namespaces/{namespace}/{plural}/{name}",
+                    self.member,
+                    methods=["GET", "PATCH", "DELETE"],
+                )
+            )
+        return routes
+
+    # ---- running ------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self._thread is not None
+        return self._thread.url
+
+    def kubeconfig(self, path: Any, token: str = TOKEN) -> str:
+        """Write a kubeconfig for this fake (context ``fake``) and return its path."""
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        }  # fmt: skip
+        path.write_text(json.dumps(config))
+        return str(path)
+
+    def __enter__(self) -> FakeKube:
+        self._thread = ServerThread(self.app).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread:
+            self._thread.stop()

@@ -1,0 +1,316 @@
+"""GKE scale-out (issue 15 §3): manifests rendered from the one flag builder and validated offline against
+the Kubernetes OpenAPI schemas; the node pool request checked against the container v1 discovery
+document; apply and teardown through the official kubernetes client against a fake API server and
+google-cloud-container against the fake GKE surface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.fakes.gcp.container import schema_errors
+from tests.fakes.kube_api import FakeKube
+from tpu_devops.errors import ConfigError, InputError, OwnershipError, PermissionError_
+from tpu_devops.gke import deploy, manifests
+from tpu_devops.jobs import JOBS
+from tpu_devops.startup import vllm_serve_flags
+
+pytestmark = pytest.mark.anyio
+LOCATION = "us-west4-a"
+
+
+def by_kind(plan: manifests.GkePlan) -> dict[str, dict]:
+    return {m.kind: m.manifest for m in plan.manifests}
+
+
+# ---- rendering and offline validation -------------------------------------------------------------
+
+
+def test_manifests_follow_the_flag_builder_and_validate_offline(gcp_settings) -> None:
+    plan = manifests.render(gcp_settings, cluster="gemma", replicas=2, max_replicas=6)
+    objects = by_kind(plan)
+    assert set(objects) == {"Deployment", "Service", "PodMonitoring", "HorizontalPodAutoscaler"}
+    for m in plan.manifests:
+        if m.kind == "PodMonitoring":
+            assert m.validated_against == []  # a custom resource: only the server's dry run checks it
+        else:
+            assert m.validated_against[0] == manifests.SCHEMA_MIN_VERSION and len(m.validated_against) == 2
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"] == vllm_serve_flags(gcp_settings.model_copy(update={"tensor_parallel_size": 1}))
+    assert container["image"] == gcp_settings.vllm_image
+    assert container["resources"]["limits"] == {"google.com/tpu": "1"}
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "1x1",
+    }
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert env["VLLM_API_KEY"] == {"name": "vllm-gemma4-e2b-secrets", "key": "api_key"}
+    assert env["HF_TOKEN"]["key"] == "hf_token"
+    startup = container["startupProbe"]
+    assert (
+        startup["httpGet"]["path"] == "/health"
+        and startup["periodSeconds"] * startup["failureThreshold"] >= 857
+    )
+    hpa = objects["HorizontalPodAutoscaler"]["spec"]
+    assert (
+        hpa["metrics"][0]["pods"]["metric"]["name"]
+        == "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"
+    )
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (2, 6)
+    assert objects["Service"]["spec"]["type"] == "ClusterIP"
+    assert "kind: Deployment" in plan.yaml and "HF_TOKEN=" not in plan.yaml
+    assert "tpu-devops/rig=gemma4-e2b" in plan.secret_command
+
+
+@pytest.mark.parametrize("pm", ["flex-start", "spot", "on-demand"])
+def test_node_pool_request_matches_the_discovery_document(gcp_settings, pm: str) -> None:
+    settings = gcp_settings.model_copy(update={"provisioning_model": pm})
+    body = manifests.node_pool_body(settings, replicas=3, max_replicas=5)
+    assert schema_errors({"nodePool": body}, {"$ref": "CreateNodePoolRequest"}, "request") == []
+    config = body["config"]
+    assert config["machineType"] == "ct5lp-hightpu-1t" and "placementPolicy" not in body
+    assert config["resourceLabels"] == {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+    assert config.get("spot") is (True if pm == "spot" else None)
+    assert config.get("flexStart") is (True if pm == "flex-start" else None)
+    assert body["initialNodeCount"] == (0 if pm == "flex-start" else 3)
+    bad = {**body, "config": {**config, "flexstart": True}}
+    assert any(
+        "Unknown name" in e for e in schema_errors({"nodePool": bad}, {"$ref": "CreateNodePoolRequest"}, "r")
+    )
+
+
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"replicas": 0}, "replicas"),
+        ({"replicas": 3, "max_replicas": 2}, "max_replicas"),
+        ({"namespace": "Bad_NS"}, "namespace"),
+        ({"cluster": "no such/cluster"}, "cluster"),
+        ({"service_type": "NodePort"}, "service_type"),
+        ({"service_type": "LoadBalancer"}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": ["0.0.0.0/0"]}, "source_ranges"),
+        ({"queue_target": 0}, "queue_target"),
+    ],
+)
+def test_bad_arguments_are_named(gcp_settings, kw: dict, field: str) -> None:
+    kw.setdefault("cluster", "gemma")
+    with pytest.raises(InputError) as err:
+        manifests.render(gcp_settings, **kw)
+    assert err.value.field == field
+
+
+def test_load_balancer_is_limited_to_the_given_ranges(gcp_settings) -> None:
+    plan = manifests.render(
+        gcp_settings, cluster="gemma", service_type="LoadBalancer", source_ranges=["203.0.113.7/32"]
+    )
+    spec = by_kind(plan)["Service"]["spec"]
+    assert spec["type"] == "LoadBalancer" and spec["loadBalancerSourceRanges"] == ["203.0.113.7/32"]
+
+
+# ---- against the fake API server and the fake GKE surface ----------------------------------------
+
+
+@pytest.fixture
+def kube(tmp_path: Path):
+    with FakeKube() as fake:
+        yield fake
+
+
+@pytest.fixture
+def cluster(fake_gcp):
+    fake_gcp.container.add_cluster(LOCATION, "gemma")
+    return "gemma"
+
+
+async def test_plan_runs_the_server_side_dry_run(gcp_settings, kube, cluster, tmp_path: Path) -> None:
+    config = kube.kubeconfig(tmp_path / "kubeconfig")
+    plan = await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, replicas=2, kubeconfig=config)
+    assert plan.server_dry_run == [f"{m.kind} {m.name}: ok (would create)" for m in plan.manifests]
+    assert kube.objects == {}  # dryRun=All stored nothing
+    patches = [q for method, _, q in kube.requests if method == "PATCH"]
+    assert len(patches) == 4 and all(q == {"fieldManager": "tpu-devops", "dryRun": "All"} for q in patches)
+    assert plan.usd_per_hour is not None and "GKE cluster fee" in plan.price
+
+
+async def test_apply_checks_first_then_creates_and_waits(
+    gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
+) -> None:
+    config = kube.kubeconfig(tmp_path / "kubeconfig")
+    kw = dict(
+        cluster=cluster,
+        kubeconfig=config,
+        replicas=2,
+        max_replicas=4,
+        poll_interval_s=0.05,
+        wait_timeout_s=30,
+    )
+    with pytest.raises(ConfigError) as err:
+        await deploy.apply_gke_deployment(gcp_settings, **kw)
+    assert err.value.field == "secret" and "kubectl" in err.value.fix
+    assert not fake_gcp.container.requests and not kube.objects  # nothing changed
+    kube.add_secret("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
+    result = await deploy.apply_gke_deployment(gcp_settings, **kw)
+    assert result.applied == [
+        f"{k} vllm-gemma4-e2b" for k in ("Deployment", "Service", "PodMonitoring", "HorizontalPodAutoscaler")
+    ]
+    assert "hf_x" not in result.render_text()
+    pool = fake_gcp.container.clusters[f"projects/demo-project/locations/{LOCATION}/clusters/gemma"][
+        "tpu-devops-gemma4-e2b"
+    ]
+    assert pool["config"]["flexStart"] is True
+    stored = kube.objects[("deployments", "default", "vllm-gemma4-e2b")]
+    assert stored["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tpu-devops"
+    job = JOBS.get(result.job_id)
+    with anyio.fail_after(10):
+        while job.message == "started" or "0/2" not in job.message:
+            await anyio.sleep(0.02)
+    kube.mark_ready("default", "vllm-gemma4-e2b")
+    with anyio.fail_after(10):
+        while job.state == "running":
+            await anyio.sleep(0.02)
+    assert job.state == "succeeded" and job.result["ready_pods"] == 2
+
+
+async def test_apply_refuses_when_a_same_named_object_is_not_ours(
+    gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
+) -> None:
+    kube.add_secret("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
+    kube.add_object("services", "default", "vllm-gemma4-e2b", labels={"app": "someone-else"})
+    with pytest.raises(OwnershipError) as err:
+        await deploy.apply_gke_deployment(
+            gcp_settings, cluster=cluster, kubeconfig=kube.kubeconfig(tmp_path / "k")
+        )
+    assert "not ours" in err.value.message
+    assert not fake_gcp.container.requests
+    assert list(kube.objects) == [("services", "default", "vllm-gemma4-e2b")]
+
+
+async def test_teardown_deletes_only_what_carries_our_labels(
+    gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
+) -> None:
+    config = kube.kubeconfig(tmp_path / "kubeconfig")
+    kube.add_secret("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
+    await deploy.apply_gke_deployment(
+        gcp_settings, cluster=cluster, kubeconfig=config, poll_interval_s=0.05, wait_timeout_s=5
+    )
+    kube.add_object("services", "default", "unrelated", labels={"app.kubernetes.io/managed-by": "tpu-devops"})
+    kube.add_object(
+        "deployments",
+        "default",
+        "other-rig",
+        labels={**manifests.labels(gcp_settings), "tpu-devops/rig": "other"},
+    )
+    dry = await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config)
+    assert [(s.kind, s.name) for s in dry.steps] == [
+        ("HorizontalPodAutoscaler", "vllm-gemma4-e2b"), ("PodMonitoring", "vllm-gemma4-e2b"),
+        ("Service", "vllm-gemma4-e2b"), ("Deployment", "vllm-gemma4-e2b"), ("NodePool", "tpu-devops-gemma4-e2b"),
+    ]  # fmt: skip
+    assert not dry.executed and len(kube.objects) == 6
+    with pytest.raises(ConfigError) as err:
+        await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config, dry_run=False)
+    assert err.value.field == "confirm"
+    done = await deploy.teardown_gke_deployment(
+        gcp_settings, cluster=cluster, kubeconfig=config, dry_run=False, confirm=True
+    )
+    assert done.executed and all(s.done for s in done.steps)
+    assert sorted(kube.objects) == [
+        ("deployments", "default", "other-rig"),
+        ("services", "default", "unrelated"),
+    ]
+    assert fake_gcp.container.clusters[f"projects/demo-project/locations/{LOCATION}/clusters/gemma"] == {}
+
+
+async def test_teardown_leaves_a_node_pool_without_our_labels(
+    gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
+) -> None:
+    path = f"projects/demo-project/locations/{LOCATION}/clusters/gemma"
+    fake_gcp.container.clusters[path]["tpu-devops-gemma4-e2b"] = {
+        "name": "tpu-devops-gemma4-e2b",
+        "config": {"resourceLabels": {"team": "x"}},
+    }
+    result = await deploy.teardown_gke_deployment(
+        gcp_settings, cluster=cluster, kubeconfig=kube.kubeconfig(tmp_path / "k")
+    )
+    assert result.steps == [] and "tpu-devops-gemma4-e2b" in result.left_alone[0]
+
+
+async def test_wrong_credentials_and_missing_kubeconfig_are_clear(
+    gcp_settings, kube, cluster, tmp_path: Path
+) -> None:
+    config = kube.kubeconfig(tmp_path / "kubeconfig", token="wrong")
+    with pytest.raises(PermissionError_) as err:
+        await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config)
+    assert err.value.field == "kubeconfig"
+    with pytest.raises(InputError) as err:
+        await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=str(tmp_path / "none"))
+    assert err.value.field == "kubeconfig"
+
+
+async def test_benchmark_at_the_service_prices_the_whole_deployment(
+    gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
+) -> None:
+    from tests.fakes.openai_server import FakeVllm
+    from tpu_devops import pricing
+    from tpu_devops.serving.benchmark import start_benchmark  # noqa: F401  (the sweep the tool reuses)
+
+    pricing.clear_cache()
+    config = kube.kubeconfig(tmp_path / "kubeconfig")
+    kube.add_secret("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
+    await deploy.apply_gke_deployment(
+        gcp_settings, cluster=cluster, kubeconfig=config, replicas=2, poll_interval_s=0.05, wait_timeout_s=5
+    )
+    with pytest.raises(ConfigError) as err:  # nobody ready yet
+        await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config)
+    assert err.value.field == "replicas"
+    kube.mark_ready("default", "vllm-gemma4-e2b")
+    with pytest.raises(ConfigError) as err:  # ClusterIP: reach it through a port-forward
+        await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config)
+    assert err.value.field == "base_url" and "port-forward" in err.value.fix
+    with FakeVllm(ttft_s=0.005, itl_s=0.001) as fake:
+        started = await deploy.benchmark_gke_deployment(
+            gcp_settings,
+            kubeconfig=config,
+            base_url=fake.url,
+            concurrency=[2],
+            prompt_lengths=[16],
+            output_len=4,
+            requests_per_cell=2,
+        )
+        job = JOBS.get(started.job_id)
+        with anyio.fail_after(30):
+            while job.state == "running":
+                await anyio.sleep(0.05)
+    assert job.state == "succeeded", job.error
+    result = job.result
+    assert result["replicas"] == 2
+    price = result["price"]
+    assert price["chips"] == 2 and price["usd_per_hour"] == pytest.approx(
+        2 * price["usd_per_chip_hour"] + 0.10
+    )
+    assert "per replica, mean of 2" in job.result_text
+    pricing.clear_cache()
+
+
+async def test_gke_tools_over_stdio(fake_gcp, tmp_path: Path) -> None:
+    from tests.conftest import gcp_environ
+    from tests.mcp_session import mcp_client
+
+    async with mcp_client(**gcp_environ(fake_gcp, tmp_path)) as client:
+        result = await client.call_tool("plan_gke_deployment", {"cluster": "gemma", "replicas": 2})
+        assert not result.is_error, result.content[0].text
+        text = result.content[0].text
+        assert "tpu-v5-lite-podslice" in text and "validated against Kubernetes 1.33.0" in text
+        assert result.structured_content["node_pool"]["config"]["machineType"] == "ct5lp-hightpu-1t"
+        bad = await client.call_tool(
+            "plan_gke_deployment", {"cluster": "gemma", "service_type": "LoadBalancer"}
+        )
+        assert (
+            bad.is_error and "source_ranges" in bad.content[0].text and "Traceback" not in bad.content[0].text
+        )
+        refused = await client.call_tool(
+            "teardown_gke_deployment", {"cluster": "gemma", "kubeconfig": str(tmp_path / "nope")}
+        )
+        assert refused.is_error and "kubeconfig" in refused.content[0].text

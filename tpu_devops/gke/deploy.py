@@ -1,0 +1,436 @@
+"""Plan, apply and tear down the GKE deployment (issue 15 §3): the blast radius of DESIGN §2 on GKE.
+
+- **Plan** renders and validates offline (`manifests.render`); given a kubeconfig it also runs every
+  object through the API server's dry run (server-side apply with ``dryRun=All``) and reports, per
+  object, whether it would be created, updated (ours) or refused (exists, not ours). Nothing is stored.
+- **Apply** checks before it changes anything: the Secret the pods read exists with its two keys; no
+  object or node pool of the same name exists without our labels; the dry run passes for all four
+  objects. Then it creates the node pool (google-cloud-container) unless ``create_node_pool`` is false,
+  applies the manifests, and returns a job that waits for the node pool operation and the ready pods.
+- **Teardown** finds what to delete by our labels only (``app.kubernetes.io/managed-by=tpu-devops``,
+  ``tpu-devops/rig=<id>``; the node pool by its ``resourceLabels``), never by a name alone; ``dry_run``
+  (default) lists it; deleting needs ``confirm=true``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from tpu_devops.catalog import resolve_accelerator_type
+from tpu_devops.config import Settings, require_project
+from tpu_devops.errors import ConfigError, InputError, NotFoundError, OwnershipError, TpuDevopsError
+from tpu_devops.gcp import common
+from tpu_devops.gke import manifests
+from tpu_devops.gke.kube import KINDS, Kube, api_client
+from tpu_devops.results import ToolResult
+
+# Delete order: the autoscaler first (it would scale the Deployment back up), the pods' owner last.
+TEARDOWN_ORDER = ("HorizontalPodAutoscaler", "PodMonitoring", "Service", "Deployment")
+SECRET_KEYS = ("hf_token", "api_key")
+
+
+def is_ours(obj: dict[str, Any] | None, settings: Settings) -> bool:
+    """True when the object's labels carry all of our labels (managed-by and this rig)."""
+    got = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return all(got.get(k) == v for k, v in manifests.labels(settings).items())
+
+
+def node_pool_is_ours(pool: dict[str, Any], settings: Settings) -> bool:
+    """True when the node pool's resourceLabels carry managed-by=tpu-devops and rig=<this rig>."""
+    got = (pool.get("config") or {}).get("resourceLabels") or {}
+    return all(got.get(k) == v for k, v in settings.rig_labels.items())
+
+
+def _node_pool_name(settings: Settings, cluster: str, location: str) -> str:
+    from tpu_devops.gcp.container import cluster_name
+
+    return f"{cluster_name(require_project(settings), location, cluster)}/nodePools/{manifests.names(settings)['node_pool']}"
+
+
+async def _price(settings: Settings, replicas: int, max_replicas: int) -> tuple[float | None, str | None]:
+    """$/h at ``replicas`` one-chip nodes plus the GKE cluster fee, and a line saying where it came from."""
+    from tpu_devops import pricing
+    from tpu_devops.catalog import resolve_accelerator_type
+    from tpu_devops.scaleout import GKE_CLUSTER_FEE_USD_PER_HOUR
+
+    gen = resolve_accelerator_type(settings.accelerator_type).generation
+    try:
+        quote = await pricing.get_price(settings, accelerator_type=f"{gen.api_prefix}-{gen.cores_per_chip}")
+    except TpuDevopsError as exc:
+        return None, f"no price: {exc}"
+    per_hour = replicas * quote.usd_per_chip_hour + GKE_CLUSTER_FEE_USD_PER_HOUR
+    return round(per_hour, 4), (
+        f"{replicas} node(s) x ${quote.usd_per_chip_hour:.4f}/chip-h {quote.provisioning_model} + "
+        f"${GKE_CLUSTER_FEE_USD_PER_HOUR:.2f}/h GKE cluster fee = ${per_hour:,.2f}/h (up to "
+        f"${max_replicas * quote.usd_per_chip_hour + GKE_CLUSTER_FEE_USD_PER_HOUR:,.2f}/h at {max_replicas}); {quote.label()}"
+    )
+
+
+def _dry_run(kube: Kube, settings: Settings, plan: manifests.GkePlan) -> tuple[list[str], list[str]]:
+    """Per object: ownership check, then the server's dry run. Returns (lines, refusals)."""
+    lines, refused = [], []
+    for m in plan.manifests:
+        existing = kube.read(m.kind, plan.namespace, m.name)
+        if existing is not None and not is_ours(existing, settings):
+            refused.append(
+                f"{m.kind} {m.name} exists in {plan.namespace} without our labels: not ours, left alone"
+            )
+            lines.append(f"{m.kind} {m.name}: REFUSED (exists, not ours)")
+            continue
+        kube.apply(m.manifest, dry_run=True)
+        lines.append(f"{m.kind} {m.name}: ok (would {'update, ours' if existing else 'create'})")
+    return lines, refused
+
+
+async def plan_gke_deployment(
+    settings: Settings,
+    *,
+    cluster: str,
+    location: str | None = None,
+    replicas: int = 1,
+    max_replicas: int | None = None,
+    namespace: str = "default",
+    service_type: str = "ClusterIP",
+    source_ranges: list[str] | None = None,
+    queue_target: int = 2,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+) -> manifests.GkePlan:
+    """Render, validate offline, price, and (with a kubeconfig or context) dry-run on the API server.
+
+    Raises:
+        InputError: bad arguments or kubeconfig. CloudError / PermissionError_: the API server refused.
+    """
+    plan = manifests.render(
+        settings, cluster=cluster, location=location, replicas=replicas, max_replicas=max_replicas,
+        namespace=namespace, service_type=service_type, source_ranges=source_ranges, queue_target=queue_target,
+    )  # fmt: skip
+    plan.usd_per_hour, plan.price = await _price(settings, plan.replicas, plan.max_replicas)
+    if kubeconfig or context:
+        kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+        lines, refused = await common.run_blocking(_dry_run, kube, settings, plan)
+        plan.server_dry_run = lines
+        plan.notes.extend(refused)
+    else:
+        plan.notes.append(
+            "no kubeconfig given: validated offline only (pass kubeconfig for the API server's dry run)"
+        )
+    return plan
+
+
+class GkeApplyResult(ToolResult):
+    """`apply_gke_deployment` answer: what was applied, and the job that waits for the pods."""
+
+    job_id: str | None
+    node_pool: str | None
+    applied: list[str]
+    namespace: str
+    service: str
+    message: str
+
+    def headline(self) -> str:
+        return f"applied {len(self.applied)} object(s) in {self.namespace}" + (
+            f", node pool {self.node_pool}" if self.node_pool else ""
+        ) + (f"; poll get_job('{self.job_id}') until the pods are ready" if self.job_id else "")  # fmt: skip
+
+
+async def apply_gke_deployment(
+    settings: Settings,
+    *,
+    cluster: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    location: str | None = None,
+    replicas: int = 1,
+    max_replicas: int | None = None,
+    namespace: str = "default",
+    service_type: str = "ClusterIP",
+    source_ranges: list[str] | None = None,
+    queue_target: int = 2,
+    create_node_pool: bool = True,
+    wait_timeout_s: float = 3600,
+    poll_interval_s: float = 15,
+) -> GkeApplyResult:
+    """Check everything, then create the node pool and apply the manifests; a job waits for readiness.
+
+    Raises:
+        ConfigError: the Secret is missing or lacks a key. OwnershipError: an object or node pool of the
+            same name is not ours (nothing was changed). InputError / CloudError: as in the plan.
+    """
+    from tpu_devops.gcp import container
+    from tpu_devops.jobs import JOBS
+
+    if not 1 <= wait_timeout_s <= 86400 or not 0.05 <= poll_interval_s <= 600:
+        raise InputError(
+            "out of range",
+            field="wait_timeout_s",
+            value=wait_timeout_s,
+            fix="use 1..86400 s, polling every 0.05..600 s",
+        )
+    plan = manifests.render(
+        settings, cluster=cluster, location=location, replicas=replicas, max_replicas=max_replicas,
+        namespace=namespace, service_type=service_type, source_ranges=source_ranges, queue_target=queue_target,
+    )  # fmt: skip
+    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    secret = manifests.names(settings)["secret"]
+    keys = await common.run_blocking(kube.secret_keys, namespace, secret)
+    missing = [k for k in SECRET_KEYS if keys is None or k not in keys]
+    if missing:
+        raise ConfigError(
+            f"the Secret {secret} in {namespace} "
+            + ("does not exist" if keys is None else f"lacks key(s) {missing}"),
+            field="secret",
+            value=secret,
+            fix=f"create it first (values never pass through this server): {plan.secret_command}",
+        )
+    lines, refused = await common.run_blocking(_dry_run, kube, settings, plan)
+    if refused:
+        raise OwnershipError(
+            "; ".join(refused),
+            field="namespace",
+            value=namespace,
+            fix="pick another namespace or RESOURCE_ID",
+        )
+    pool_name = _node_pool_name(settings, cluster, plan.location)
+    operation = None
+    if create_node_pool:
+        try:
+            pool = await common.run_blocking(container.get_node_pool, settings, pool_name)
+        except NotFoundError:
+            pool = None
+        if pool is not None and not node_pool_is_ours(pool, settings):
+            raise OwnershipError(
+                f"node pool {plan.node_pool['name']} exists in {cluster} without our labels",
+                field="cluster",
+                value=cluster,
+                fix="pick another RESOURCE_ID, or pass create_node_pool=false to use the existing pool",
+            )
+        if pool is None:
+            parent = pool_name.rsplit("/nodePools/", 1)[0]
+            operation = await common.run_blocking(
+                container.create_node_pool, settings, parent, plan.node_pool
+            )
+    applied = []
+    for m in plan.manifests:
+        await common.run_blocking(kube.apply, m.manifest, dry_run=False)
+        applied.append(f"{m.kind} {m.name}")
+    selector = manifests.selector(settings)
+    op_name = (
+        f"projects/{require_project(settings)}/locations/{plan.location}/operations/{operation['name'].rsplit('/', 1)[-1]}"
+        if operation and operation.get("name")
+        else None
+    )
+
+    async def wait(record: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + wait_timeout_s
+        pool_done = op_name is None
+        while True:
+            if not pool_done:
+                op = await common.run_blocking(container.get_operation, settings, op_name)
+                if op.get("error"):
+                    raise TpuDevopsError(
+                        f"node pool creation failed: {op['error'].get('message')}", field="node_pool"
+                    )
+                pool_done = op.get("status") == "DONE"
+            ready, total = await common.run_blocking(kube.ready_pods, namespace, selector)
+            record.progress = {
+                "node_pool": "ready" if pool_done else "creating",
+                "ready_pods": ready,
+                "pods": total,
+                "want": replicas,
+            }
+            record.message = f"{ready}/{replicas} vLLM pods ready" + (
+                "" if pool_done else "; node pool still creating"
+            )
+            if pool_done and ready >= replicas:
+                return {"ready_pods": ready, "service": plan.manifests[1].name, "namespace": namespace}
+            if time.monotonic() >= deadline:
+                raise TpuDevopsError(
+                    f"{ready}/{replicas} pods ready after {wait_timeout_s:g} s",
+                    field="wait_timeout_s",
+                    fix="vLLM's first boot compiles for ~12 min; check the pods' logs, then poll again with a longer wait",
+                )
+            await anyio.sleep(poll_interval_s)
+
+    record = JOBS.start(
+        "gke-deploy", f"{replicas} vLLM pod(s) of {settings.resource_id} in {cluster}/{namespace}", wait
+    )
+    return GkeApplyResult(
+        job_id=record.id,
+        node_pool=plan.node_pool["name"] if operation else None,
+        applied=applied,
+        namespace=namespace,
+        service=plan.manifests[1].name,
+        message="; ".join(lines),
+    )
+
+
+class GkeTeardownStep(BaseModel):
+    """One deletion: ``kind`` and ``name``; ``done`` after execution."""
+
+    kind: str
+    name: str
+    done: bool = False
+
+
+class GkeTeardownResult(ToolResult):
+    """What teardown deleted (or would delete), found by our labels only."""
+
+    dry_run: bool
+    executed: bool
+    steps: list[GkeTeardownStep]
+    left_alone: list[str] = Field(default_factory=list)
+    message: str
+
+    def headline(self) -> str:
+        verb = "deleted" if self.executed else "would delete"
+        return f"{verb} {len(self.steps)} object(s) of ours ({', '.join(f'{s.kind} {s.name}' for s in self.steps) or 'none'}). {self.message}"
+
+
+async def teardown_gke_deployment(
+    settings: Settings,
+    *,
+    cluster: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    location: str | None = None,
+    namespace: str = "default",
+    delete_node_pool: bool = True,
+    dry_run: bool = True,
+    confirm: bool = False,
+) -> GkeTeardownResult:
+    """Find our objects by label (and our node pool by resourceLabels), list them, delete on confirmation.
+
+    Raises:
+        ConfigError: execution without ``confirm``. InputError / CloudError: kubeconfig or API failures.
+    """
+    from tpu_devops.gcp import container
+
+    manifests.render(settings, cluster=cluster, location=location, namespace=namespace)  # validates the names
+    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    selector = manifests.selector(settings)
+    steps: list[GkeTeardownStep] = []
+    for kind in TEARDOWN_ORDER:
+        for obj in await common.run_blocking(kube.list_ours, kind, namespace, selector):
+            if is_ours(obj, settings):  # the server filtered by selector; check again, fail closed
+                steps.append(GkeTeardownStep(kind=kind, name=obj["metadata"]["name"]))
+    left: list[str] = []
+    pool_name = _node_pool_name(settings, cluster, location or settings.zone)
+    if delete_node_pool:
+        try:
+            pool = await common.run_blocking(container.get_node_pool, settings, pool_name)
+        except NotFoundError:
+            pool = None
+        if pool is not None:
+            if node_pool_is_ours(pool, settings):
+                steps.append(GkeTeardownStep(kind="NodePool", name=pool["name"]))
+            else:
+                left.append(
+                    f"node pool {pool['name']} (no managed-by=tpu-devops / rig={settings.resource_id} labels)"
+                )
+    if dry_run:
+        return GkeTeardownResult(
+            dry_run=True, executed=False, steps=steps, left_alone=left,
+            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
+        )  # fmt: skip
+    if not confirm:
+        raise ConfigError(
+            "deleting needs confirmation", field="confirm", value=False,
+            fix="review the dry run, then call again with dry_run=false and confirm=true",
+        )  # fmt: skip
+    for step in steps:
+        if step.kind == "NodePool":
+            await common.run_blocking(container.delete_node_pool, settings, pool_name)
+        else:
+            try:
+                await common.run_blocking(kube.delete, step.kind, namespace, step.name)
+            except NotFoundError:
+                pass  # gone meanwhile: the goal is reached
+        step.done = True
+    return GkeTeardownResult(
+        dry_run=False, executed=True, steps=steps, left_alone=left,
+        message="deleted; the node pool's nodes go within minutes" if any(s.kind == "NodePool" for s in steps) else "deleted",
+    )  # fmt: skip
+
+
+def _service_url(service: dict[str, Any], port: int) -> str | None:
+    """``http://IP:port`` of a LoadBalancer Service with an ingress address, else None."""
+    ingress = (((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
+    host = (ingress[0].get("ip") or ingress[0].get("hostname")) if ingress else None
+    return f"http://{host}:{port}" if host else None
+
+
+async def benchmark_gke_deployment(
+    settings: Settings,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespace: str = "default",
+    base_url: str | None = None,
+    **sweep: Any,
+) -> Any:
+    """Drive `run_benchmark`'s sweep at our GKE Service, priced for the whole deployment: ready replicas x
+    the one-chip price + the GKE cluster fee; the result adds the mean per-replica throughput.
+
+    ``base_url`` is needed for a ClusterIP Service (e.g. ``kubectl port-forward svc/vllm-<rig> 8000``);
+    a LoadBalancer Service's address is read from its status.
+
+    Raises:
+        NotFoundError: no Deployment / Service of ours. ConfigError: no ready pod, or no address to reach.
+    """
+    from tpu_devops import pricing
+    from tpu_devops.serving.benchmark import start_benchmark
+
+    n = manifests.names(settings)
+    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    objs = {}
+    for kind, name in (("Deployment", n["deployment"]), ("Service", n["service"])):
+        obj = await common.run_blocking(kube.read, kind, namespace, name)
+        if obj is None or not is_ours(obj, settings):
+            raise NotFoundError(
+                f"no {kind} {name} of ours in namespace {namespace}",
+                field="namespace",
+                value=namespace,
+                fix="deploy first with apply_gke_deployment (or pass the namespace it used)",
+            )
+        objs[kind] = obj
+    ready, _ = await common.run_blocking(kube.ready_pods, namespace, manifests.selector(settings))
+    if ready < 1:
+        raise ConfigError(
+            "no vLLM pod is ready yet",
+            field="replicas",
+            value=0,
+            fix="poll the apply job until the pods are ready",
+        )
+    url = base_url or _service_url(objs["Service"], settings.vllm_port)
+    if url is None:
+        raise ConfigError(
+            f"Service {n['service']} is {objs['Service']['spec'].get('type', 'ClusterIP')} without an external address",
+            field="base_url",
+            value=None,
+            fix=f"run `kubectl -n {namespace} port-forward svc/{n['service']} {settings.vllm_port}` and pass "
+            f"base_url=http://127.0.0.1:{settings.vllm_port}, or deploy with service_type=LoadBalancer",
+        )
+    usd_per_hour, label = await _price(settings, ready, ready)
+    price = None
+    if usd_per_hour is not None:
+        gen = resolve_accelerator_type(settings.accelerator_type).generation
+        one = await pricing.get_price(settings, accelerator_type=f"{gen.api_prefix}-{gen.cores_per_chip}")
+        price = one.model_copy(
+            update={"accelerator_type": f"{ready} x {one.accelerator_type} (GKE)", "chips": ready,
+                    "usd_per_hour": usd_per_hour, "notes": [*one.notes, label]}
+        )  # fmt: skip
+    return await start_benchmark(settings, base_url=url, price=price, replicas=ready, **sweep)
+
+
+__all__ = [
+    "KINDS",
+    "apply_gke_deployment",
+    "benchmark_gke_deployment",
+    "plan_gke_deployment",
+    "teardown_gke_deployment",
+]

@@ -1,0 +1,208 @@
+"""The Kubernetes API through the official ``kubernetes`` client: read, server-side apply, list, delete.
+
+Only the four kinds the GKE deployment renders (Deployment, Service, HorizontalPodAutoscaler,
+PodMonitoring) plus reading a Secret's key names and the pods' readiness. Writes are server-side apply
+(``application/apply-patch+yaml``, field manager ``tpu-devops``; Kubernetes "Server-Side Apply"), with
+``dryRun=All`` for the plan: the API server runs admission and validation and stores nothing.
+Every call is blocking: run it through `tpu_devops.gcp.common.run_blocking`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_
+
+FIELD_MANAGER = "tpu-devops"
+TIMEOUT = (10, 30)  # (connect, read) seconds per request
+APPLY = "application/apply-patch+yaml"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How to reach one kind: typed API class and method suffix, or a custom resource (group, version, plural)."""
+
+    kind: str
+    api: str  # AppsV1Api / CoreV1Api / AutoscalingV2Api / CustomObjectsApi
+    suffix: str = ""  # deployment / service / horizontal_pod_autoscaler
+    group: str = ""
+    version: str = ""
+    plural: str = ""
+
+
+KINDS = {
+    "Deployment": Kind("Deployment", "AppsV1Api", "deployment"),
+    "Service": Kind("Service", "CoreV1Api", "service"),
+    "HorizontalPodAutoscaler": Kind("HorizontalPodAutoscaler", "AutoscalingV2Api", "horizontal_pod_autoscaler"),
+    "PodMonitoring": Kind("PodMonitoring", "CustomObjectsApi", group="monitoring.googleapis.com", version="v1", plural="podmonitorings"),
+}  # fmt: skip
+
+
+def api_client(kubeconfig: str | None, context: str | None) -> Any:
+    """An ``ApiClient`` for the kubeconfig file (default ``$KUBECONFIG`` or ``~/.kube/config``) and context.
+
+    Raises:
+        InputError: no such file, or a kubeconfig / context the client cannot load (field kubeconfig).
+    """
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    path = Path(kubeconfig).expanduser() if kubeconfig else None
+    if path is not None and not path.is_file():
+        raise InputError(
+            "no such kubeconfig file",
+            field="kubeconfig",
+            value=kubeconfig,
+            fix="pass the file `gcloud container clusters get-credentials CLUSTER` wrote (usually ~/.kube/config)",
+        )
+    try:
+        return config.new_client_from_config(config_file=str(path) if path else None, context=context)
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        raise InputError(
+            f"cannot load the kubeconfig: {exc}",
+            field="kubeconfig" if not context else "context",
+            value=context or kubeconfig,
+            fix="check the file and the context name (kubectl config get-contexts)",
+        ) from None
+
+
+def _error(exc: Exception, action: str) -> Exception:
+    """A typed error for a failed Kubernetes call, with the API server's Status message."""
+    from kubernetes.client.exceptions import ApiException
+
+    if not isinstance(exc, ApiException):
+        from urllib3.exceptions import HTTPError
+
+        if isinstance(exc, HTTPError | OSError):
+            return CloudError(
+                f"cannot {action}: the Kubernetes API did not answer ({type(exc).__name__})",
+                field="kubeconfig",
+                fix="check that the cluster is reachable (gcloud container clusters get-credentials) and try again",
+            )
+        return CloudError(
+            f"cannot {action}: unexpected answer from the Kubernetes API ({type(exc).__name__}: {exc})"
+        )
+    message = exc.reason or ""
+    try:
+        status = json.loads(exc.body or "{}")
+        message = status.get("message") or message
+    except (TypeError, ValueError):
+        pass
+    if exc.status == 404:
+        return NotFoundError(f"cannot {action}: {message}")
+    if exc.status in (401, 403):
+        return PermissionError_(
+            f"cannot {action}: {message}",
+            field="kubeconfig",
+            fix="use credentials with edit rights in the namespace (roles/container.developer)",
+        )
+    return CloudError(f"cannot {action}: HTTP {exc.status} {message}")
+
+
+class Kube:
+    """The calls the deployment needs, on one ``ApiClient``."""
+
+    def __init__(self, api_client: Any):
+        from kubernetes import client
+
+        self._client = client
+        self.api_client = api_client
+
+    def _api(self, kind: Kind) -> Any:
+        return getattr(self._client, kind.api)(self.api_client)
+
+    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, _request_timeout=TIMEOUT, **kwargs)
+        except Exception as exc:
+            raise _error(exc, action) from None
+
+    def read(self, kind_name: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as JSON, or None when it does not exist."""
+        kind = KINDS[kind_name]
+        api = self._api(kind)
+        try:
+            if kind.plural:
+                return self._call(
+                    f"read {kind_name} {name}", api.get_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, name
+                )  # fmt: skip
+            obj = self._call(
+                f"read {kind_name} {name}", getattr(api, f"read_namespaced_{kind.suffix}"), name, namespace
+            )
+        except NotFoundError:
+            return None
+        return self.api_client.sanitize_for_serialization(obj)
+
+    def apply(self, manifest: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
+        """Server-side apply ``manifest`` (``dryRun=All`` when ``dry_run``); the object the server returned."""
+        kind = KINDS[manifest["kind"]]
+        name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+        api = self._api(kind)
+        opts: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_content_type": APPLY}
+        if dry_run:
+            opts["dry_run"] = "All"
+        action = f"{'dry-run ' if dry_run else ''}apply {manifest['kind']} {name}"
+        if kind.plural:
+            obj = self._call(
+                action, api.patch_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, name, manifest, **opts
+            )  # fmt: skip
+            return obj
+        obj = self._call(
+            action, getattr(api, f"patch_namespaced_{kind.suffix}"), name, namespace, manifest, **opts
+        )
+        return self.api_client.sanitize_for_serialization(obj)
+
+    def list_ours(self, kind_name: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """Objects of ``kind_name`` in ``namespace`` matching ``label_selector`` (our labels)."""
+        kind = KINDS[kind_name]
+        api = self._api(kind)
+        action = f"list {kind_name} objects"
+        if kind.plural:
+            data = self._call(
+                action, api.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, label_selector=label_selector
+            )  # fmt: skip
+            return list(data.get("items") or [])
+        data = self._call(
+            action, getattr(api, f"list_namespaced_{kind.suffix}"), namespace, label_selector=label_selector
+        )
+        return list(self.api_client.sanitize_for_serialization(data).get("items") or [])
+
+    def delete(self, kind_name: str, namespace: str, name: str) -> None:
+        """Delete one object (foreground: a Deployment's pods go with it)."""
+        kind = KINDS[kind_name]
+        api = self._api(kind)
+        body = self._client.V1DeleteOptions(propagation_policy="Foreground")
+        if kind.plural:
+            self._call(
+                f"delete {kind_name} {name}", api.delete_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, name, body=body
+            )  # fmt: skip
+            return
+        self._call(
+            f"delete {kind_name} {name}",
+            getattr(api, f"delete_namespaced_{kind.suffix}"),
+            name,
+            namespace,
+            body=body,
+        )
+
+    def secret_keys(self, namespace: str, name: str) -> set[str] | None:
+        """The key names of a Secret (values are dropped at once, never returned), or None when missing."""
+        api = self._client.CoreV1Api(self.api_client)
+        try:
+            secret = self._call(f"read secret {name}", api.read_namespaced_secret, name, namespace)
+        except NotFoundError:
+            return None
+        return set((secret.data or {}).keys()) | set((secret.string_data or {}).keys())
+
+    def ready_pods(self, namespace: str, label_selector: str) -> tuple[int, int]:
+        """(ready, total) pods matching the selector."""
+        api = self._client.CoreV1Api(self.api_client)
+        pods = self._call("list pods", api.list_namespaced_pod, namespace, label_selector=label_selector)
+        ready = 0
+        for pod in pods.items:
+            conditions = (pod.status.conditions or []) if pod.status else []
+            ready += any(c.type == "Ready" and c.status == "True" for c in conditions)
+        return ready, len(pods.items)
