@@ -24,15 +24,17 @@ TARGET_LINES = 200_000
 
 
 def synthetic_log(target_lines: int = TARGET_LINES) -> str:
-    """Real fixture lines (success log body, then the OOM failure tail) repeated to ``target_lines``."""
+    """Real fixture lines (success log body repeated to ``target_lines``, ending with the OOM failure).
+
+    The failure comes last: a failure followed by a later ``Application startup complete`` is a boot
+    that recovered, not the root cause."""
     ok = (LOGS / "v6e1-e2b-boot-ok.log").read_text(encoding="utf-8").splitlines()
     oom = (LOGS / "v5e1-e2b-util095-program-oom.log").read_text(encoding="utf-8").splitlines()
     body = ok[:1000]
     lines: list[str] = []
-    while len(lines) + len(body) < target_lines - len(oom):
-        lines.extend(body)
+    while len(lines) < target_lines - len(oom):
+        lines.extend(body[: target_lines - len(oom) - len(lines)])
     lines.extend(oom)
-    lines.extend(body[: target_lines - len(lines)])
     return "\n".join(lines[:target_lines]) + "\n"
 
 

@@ -37,7 +37,7 @@ def test_pack_keeps_every_error_template_within_budget() -> None:
 
 def test_healthy_boot_has_no_root_cause() -> None:
     result = summarize_source(FileSource(str(FIXTURES / "logs" / "v6e1-boot-ok-export.json")))
-    assert result.root_cause is None and result.headline().startswith("No errors")
+    assert result.root_cause is None and result.headline().startswith("No failure after the last milestone")
 
 
 def test_helpers() -> None:

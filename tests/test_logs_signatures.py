@@ -1,4 +1,4 @@
-"""Known signatures: boot rules come from tpu_devops.logs.boot; operational rules from signatures.py."""
+"""One rule table for boot and operational signatures (tpu_devops.logs.rules via logs.signatures)."""
 
 from __future__ import annotations
 
@@ -43,15 +43,15 @@ def test_lines_match_their_signature(line: str, expected: str) -> None:
     assert sig is not None and sig.id == expected
 
 
-def test_boot_rules_are_reused_not_duplicated() -> None:
-    from tpu_devops.logs import boot
+def test_one_table_serves_boot_and_summary() -> None:
+    from tpu_devops.logs import boot, evidence
 
-    own = {s.id for s in signatures.SIGNATURES}
-    assert not own & {s.id for s in boot.BOOT_SIGNATURES}
+    assert boot.match_line is signatures.match_line  # the boot diagnosis reads the same table
+    assert evidence.sg is signatures
     wrapper = signatures.match("RuntimeError: Engine core initialization failed. See root cause above.")
     assert wrapper is not None and wrapper.weight < 0
     noise = signatures.match("Pin memory is not supported on TPU.")
-    assert noise is not None and noise.weight < 0
+    assert noise is not None and noise.weight < 0 and noise.kind == "noise"
 
 
 def test_vllm_kv_preemption_is_not_a_tpu_preemption() -> None:

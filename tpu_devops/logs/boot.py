@@ -2,31 +2,34 @@
 
 Public API (reused by the log summarizer and the Cloud Logging reader):
 
-- `BOOT_SIGNATURES`: known log signatures, each a compiled pattern with ``id``, ``severity``
-  (``error`` / ``warning`` / ``info`` / ``noise``), ``cause``, ``fix`` and ``source``. Listed most
-  specific first: the first error signature present is the root cause.
-- `match_line(line) -> list[Signature]`: the signatures one line matches.
 - `diagnose_boot_text(text) -> BootDiagnosis`: facts (vLLM version, non-default args, phase timeline,
-  HBM budget, KV tokens, compile seconds), findings, root cause, and a cross-check of the logged KV
-  pool against `sizing` for the same arguments.
+  HBM budget, KV tokens, compile seconds), findings, the boot state and its root cause, problems after
+  startup (serving), and a cross-check of the logged KV pool against `sizing` for the same arguments.
 - `diagnose_vllm_boot(log_text=None, path=None)`: the tool entry point.
 
-Performance: each signature lists literal ``anchors``; the whole buffer is scanned with ``str.find`` per
-anchor (C speed) and the pattern runs only on the lines that contain one, instead of a Python loop over
-every line. Facts are single ``re.search`` calls. Line numbers come from a bisect over newline offsets,
-so the work stays linear in the log size (``scripts/bench_planning.py``). Patterns never match across
-a newline.
+Findings come from `logs.scan` (one pass, the rule table of `logs.rules` read through
+`logs.signatures`, the same table `summarize_logs` reads): every failure event is explained by a rule or
+reported as an unrecognised failure with its line, line number and exception type; known noise is
+counted, never alarmed on. The verdict keeps boot state and serving apart:
 
-Sources of the strings: the three fixture logs (``fixtures/vllm-logs``), vLLM / tpu-inference / XLA /
-huggingface_hub error texts (cited per signature).
+- ``failed``: a failure logged after the last successful milestone (arguments parsed, weights loaded,
+  memory statistics, KV cache sized / initialized, engine ready, application startup complete), with
+  no later ``Application startup complete``. The root cause is the highest-weight finding (a known
+  rule beats the fallback, a wrapper or symptom comes last), the earliest on ties.
+- ``ready``: the server started. A failure after that is reported as ``after_start`` (requests rejected
+  for want of a chat template, an engine that died while serving), never as a boot failure, and the
+  headline never says plain "boot OK" while one exists.
+- ``incomplete``: no failure after the last milestone and no startup yet. Errors followed by later
+  progress are listed as ``recovered``.
+
+Performance: `logs.scan` finds candidate lines with ``str.find``; facts are single ``re.search`` calls;
+line numbers come from a bisect over newline offsets, so the work stays linear in the log size
+(``scripts/bench_planning.py``). Patterns never match across a newline.
 """
 
 from __future__ import annotations
 
-import ast
-import bisect
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -34,292 +37,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tpu_devops.errors import InputError
+from tpu_devops.logs import signatures as sg
+from tpu_devops.logs.scan import Event, Scan, Text, scan_text
+from tpu_devops.logs.signatures import match_line  # noqa: F401  (re-exported: one rule set)
 from tpu_devops.results import ToolResult
 from tpu_devops.untrusted import UntrustedContent, UntrustedData, fence, inline, untrusted_data
 
 SignatureSeverity = Literal["error", "warning", "info", "noise"]
+When = Literal["boot", "after start", "recovered"]
 MAX_LOG_BYTES = 512 * 1024 * 1024
-_FIX_UTIL = "--gpu-memory-utilization 0.92 (v5e: leave ~1.26 GiB above the cap for compiled programs)"
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A known log signature. ``pattern`` matches within one line (never across a newline)."""
-
-    id: str
-    severity: SignatureSeverity
-    pattern: re.Pattern[str]
-    anchors: tuple[str, ...]  # literal substrings; a matching line contains at least one (fast prefilter)
-    title: str
-    cause: str
-    fix: str
-    source: str
-
-
-def _sig(
-    id: str,
-    anchors: tuple[str, ...],
-    severity: SignatureSeverity,
-    pattern: str,
-    title: str,
-    cause: str,
-    fix: str,
-    source: str,
-) -> Signature:
-    return Signature(id, severity, re.compile(pattern), anchors, title, cause, fix, source)
-
-
-BOOT_SIGNATURES: list[Signature] = [
-    _sig(
-        "program-allocation-oom",
-        ("RuntimeProgramAllocationFailure",),
-        "error",
-        r"RuntimeProgramAllocationFailure",
-        "compiled program does not fit in HBM (after KV init)",
-        "--gpu-memory-utilization too high: the KV pool filled the cap and the HBM left above it cannot hold "
-        "the compiled XLA programs (0.95 on v5e leaves 0.79 GiB; 0.92 leaves 1.26 GiB)",
-        _FIX_UTIL,
-        "XLA error E0101; fixtures/vllm-logs/v5e1-e2b-util095-program-oom.log; seed (DESIGN §3)",
-    ),
-    _sig(
-        "smem-oom",
-        ("smem", "SMEM", "Smem"),
-        "error",
-        r"(?i:memory space smem|\bsmem\b[^\n]*(?:exhausted|exceed|out of memory)|(?:exhausted|exceed|out of memory)[^\n]*\bsmem\b)",
-        "compile ran out of SMEM",
-        "the per-request block table does not fit in the 1 MiB SMEM: a pinned small --block-size or a huge "
-        "--max-num-seqs x --max-model-len",
-        "drop --block-size and --max-num-seqs (tpu-inference sizes blocks to keep 512 per request)",
-        "tpu-inference PallasAttentionBackend.get_min_page_size (SMEM budget)",
-    ),
-    _sig(
-        "hbm-oom",
-        (
-            "memory space hbm",
-            "Error allocating device buffer",
-            "RESOURCE_EXHAUSTED: Out of memory",
-            "out of memory while trying",
-        ),
-        "error",
-        r"Ran out of memory in memory space hbm|Error allocating device buffer|RESOURCE_EXHAUSTED: Out of memory|out of memory while trying to allocate",
-        "HBM exhausted while loading or warming up",
-        "the weights plus temporaries exceed HBM (with weight quantization: the full-precision weights and "
-        "their quantized copies coexist during load)",
-        "serve bf16 weights without the quantization config, or use a larger accelerator type",
-        "XLA RESOURCE_EXHAUSTED texts; seed quantization runs (DESIGN §3)",
-    ),
-    _sig(
-        "weight-load-mismatch",
-        ("There is no module or parameter named",),
-        "error",
-        r"There is no module or parameter named '[^'\n]+' in \w+",
-        "checkpoint parameter has no place in the model",
-        "the weight-quantization path (qwix int8 on the abstract model) does not map this model's weights on "
-        "this vLLM/tpu-inference build",
-        "serve bf16: remove the quantization settings (additional_config quantization / --quantization)",
-        "vllm model_executor/models/utils.py _load_module ValueError; fixtures/vllm-logs/v5e1-e2b-qwix-int8-abstract-fail.log",
-    ),
-    _sig(
-        "chunked-mm-floor",
-        ("Chunked MM input disabled",),
-        "error",
-        r"Chunked MM input disabled but max_tokens_per_mm_item \(\d+\) is larger than max_num_batched_tokens \(\d+\)",
-        "batch budget smaller than one multimodal item",
-        "with --disable-chunked-mm-input a whole multimodal item must fit in one batch; Gemma 4 needs 2496 tokens",
-        "--max-num-batched-tokens 4096 (a power of two at or above the item size)",
-        "vLLM scheduler ValueError (encoder budget check); seed (DESIGN §3)",
-    ),
-    _sig(
-        "invalid-kv-cache-dtype",
-        ("argument --kv-cache-dtype",),
-        "error",
-        r"argument --kv-cache-dtype: invalid choice: '[^'\n]*'",
-        "--kv-cache-dtype value rejected by the CLI",
-        "the value is not one of vLLM's cache dtypes (int8 is not one)",
-        "drop --kv-cache-dtype (auto = bf16; fp8 gains nothing on v5e)",
-        "vLLM CacheDType (vllm/config/cache.py); seed (DESIGN §3)",
-    ),
-    _sig(
-        "hf-gated-repo",
-        ("GatedRepoError", "gated repo", "is restricted", "403 Client Error", "awaiting a review"),
-        "error",
-        r"GatedRepoError|Cannot access gated repo|Access to model \S+ is restricted|403 Client Error[^\n]*huggingface\.co|awaiting a review from the repo authors",
-        "Hugging Face: gated repository (403)",
-        "the token's account has not been granted access to the gated model (license not accepted, or the "
-        "request is pending)",
-        "accept the model's license on huggingface.co with the account that owns the token, then restart",
-        "huggingface_hub GatedRepoError text",
-    ),
-    _sig(
-        "hf-repo-not-found",
-        (
-            "RepositoryNotFoundError",
-            "Repository Not Found",
-            "404 Client Error",
-            "is not a valid model identifier",
-        ),
-        "error",
-        r"RepositoryNotFoundError|Repository Not Found for url: https://huggingface\.co|404 Client Error[^\n]*huggingface\.co|is not a valid model identifier listed on 'https://huggingface\.co/models'",
-        "Hugging Face: repository not found (404)",
-        "the model id is misspelled, or the repo is private and the request carried no valid token",
-        "check MODEL_NAME against the model page (e.g. google/gemma-4-E2B-it); for a private repo check the token",
-        "huggingface_hub RepositoryNotFoundError / transformers OSError texts",
-    ),
-    _sig(
-        "hf-unauthorized",
-        ("401 Client Error", "Invalid credentials", "Invalid user token", "Invalid username or password"),
-        "error",
-        r"401 Client Error[^\n]*huggingface\.co|Invalid credentials in Authorization header|Invalid user token|Invalid username or password",
-        "Hugging Face: token missing or invalid (401)",
-        "the container got no token or a revoked/mistyped one (the secret value, not access rights, is wrong)",
-        "store a valid read token in the Secret Manager secret (HF_SECRET_ID) and restart the VM",
-        "huggingface_hub HTTP 401 texts",
-    ),
-    _sig(
-        "hf-unreachable",
-        ("couldn't connect to 'https://huggingface.co'", "Max retries exceeded"),
-        "error",
-        r"We couldn't connect to 'https://huggingface\.co'|Max retries exceeded with url: [^\n]*huggingface\.co",
-        "Hugging Face unreachable",
-        "the VM has no route to huggingface.co (no external IP / Cloud NAT) or DNS failed",
-        "give the node an external IP or Cloud NAT, or pre-stage the weights",
-        "transformers / requests connection error texts",
-    ),
-    _sig(
-        "tool-parser-missing",
-        ("tool choice requires", "--tool-call-parser"),
-        "error",
-        r"\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser|--tool-call-parser[^\n]*must be (?:set|provided)",
-        "tool calling not enabled",
-        "the server was started without --enable-auto-tool-choice / --tool-call-parser, so tool requests get HTTP 400",
-        "--enable-auto-tool-choice --tool-call-parser gemma4 (and --reasoning-parser gemma4)",
-        "vLLM OpenAI server error text; DESIGN §3",
-    ),
-    _sig(
-        "tpu-busy",
-        ("TPU initialization failed", "Device or resource busy", "Unable to initialize backend"),
-        "error",
-        r"TPU initialization failed|open\(/dev/(?:vfio|accel)\d*[^\n]*Device or resource busy|Unable to initialize backend 'tpu'",
-        "TPU device unavailable",
-        "another process (an earlier container or a notebook) holds the TPU, or the runtime does not match the chip",
-        "stop the other container (docker ps; docker rm -f ...), then restart vLLM",
-        "libtpu / JAX backend initialization errors",
-    ),
-    _sig(
-        "cli-argument-error",
-        ("vllm serve: error:", "unrecognized arguments"),
-        "error",
-        r"vllm serve: error: [^\n]+|error: unrecognized arguments: [^\n]+",
-        "vLLM CLI rejected an argument",
-        "a flag name or value is invalid for this vLLM version",
-        "fix the flag named in the message (lint_vllm_flags checks the known traps)",
-        "argparse error text",
-    ),
-    _sig(
-        "engine-core-failed",
-        ("Engine core initialization failed", "EngineCore failed to start"),
-        "error",
-        r"Engine core initialization failed|EngineCore failed to start",
-        "engine core failed to start",
-        "see the first specific error before this line",
-        "read the root-cause finding above; if there is none, search the log for the first ERROR line",
-        "vllm v1 engine core startup",
-    ),
-    _sig(
-        "kv-fp8-auto-logged",
-        ("for FP8 KV cache",),
-        "info",
-        r"Automatically using fp8\w* for FP8 KV cache",
-        "fp8 KV cache announced",
-        "the platform logs an fp8 KV dtype; the Init kv-cache line shows what was really allocated",
-        "check regular_attn_dtype before counting on 2x capacity",
-        "fixtures/vllm-logs/v6e1-e2b-boot-ok.log",
-    ),
-    _sig(
-        "block-size-scaled",
-        ("to avoid SMEM OOM",),
-        "info",
-        r"Increase the page size from \d+ to \d+ to avoid SMEM OOM",
-        "KV block size scaled with max_model_len",
-        "tpu-inference keeps 512 blocks per request (harmless)",
-        "none needed",
-        "tpu-inference PallasAttentionBackend.get_min_page_size",
-    ),
-    _sig(
-        "vllm-c-missing",
-        ("Failed to import from vllm._C",),
-        "noise",
-        r"Failed to import from vllm\._C",
-        "vllm._C not present",
-        "CUDA kernels are not built in TPU images (harmless)",
-        "none needed",
-        "fixture logs",
-    ),
-    _sig(
-        "triton-absent",
-        ("Triton",),
-        "noise",
-        r"Triton is installed but 0 active driver|Triton not installed or not compatible|requires Triton",
-        "Triton unavailable",
-        "Triton is a GPU compiler; TPU builds do not use it (harmless)",
-        "none needed",
-        "fixture logs",
-    ),
-    _sig(
-        "pin-memory",
-        ("Pin memory is not supported",),
-        "noise",
-        r"Pin memory is not supported on TPU",
-        "pin memory unsupported",
-        "informational on TPU (harmless)",
-        "none needed",
-        "fixture logs",
-    ),
-    _sig(
-        "inductor-disabled",
-        ("Inductor compilation was disabled",),
-        "noise",
-        r"Inductor compilation was disabled",
-        "Inductor disabled",
-        "TPU compiles with XLA, not Inductor (harmless)",
-        "none needed",
-        "fixture logs",
-    ),
-    _sig(
-        "donated-buffers",
-        ("donated buffers were not usable",),
-        "noise",
-        r"Some donated buffers were not usable",
-        "JAX donated buffers unused",
-        "a JAX warning during precompile (harmless)",
-        "none needed",
-        "fixture logs",
-    ),
-    _sig(
-        "metadata-404",
-        ("metadata.google.internal",),
-        "noise",
-        r"metadata\.google\.internal[^\n]*\b404\b|\b404\b[^\n]*metadata\.google\.internal",
-        "metadata server 404",
-        "an optional metadata key is absent (harmless)",
-        "none needed",
-        "GCE metadata server",
-    ),
-]
-
-_BY_ID = {s.id: s for s in BOOT_SIGNATURES}
-_PRIORITY = {s.id: i for i, s in enumerate(BOOT_SIGNATURES)}
-
-
-def match_line(line: str) -> list[Signature]:
-    """The signatures (most specific first) that one log line matches."""
-    return [s for s in BOOT_SIGNATURES if any(a in line for a in s.anchors) and s.pattern.search(line)]
+MAX_FINDING_LINES = 50
 
 
 # ---- facts ---------------------------------------------------------------------------------------
 
 _TS = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d)")
-_SECRET_ARG = re.compile(r"(?:^|_)(?:key|token|secret|password)(?:$|_)", re.IGNORECASE)
 _FACTS: dict[str, re.Pattern[str]] = {
     "version": re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)"),
     "engine_version": re.compile(r"Initializing a V1 LLM engine \(v([^)\n]+)\)"),
@@ -345,32 +77,41 @@ _FACTS: dict[str, re.Pattern[str]] = {
     "compile_cache": re.compile(r"Enabling JAX compile cache"),
     "server_url": re.compile(r"Starting vLLM server on (http\S+)"),
     "startup_complete": re.compile(r"Application startup complete"),
-    "program": re.compile(
-        r"Error loading program '([^'\n]+)': Attempting to reserve ([\d.]+[KMGT]?i?B?) at the bottom of memory\. "
-        r"That was not possible\. There are ([\d.]+[KMGT]?i?B?) free"
-    ),
-    "chunked": re.compile(
-        r"max_tokens_per_mm_item \((\d+)\) is larger than max_num_batched_tokens \((\d+)\)"
-    ),
-    "bad_kv_dtype": re.compile(r"argument --kv-cache-dtype: invalid choice: '([^'\n]*)'"),
-    "missing_param": re.compile(r"There is no module or parameter named '([^'\n]+)' in (\w+)"),
 }
 
 
 class BootFinding(BaseModel):
-    """A classified finding: one signature (or a derived check) with where it was seen."""
+    """A classified finding: a rule of the table, the unrecognised-failure fallback, or a derived check."""
 
     id: str
     severity: SignatureSeverity
     signature: str | None = Field(
-        None, description="the BOOT_SIGNATURES id that matched (None: derived check)"
+        None,
+        description="the rule id of logs.rules that matched (None: unrecognised failure or derived check)",
+    )
+    kind: str | None = Field(
+        None, description="failure | symptom | wrapper | warning | info (None: derived check)"
+    )
+    scope: str | None = Field(None, description="boot | serving | cloud")
+    when: When | None = Field(
+        None,
+        description="boot: stopped the boot; after start: logged after Application startup complete; "
+        "recovered: later progress shows the boot went on",
     )
     title: str
     cause: str
     fix: str
     source: str
-    count: int = Field(1, description="matching lines")
+    count: int = Field(1, description="matching lines (failures: events)")
     first_line: int | None = Field(None, description="1-based line number of the first match")
+    lines: list[int] = Field(default_factory=list, description=f"line numbers (at most {MAX_FINDING_LINES})")
+    spans: list[tuple[int, int]] = Field(
+        default_factory=list, description="(first, last) line of each event, its traceback included"
+    )
+    exception_type: str | None = None
+    weight: int | None = Field(
+        None, description="rank as a root cause: rules 60-100, unrecognised 30-45, symptom 25, wrapper -60"
+    )
     timestamp: str | None = None
     excerpt: str | None = Field(None, description="first matching line, up to 300 characters")
     details: dict[str, str] = Field(default_factory=dict)
@@ -420,19 +161,23 @@ class CrossCheck(BaseModel):
 
 
 class BootDiagnosis(UntrustedContent, ToolResult):
-    """`diagnose_vllm_boot` result. Values copied from the log (excerpts, arguments, names) are untrusted
-    data (`tpu_devops.untrusted`); excerpts are fenced in the text rendering."""
+    """`diagnose_vllm_boot` result. Values copied from the log (excerpts, arguments, names, unrecognised
+    failure lines) are untrusted data (`tpu_devops.untrusted`); excerpts are fenced in the text rendering."""
 
     untrusted: UntrustedData = untrusted_data(
         "logs",
         "findings[].excerpt",
         "findings[].details",
         "root_cause.excerpt",
+        "root_cause.details",
+        "after_start.excerpt",
+        "after_start.details",
         "non_default_args",
         "model",
         "vllm_version",
         "tpu_type",
     )
+
     source: str
     lines: int
     status: Literal["ready", "failed", "incomplete"]
@@ -451,9 +196,17 @@ class BootDiagnosis(UntrustedContent, ToolResult):
     )
     compile_cache_enabled: bool
     cross_check: CrossCheck | None
-    root_cause: BootFinding | None
+    root_cause: BootFinding | None = Field(description="why the boot failed (status failed), else None")
+    after_start: BootFinding | None = Field(
+        None, description="the main failure logged after the server started (requests rejected, engine died)"
+    )
+    unrecognised: int = Field(0, description="failure findings no rule explains")
     findings: list[BootFinding]
     noise: dict[str, int] = Field(description="harmless known lines by signature id")
+    noise_lines: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description=f"line numbers of the harmless lines (at most {MAX_FINDING_LINES} each)",
+    )
 
     def recognised(self) -> bool:
         """False when nothing in the text is a vLLM boot line (a wrong file, a pasted non-log)."""
@@ -499,7 +252,8 @@ class BootDiagnosis(UntrustedContent, ToolResult):
         lines.append("timing: " + ", ".join(t for t in timing if t))
         for f in self.findings:
             where = f" (line {f.first_line}{f', x{f.count}' if f.count > 1 else ''})" if f.first_line else ""
-            lines.append(f"{f.severity.upper()} {f.title}{where}")
+            when = f" [{f.when}]" if f.when and f.when != "boot" else ""
+            lines.append(f"{f.severity.upper()}{when} {f.title}{where}")
             lines.append(f"  cause: {f.cause}")
             lines.append(f"  fix: {f.fix}")
             if f.excerpt:
@@ -509,38 +263,32 @@ class BootDiagnosis(UntrustedContent, ToolResult):
         return "\n".join(lines)
 
     def headline(self) -> str:
-        """Status and the root cause (or the pool size when it booted)."""
+        """Boot state and its cause; a failure after startup is said as such, never hidden by "boot OK"."""
         if self.root_cause:
-            return f"boot FAILED: {self.root_cause.title}. Fix: {self.root_cause.fix}"
+            rc = self.root_cause
+            where = f" (line {rc.first_line})" if rc.first_line else ""
+            return f"boot FAILED: {rc.title}{where}. Fix: {rc.fix}"
+        version = f"vLLM {self.vllm_version}" if self.vllm_version else "vLLM"
         if self.status == "ready":
             tokens = f", {self.budget.kv_tokens:,} KV tokens" if self.budget.kv_tokens else ""
-            return f"boot OK (vLLM {self.vllm_version}{tokens})"
-        return "boot incomplete: no failure and no 'Application startup complete' yet"
+            if self.after_start:
+                a = self.after_start
+                what = "requests fail" if a.scope == "serving" else "then it failed"
+                where = f" (line {a.first_line})" if a.first_line else ""
+                return f"boot OK ({version}{tokens}), but {what}: {a.title}{where}. Fix: {a.fix}"
+            recovered = sum(f.when == "recovered" for f in self.findings)
+            note = f"; {recovered} earlier error(s) did not stop it" if recovered else ""
+            return f"boot OK ({version}{tokens}){note}"
+        recovered = [f for f in self.findings if f.when == "recovered"]
+        if recovered:
+            return (
+                f"boot incomplete: no 'Application startup complete' yet; {len(recovered)} error(s) logged "
+                f"earlier (first line {recovered[0].first_line}) did not stop later progress"
+            )
+        return "boot incomplete: no failure logged and no 'Application startup complete' yet"
 
 
 # ---- scanning ------------------------------------------------------------------------------------
-
-
-class _Text:
-    """The log with fast offset -> line lookups."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._newlines: list[int] | None = None
-
-    @property
-    def newlines(self) -> list[int]:
-        if self._newlines is None:
-            self._newlines = [m.start() for m in re.finditer("\n", self.text)]
-        return self._newlines
-
-    def line_no(self, pos: int) -> int:
-        return bisect.bisect_right(self.newlines, pos - 1) + 1 if pos else 1
-
-    def line_at(self, pos: int) -> str:
-        start = self.text.rfind("\n", 0, pos) + 1
-        end = self.text.find("\n", pos)
-        return self.text[start : end if end >= 0 else len(self.text)]
 
 
 def _redact(line: str) -> str:
@@ -557,7 +305,7 @@ def _timestamp(line: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _timestamp_near(log: _Text, pos: int) -> str | None:
+def _timestamp_near(log: Text, pos: int) -> str | None:
     """The timestamp of the line at ``pos``, else of the closest earlier line (within 4 KiB)."""
     own = _timestamp(log.line_at(pos))
     if own:
@@ -581,78 +329,160 @@ def _num(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def _literal_dict(text: str) -> dict[str, Any]:
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return {"_unparsed": _redact(text[:500])}
-    if not isinstance(value, dict):
-        return {"_unparsed": _redact(text[:500])}
-    # vLLM logs --api-key among the non-default args: never pass a secret on.
-    return {k: "(redacted)" if _SECRET_ARG.search(str(k)) and v else v for k, v in value.items()}
-
-
-def _signature_hits(log: _Text, sig: Signature) -> list[int]:
-    """Sorted start offsets of the lines that match ``sig``: ``str.find`` on each anchor (fast, C),
-    then the pattern on just those lines. Linear in the text size."""
-    text = log.text
-    starts: set[int] = set()
-    for anchor in sig.anchors:
-        pos = text.find(anchor)
-        while pos >= 0:
-            start = text.rfind("\n", 0, pos) + 1
-            end = text.find("\n", pos)
-            end = len(text) if end < 0 else end
-            if start not in starts and sig.pattern.search(text, start, end):
-                starts.add(start)
-            pos = text.find(anchor, end)
-    return sorted(starts)
-
-
-def _find(log: _Text, key: str) -> re.Match[str] | None:
+def _find(log: Text, key: str) -> re.Match[str] | None:
     return _FACTS[key].search(log.text)
+
+
+def _unparsed_args(text: str) -> dict[str, Any]:
+    parsed = sg.parse_args_text(text)
+    return parsed if parsed else {"_unparsed": _redact(text[:500])}
+
+
+def _context(text: str, args: dict[str, Any]) -> sg.Context:
+    ctx = sg.context_from_args({k: v for k, v in args.items() if k != "_unparsed"})
+    if not ctx.quantized and "Qwix" in text and sg.QWIX_LINE.search(text):
+        ctx.quantized, ctx.quantization = True, ctx.quantization or "qwix"
+    return ctx
+
+
+def _when(scan: Scan, line: int, scope: str) -> When:
+    """Where a failure at ``line`` sits relative to the milestones (see the module docstring)."""
+    if scan.started_line and line > scan.started_line:
+        return "after start"
+    if scope == "serving":
+        return "after start"
+    if scan.last_ok_line and line < scan.last_ok_line:
+        return "recovered"
+    return "boot"
+
+
+def _event_reading(scan: Scan, ev: Event, ctx: sg.Context) -> sg.Reading:
+    hit = ev.best_hit()
+    if hit is not None:
+        return sg.explain(hit.sig, ev.groups(hit.sig), ctx)
+    kind = ev.kind if ev.kind in sg.FALLBACK else "error"
+    return sg.unrecognised(scan.line(ev.key_line), kind, line_no=ev.key_line)  # type: ignore[arg-type]
+
+
+_MASK = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _failure_findings(scan: Scan, ctx: sg.Context) -> tuple[list[BootFinding], dict[int, int]]:
+    """One finding per rule (or per distinct unrecognised line) and place; weights by id(finding)."""
+    merged: dict[tuple[str, str], BootFinding] = {}
+    weights: dict[int, int] = {}
+    for ev in scan.events:
+        reading = _event_reading(scan, ev, ctx)
+        when = _when(scan, ev.key_line, reading.scope)
+        body = sg.split_line(scan.line(ev.key_line)).body.strip()
+        key = (reading.id if reading.rule else "unrecognised:" + _MASK.sub("#", body)[:200], when)
+        span_start = ev.traceback_line or ev.key_line
+        found = merged.get(key)
+        if found is None:
+            pos = scan.log.text.find(scan.line(ev.key_line))
+            found = BootFinding(
+                id=reading.id,
+                severity="error" if when != "recovered" else "warning",
+                signature=reading.rule,
+                kind=reading.kind,
+                scope=reading.scope,
+                when=when,
+                title=reading.title,
+                cause=reading.cause,
+                fix=reading.fix,
+                source=reading.source,
+                count=0,
+                first_line=ev.key_line,
+                exception_type=ev.exception or reading.details.get("exception_type"),
+                timestamp=_timestamp_near(scan.log, max(pos, 0)),
+                excerpt=_redact(scan.line(ev.key_line).strip()[:300]),
+                details=reading.details,
+            )
+            merged[key] = found
+            weights[id(found)] = reading.weight
+        found.count += 1
+        if len(found.lines) < MAX_FINDING_LINES:
+            found.spans.append((span_start, ev.last))
+            found.lines.append(ev.key_line)
+    return list(merged.values()), weights
+
+
+def _point_wrappers(findings: list[BootFinding], weights: dict[int, int]) -> None:
+    """A wrapper ("See root cause above") or a bare exit status points at the specific failure."""
+    specific = [f for f in findings if f.kind == "failure" and f.severity == "error"]
+    for w in findings:
+        if w.kind not in ("wrapper", "symptom") or w.severity != "error":
+            continue
+        same = [f for f in specific if f.when == w.when]
+        before = [f for f in same if (f.first_line or 0) <= (w.first_line or 0)]
+        pool = before or same
+        if not pool:
+            continue
+        target = min(pool, key=lambda f: sg.root_key(weights[id(f)], f.first_line or 0))
+        line = target.first_line
+        w.details["cause_line"] = str(line)
+        w.title = f"{w.title} (cause at line {line})"
+        w.cause = f"{w.cause}; the specific error is at line {line}: {target.title}"
+        w.fix = f"fix the cause at line {line}: {target.fix}"
+
+
+def _best(findings: list[BootFinding], weights: dict[int, int], when: When) -> BootFinding | None:
+    pool = [f for f in findings if f.when == when and f.severity == "error" and f.kind != "info"]
+    return min(pool, key=lambda f: sg.root_key(weights[id(f)], f.first_line or 0)) if pool else None
+
+
+def _note_findings(scan: Scan, budget: LoggedBudget) -> list[BootFinding]:
+    """Info rules (fp8 announced, block size scaled, torchax path), one finding per rule."""
+    out: dict[str, BootFinding] = {}
+    for hit in scan.notes:
+        f = out.get(hit.sig.id)
+        if f is None:
+            reading = sg.explain(hit.sig, hit.groups)
+            pos = scan.log.text.find(scan.line(hit.line))
+            f = BootFinding(
+                id=reading.id,
+                severity=hit.sig.severity,
+                signature=hit.sig.id,
+                kind=hit.sig.kind,
+                scope=hit.sig.scope,
+                title=reading.title,
+                cause=reading.cause,
+                fix=reading.fix,
+                source=reading.source,
+                count=0,
+                first_line=hit.line,
+                timestamp=_timestamp_near(scan.log, max(pos, 0)),
+                excerpt=_redact(scan.line(hit.line).strip()[:300]),
+                details=reading.details,
+            )
+            out[hit.sig.id] = f
+        f.count += 1
+        if len(f.lines) < MAX_FINDING_LINES:
+            f.lines.append(hit.line)
+    fp8 = out.get("kv-fp8-auto-logged")
+    if fp8 is not None and budget.kv_dtype and not budget.kv_dtype.startswith(("fp8", "float8")):
+        fp8.id, fp8.title = "fp8-logged-bf16-allocated", f"fp8 KV announced but {budget.kv_dtype} allocated"
+        fp8.cause = (
+            f"the platform logged an fp8 KV dtype, but Init kv-cache allocated {budget.kv_dtype}: capacity is "
+            "the bf16 figure"
+        )
+        fp8.fix = "plan with bf16 KV (18,432 B/token for E2B); do not count on fp8 capacity"
+    return list(out.values())
 
 
 def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
     """Diagnose one vLLM TPU boot log (container output, any length). Never raises on odd input."""
-    log = _Text(text)
+    scan = scan_text(text)
+    log = scan.log
     first_ts_match = _TS.search(text)
     first_ts = first_ts_match.group(1) if first_ts_match else None
-
-    # Signatures: anchor prefilter (str.find) over the whole text, then the pattern on candidate lines.
-    findings: list[BootFinding] = []
-    noise: dict[str, int] = {}
-    for sig in BOOT_SIGNATURES:
-        hits = _signature_hits(log, sig)
-        if not hits:
-            continue
-        count, first_pos = len(hits), hits[0]
-        if sig.severity == "noise":
-            noise[sig.id] = count
-            continue
-        line = log.line_at(first_pos)
-        findings.append(
-            BootFinding(
-                id=sig.id,
-                severity=sig.severity,
-                signature=sig.id,
-                title=sig.title,
-                cause=sig.cause,
-                fix=sig.fix,
-                source=sig.source,
-                count=count,
-                first_line=log.line_no(first_pos),
-                timestamp=_timestamp_near(log, first_pos),
-                excerpt=_redact(line.strip()[:300]),
-            )
-        )
 
     # Facts.
     version = _find(log, "version") or _find(log, "engine_version")
     banner = _find(log, "banner_model")
     tpu = _find(log, "tpu")
     args_m = _find(log, "args")
-    args = _literal_dict(args_m.group(1)) if args_m else {}
+    args = _unparsed_args(args_m.group(1)) if args_m else {}
     model = str(args.get("model") or args.get("model_tag") or (banner.group(1) if banner else "")) or None
     budget = LoggedBudget()
     mem = _find(log, "memory")
@@ -679,8 +509,24 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
     engine = _find(log, "engine_init")
     warmups = [float(m.group(1)) for m in _FACTS["warmup"].finditer(text)]
     compile_s = float(engine.group(2)) if engine else (round(sum(warmups), 2) if warmups else None)
-    started = _find(log, "startup_complete")
-    failed = any(f.severity == "error" for f in findings)
+
+    # Findings: failures (rules and the fallback), info rules, noise.
+    ctx = _context(text, args)
+    findings, weights_of = _failure_findings(scan, ctx)
+    _point_wrappers(findings, weights_of)
+    for f in findings:
+        if f.id == "program-allocation-oom" and f.severity == "error":
+            if kv_init is not None and log.line_no(kv_init.start()) < (f.first_line or 0):
+                f.details["after"] = "KV cache init"
+            if budget.cap_gib and budget.total_hbm_gib:
+                f.details["hbm_above_cap_gib"] = f"{budget.total_hbm_gib - budget.cap_gib:.2f}"
+    root = _best(findings, weights_of, "boot")
+    after_start = _best(findings, weights_of, "after start")
+    started = scan.started_line is not None
+    status: Literal["ready", "failed", "incomplete"] = (
+        "failed" if root is not None else ("ready" if started else "incomplete")
+    )
+    findings.extend(_note_findings(scan, budget))
 
     # Phase timeline.
     phases: list[Phase] = []
@@ -715,21 +561,20 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
         engine,
         f"{engine.group(1)} s, compilation {engine.group(2)} s" if engine else None,
     )
-    phase("application startup complete", started)
-    root = _root_cause(findings)
-    if root is not None and root.first_line:
-        phases.append(
-            Phase(
-                phase="failure",
-                line=root.first_line,
-                timestamp=root.timestamp,
-                elapsed_s=_seconds(root.timestamp, first_ts),
-                detail=root.title,
+    phase("application startup complete", _find(log, "startup_complete"))
+    for name, cause in (("failure", root), ("failure after start", after_start)):
+        if cause is not None and cause.first_line:
+            phases.append(
+                Phase(
+                    phase=name,
+                    line=cause.first_line,
+                    timestamp=cause.timestamp,
+                    elapsed_s=_seconds(cause.timestamp, first_ts),
+                    detail=cause.title,
+                )
             )
-        )
     phases.sort(key=lambda p: p.line)
 
-    _refine(findings, log, args, budget, kv_init is not None)
     cross = _cross_check(model, tpu.group(1) if tpu else None, args, budget, _find(log, "max_len"))
     if cross is not None and abs(cross.deviation_pct) > 2:
         findings.append(
@@ -765,11 +610,11 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
             )
         )
     order = {"error": 0, "warning": 1, "info": 2, "noise": 3}
-    findings.sort(key=lambda f: (order[f.severity], _PRIORITY.get(f.signature or "", 999)))
-    root = _root_cause(findings)
-    status: Literal["ready", "failed", "incomplete"] = (
-        "failed" if failed else ("ready" if started else "incomplete")
+    findings.sort(
+        key=lambda f: (order[f.severity], *sg.root_key(weights_of.get(id(f), 0), f.first_line or 10**9))
     )
+    for f in findings:
+        f.weight = weights_of.get(id(f))
     return BootDiagnosis(
         source=source,
         lines=len(log.newlines) + (0 if text.endswith("\n") or not text else 1),
@@ -786,74 +631,12 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
         compile_cache_enabled=bool(_find(log, "compile_cache")),
         cross_check=cross,
         root_cause=root,
+        after_start=after_start,
+        unrecognised=sum(f.signature is None and f.kind == "failure" for f in findings),
         findings=findings,
-        noise=noise,
+        noise={k: len(v) for k, v in scan.noise.items()},
+        noise_lines={k: v[:MAX_FINDING_LINES] for k, v in scan.noise.items()},
     )
-
-
-def _root_cause(findings: list[BootFinding]) -> BootFinding | None:
-    errors = [f for f in findings if f.severity == "error"]
-    return min(errors, key=lambda f: _PRIORITY.get(f.signature or "", 999)) if errors else None
-
-
-def _refine(
-    findings: list[BootFinding], log: _Text, args: dict[str, Any], budget: LoggedBudget, kv_inited: bool
-) -> None:
-    """Attach extracted values and context-specific causes to the signature findings."""
-    quantized = "qwix" in str(args.get("additional_config", "")) or bool(args.get("quantization"))
-    util = args.get("gpu_memory_utilization")
-    for f in findings:
-        if f.id == "program-allocation-oom":
-            m = _find(log, "program")
-            if m:
-                f.details = {"program": m.group(1), "wanted": m.group(2), "free": m.group(3)}
-                f.title = f"program '{inline(m.group(1))}' needs {m.group(2)} but {m.group(3)} is free"
-            if kv_inited:
-                f.details["after"] = "KV cache init"
-            if util is not None:
-                f.details["gpu_memory_utilization"] = str(util)
-                if float(util) <= 0.92:
-                    f.cause = (
-                        f"compiled programs do not fit above the cap even at {util}: the model or batch "
-                        "buckets need more room"
-                    )
-                    f.fix = "lower --gpu-memory-utilization to 0.90 or lower --max-num-batched-tokens"
-            if budget.cap_gib and budget.total_hbm_gib:
-                f.details["hbm_above_cap_gib"] = f"{budget.total_hbm_gib - budget.cap_gib:.2f}"
-        elif f.id == "hbm-oom" and quantized:
-            f.id, f.title = "hbm-oom-quantization", "HBM exhausted by weight-quantization temporaries"
-            f.cause = "quantizing at load keeps full-precision weights and quantized copies in HBM at once"
-        elif f.id == "weight-load-mismatch":
-            m = _find(log, "missing_param")
-            if m:
-                f.details = {"parameter": m.group(1), "model_class": m.group(2)}
-            if quantized:
-                f.id, f.title = (
-                    "weight-quantization-unsupported",
-                    "weight-quantization path unsupported for this model",
-                )
-            else:
-                f.cause = "the checkpoint's parameter names do not match this vLLM build's model class"
-                f.fix = "use an image whose vLLM supports this checkpoint, or the model's original weights"
-        elif f.id == "chunked-mm-floor":
-            m = _find(log, "chunked")
-            if m:
-                f.details = {"mm_item_tokens": m.group(1), "max_num_batched_tokens": m.group(2)}
-        elif f.id == "invalid-kv-cache-dtype":
-            m = _find(log, "bad_kv_dtype")
-            if m:
-                f.details = {"value": m.group(1)}
-        elif (
-            f.id == "kv-fp8-auto-logged"
-            and budget.kv_dtype
-            and not budget.kv_dtype.startswith(("fp8", "float8"))
-        ):
-            f.id, f.title = "fp8-logged-bf16-allocated", f"fp8 KV announced but {budget.kv_dtype} allocated"
-            f.cause = (
-                f"the platform logged an fp8 KV dtype, but Init kv-cache allocated {budget.kv_dtype}: "
-                "capacity is the bf16 figure"
-            )
-            f.fix = "plan with bf16 KV (18,432 B/token for E2B); do not count on fp8 capacity"
 
 
 def _cross_check(
@@ -964,6 +747,9 @@ def read_export_text(path: str) -> tuple[str, int]:
             fix="pass a Cloud Logging export (gcloud logging read --format=json) or the container's plain-text "
             "output (docker logs vllm > boot.log); summarize_logs reads other exports",
         )
+    stamps = [e for e in (r.epoch() for r in records) if e is not None]
+    if len(stamps) > 1 and stamps[0] > stamps[-1]:
+        records.reverse()  # newest first (gcloud's order): entries with equal timestamps come out in order
     records.sort(key=lambda r: r.epoch() or 0.0)
     return "\n".join(r.message for r in records), len(records)
 

@@ -1,32 +1,48 @@
 """Root-cause ranking and the evidence pack: the summary a small model (or a person) reads first.
 
-Ranking (highest first): a known root-cause signature (`logs.signatures`, weight x 10), severity
-(rank x 20), an exception header line (``SomethingError: ...``, +200); traceback furniture (frames,
-``^^^`` markers, code lines, separators) -400, and wrapper lines ("See root cause above") carry a
-negative signature weight. Ties go to the earliest template: the first exception of a failure burst
-is usually the cause and the rest are consequences.
+Each template is read with the same rule table as `diagnose_vllm_boot` (`logs.rules` through
+`logs.signatures`), on its exemplars' full text:
+
+- a rule match gives the template its reading (cause, fix, the numbers read out) and the rule's weight
+  (failures 60-100, symptoms 25, wrappers -60, known noise -100: noise is never a root cause, whatever
+  its severity);
+- otherwise the fallback classifies the line by content and severity: an exception line (45), an
+  ERROR/CRITICAL line (40; an entry's own severity counts when the text has no level), a failure worded
+  at a lower level by a non-vLLM writer such as the startup-script runner (30: ``docker: Error response
+  from daemon ...`` is logged at INFO); these are "unrecognised failures", listed as such;
+- traceback furniture (frames, code lines, ``^^^`` markers, separators) ranks last (-400);
+- a failure whose last entry comes before the last boot milestone (``Application startup complete``,
+  KV cache sized, ...; `logs.rules.MILESTONES`) did not stop the boot: it is shown as recovered and is
+  not a root cause.
+
+Ranking: weight, then position (the earliest first: the first failure of a burst is usually the cause),
+then severity. The root cause is the first ranked template that is a failure; `diagnose_vllm_boot`
+picks the same one from the same text.
 
 The pack is plain text within a token budget (default 6,000; Gemma 4 E2B works best with short
 prompts). Tokens are the calibrated Gemma estimate of `tpu_devops.tokens` (log text runs 1.6-2.0
 characters per token: every digit and most punctuation is a token). Every distinct ERROR-or-worse
-template is always listed (compact form if needed); exemplars and lower-severity templates fill the
-rest of the budget in rank order.
+template and every failure template is always listed (compact form if needed); exemplars and the rest
+fill the budget in rank order. A line that reads like an instruction to an AI agent
+(`tpu_devops.untrusted`) ranks last and is never a root cause.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from tpu_devops.errors import InputError
+from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
 from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
-from tpu_devops.logs.signatures import Signature, SignatureHit, match
-from tpu_devops.logs.sources import LogSource
+from tpu_devops.logs.signatures import Reading, Signature, SignatureHit
+from tpu_devops.logs.sources import LogRecord, LogSource
 from tpu_devops.results import ToolResult
 from tpu_devops.tokens import estimate_tokens
 from tpu_devops.untrusted import (
@@ -52,8 +68,6 @@ _NOISE = re.compile(
     r"""|.*\($|[\w.]+(?:\(\))?(?:\.[\w]+)*\(.*\)$)"""
 )
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt)\b(?::|$)")
-# An injected instruction ranks below everything and is never a root cause (`tpu_devops.untrusted`).
-INJECTION_PENALTY = 10_000
 
 
 def is_noise(template: str) -> bool:
@@ -62,24 +76,34 @@ def is_noise(template: str) -> bool:
     return not text or (bool(_NOISE.match(text)) and not _EXCEPTION.match(text))
 
 
+FURNITURE_WEIGHT = -400
+RECOVERED_WEIGHT = 15  # below every failure, above ordinary lines
+# An injected instruction ranks below everything and is never a root cause (`tpu_devops.untrusted`).
+INJECTION_PENALTY = 10_000
+
+
 @dataclass
 class Ranked:
-    """A template with its score and the signature it matched (if any)."""
+    """A template with its reading (a rule's, or the unrecognised-failure fallback's) and its rank."""
 
     stats: TemplateStats
     score: float
     signature: Signature | None
+    reading: Reading | None = None
+    weight: int = 0
+    recovered: bool = False
     injection: bool = False  # reads like an instruction to an AI agent: data, never a finding
+
+    @property
+    def failure(self) -> bool:
+        """A failure, symptom or wrapper (known or unrecognised), not known noise."""
+        return self.reading is not None and self.reading.kind in ("failure", "symptom", "wrapper")
 
 
 def is_root_cause(r: Ranked) -> bool:
-    """True when ``r`` may be reported as a root cause: ERROR or worse, or a root-cause signature
-    (weight >= 50)."""
-    if r.injection:
-        return False
-    return SEVERITY_RANK.get(r.stats.severity, 0) >= ERROR_RANK or (
-        r.signature is not None and r.signature.weight >= 50
-    )
+    """True when ``r`` may be reported as a root cause: a failure (known or unrecognised) that later
+    boot progress does not contradict. Known noise never is, whatever its severity."""
+    return r.failure and not r.recovered and not r.injection
 
 
 def check_token_budget(token_budget: int) -> int:
@@ -91,60 +115,110 @@ def check_token_budget(token_budget: int) -> int:
     return int(token_budget)
 
 
-def _signature_of(t: TemplateStats) -> Signature | None:
-    found = [match(t.template)] + [match(e.message) for e in t.exemplars[:1]]
-    hits = [s for s in found if s is not None]
-    return max(hits, key=lambda s: s.weight) if hits else None
+def _read_template(t: TemplateStats, ctx: sg.Context) -> tuple[Reading | None, Signature | None, int]:
+    """(reading, rule, weight) of a template from its exemplars' full text."""
+    best: tuple[Reading, Signature] | None = None
+    for ex in t.exemplars or []:
+        for line in ex.message.splitlines() or [ex.message]:
+            for sig in sg.match_line(line):
+                m = sig.search(line)
+                if m is None:
+                    continue
+                if (
+                    best is None
+                    or sig.weight > best[1].weight
+                    or (sig.kind == "noise" and best[1].kind != "noise")
+                ):
+                    best = (sg.explain(sig, m.groupdict(), ctx), sig)
+                break
+    if best is None and not t.exemplars:
+        sig = sg.match(t.template)
+        if sig is not None:
+            best = (sg.explain(sig, {}, ctx), sig)
+    if best is not None:
+        return best[0], best[1], best[1].weight
+    ex = t.exemplars[0] if t.exemplars else None
+    message = ex.message if ex else t.template
+    parts = sg.split_line(message.splitlines()[0] if message else "")
+    if parts.level is None and SEVERITY_RANK.get(ex.severity if ex else t.severity, 0) >= ERROR_RANK:
+        parts = sg.LineParts(parts.proc, "ERROR", parts.src, parts.body)  # the entry's own severity
+    kind = sg.classify(parts)
+    if kind in ("furniture", "indented", "traceback"):
+        return None, None, FURNITURE_WEIGHT
+    if kind in sg.FALLBACK:
+        return sg.unrecognised(message.splitlines()[0], kind), None, sg.FALLBACK[kind]
+    return None, None, 0
 
 
-def rank(result: MiningResult) -> list[Ranked]:
-    """Templates ordered root cause first (see the module docstring for the score)."""
+def _position(t: TemplateStats, newest_first: bool) -> tuple[float, int]:
+    first = t.first_epoch if t.first_epoch is not None else math.inf
+    return (first, -t.last_order if newest_first else t.order)
+
+
+def _last_position(t: TemplateStats, newest_first: bool) -> tuple[float, int]:
+    last = t.last_epoch if t.last_epoch is not None else -math.inf
+    return (last, -t.order if newest_first else t.last_order)
+
+
+def context_of(result: MiningResult) -> sg.Context:
+    """The evidence context (logged arguments, quantization) from the templates' exemplars."""
+    return sg.context_from_lines(ex.message for t in result.templates for ex in t.exemplars)
+
+
+def rank(result: MiningResult, context: sg.Context | None = None) -> list[Ranked]:
+    """Templates ordered root cause first (see the module docstring)."""
+    ctx = context if context is not None else context_of(result)
+    down = result.newest_first
+    last_ok: tuple[float, int] | None = None
+    for t in result.templates:
+        if any(sg.milestone_of(ex.message) for ex in t.exemplars):
+            pos = _last_position(t, down)
+            last_ok = pos if last_ok is None or pos > last_ok else last_ok
     ranked: list[Ranked] = []
     for t in result.templates:
-        sig = _signature_of(t)
-        score = SEVERITY_RANK.get(t.severity, 0) * 20.0
-        if sig is not None:
-            score += sig.weight * 10
-        body = t.template.strip()
-        if _EXCEPTION.match(body):
-            score += 200
-        elif is_noise(body):
-            score -= 400
-        injection = looks_like_instruction(t.template) or any(
-            looks_like_instruction(e.message) for e in t.exemplars
-        )
-        if injection:
-            score -= INJECTION_PENALTY
-        ranked.append(Ranked(t, score, sig, injection))
+        reading, sig, weight = _read_template(t, ctx)
+        r = Ranked(t, 0.0, sig, reading, weight)
+        if r.failure and last_ok is not None and _last_position(t, down) < last_ok:
+            r.recovered = True
+        effective = min(weight, RECOVERED_WEIGHT) if r.recovered else weight
+        r.score = effective * 100.0 + SEVERITY_RANK.get(t.severity, 0)
+        ranked.append(r)
     ranked.sort(
         key=lambda r: (
-            -r.score,
-            r.stats.first_epoch if r.stats.first_epoch is not None else math.inf,
-            r.stats.order,
+            (-(min(r.weight, RECOVERED_WEIGHT) if r.recovered else r.weight), _position(r.stats, down))
+            + (-SEVERITY_RANK.get(r.stats.severity, 0),)
         )
     )
     return ranked
 
 
+def root_of(ranked: list[Ranked]) -> Ranked | None:
+    """The root-cause template: the first ranked one that `is_root_cause`."""
+    return next((r for r in ranked if is_root_cause(r)), None)
+
+
 def signature_hits(ranked: list[Ranked]) -> list[SignatureHit]:
-    """Matched signatures (highest weight first), each with its templates and example insertIds."""
+    """Matched rules (highest weight first), each with its templates and example insertIds."""
     hits: dict[str, SignatureHit] = {}
     for r in ranked:
-        sig = r.signature
-        if sig is None:
+        sig, reading = r.signature, r.reading
+        if sig is None or reading is None:
             continue
-        hit = hits.get(sig.id)
+        hit = hits.get(reading.id)
         if hit is None:
             hit = SignatureHit(
-                id=sig.id,
+                id=reading.id,
                 category=sig.category,
-                title=sig.title,
+                title=reading.title,
                 weight=sig.weight,
-                cause=sig.cause,
-                fix=sig.fix,
-                source=sig.source,
+                cause=reading.cause,
+                fix=reading.fix,
+                source=reading.source,
+                kind=sig.kind,
+                scope=sig.scope,
+                details=reading.details,
             )
-            hits[sig.id] = hit
+            hits[reading.id] = hit
         hit.templates.append(r.stats.id)
         hit.count += r.stats.count
         for ex in r.stats.exemplars:
@@ -191,6 +265,11 @@ class EvidencePack(BaseModel):
     insert_ids: list[str]
 
 
+def _must_list(r: Ranked) -> bool:
+    """Listed whatever the budget: ERROR-or-worse templates and every failure template."""
+    return SEVERITY_RANK.get(r.stats.severity, 0) >= ERROR_RANK or r.failure
+
+
 def build_pack(
     result: MiningResult,
     ranked: list[Ranked],
@@ -225,19 +304,34 @@ def _fill_pack(
         f"SOURCE {source}".rstrip(),
         f"WINDOW {result.first_seen or '?'} .. {result.last_seen or '?'}{minutes}; {result.total} entries: {sev}",
     ]
-    if ranked and is_root_cause(ranked[0]):
-        top = ranked[0]
-        head.append(f"TOP CANDIDATE {top.stats.id}" + (f" ({top.signature.title})" if top.signature else ""))
+    root = root_of(ranked)
+    if root is not None:
+        what = root.reading.title if root.reading else root.stats.template[:100]
+        head.append(f"TOP CANDIDATE {root.stats.id} ({what})")
     if hits:
         head.append("KNOWN SIGNATURES (strongest first)")
         for h in hits[:6]:
+            if h.kind == "noise":
+                continue
             head.append(
                 f"- {h.id}: {h.title}; cause: {h.cause}; fix: {h.fix}; templates {','.join(h.templates[:5])}; "
                 f"entries {','.join(h.insert_ids[:3])}"
             )
+    unknown = [r for r in ranked if r.failure and r.signature is None]
+    if unknown:
+        head.append("UNRECOGNISED FAILURES (no rule explains them; read them)")
+        for r in unknown[:6]:
+            state = " (recovered: later progress)" if r.recovered else ""
+            head.append(f"- {r.stats.id}{state}: {neutralize((r.reading.title if r.reading else '')[:200])}")
+    noise = [h for h in hits if h.kind == "noise"]
+    if noise:
+        head.append(
+            "KNOWN HARMLESS (never a root cause): "
+            + ", ".join(f"{h.id} {','.join(h.templates[:3])}" for h in noise)
+        )
     head.append("TEMPLATES (root cause first; [insertId] exemplars)")
     used = sum(len(x) + 1 for x in head)
-    errors = [r for r in ranked if SEVERITY_RANK.get(r.stats.severity, 0) >= ERROR_RANK]
+    errors = [r for r in ranked if _must_list(r)]
     width = 160
     compact_cost = sum(len(_template_line(r.stats, result, width)) + 1 for r in errors)
     while used + compact_cost > budget_chars and width > 30:
@@ -250,9 +344,9 @@ def _fill_pack(
     omitted = 0
     for r in ranked:
         t = r.stats
-        is_error = SEVERITY_RANK.get(t.severity, 0) >= ERROR_RANK
+        is_error = _must_list(r)
         line = _template_line(t, result, width if is_error else min(width, 140))
-        ex_lines = [] if is_noise(t.template) and not r.signature else _exemplar_lines(t, 220)
+        ex_lines = [] if r.weight == FURNITURE_WEIGHT else _exemplar_lines(t, 220)
         full = len(line) + 1 + sum(len(x) + 1 for x in ex_lines)
         if is_error:
             reserved -= len(line) + 1
@@ -283,7 +377,7 @@ def _fill_pack(
 
 
 class RootCause(BaseModel):
-    """The top-ranked template and what it means (when a signature matched)."""
+    """The root-cause template and what it means: a rule's reading, or an unrecognised failure."""
 
     template_id: str
     template: str
@@ -292,18 +386,46 @@ class RootCause(BaseModel):
     first_seen: str
     insert_ids: list[str]
     signature: str | None = None
+    kind: str | None = None
+    scope: str | None = None
     title: str | None = None
     cause: str | None = None
     fix: str | None = None
+    details: dict[str, str] = {}
+    exception_type: str | None = None
+    line: str | None = None
+
+
+class FailureView(BaseModel):
+    """A failure template no rule explains (listed, never dropped)."""
+
+    template_id: str
+    severity: str
+    count: int
+    first_seen: str
+    line: str
+    exception_type: str | None = None
+    recovered: bool = False
+    insert_ids: list[str] = []
 
 
 class SummaryResult(UntrustedContent, ToolResult):
     """Template summary of a log source: root cause first, signatures, ranked templates, evidence. Templates,
-    exemplars and the evidence text are log text: untrusted data, fenced in the text rendering."""
+    exemplars, failure lines and the evidence text are log text: untrusted data, fenced in the text
+    rendering."""
 
     untrusted: UntrustedData = untrusted_data(
-        "logs", "root_cause.template", "templates[].template", "templates[].exemplars", "evidence"
+        "logs",
+        "root_cause.template",
+        "root_cause.line",
+        "root_cause.details",
+        "signatures[].details",
+        "unrecognised[].line",
+        "templates[].template",
+        "templates[].exemplars",
+        "evidence",
     )
+
     source: str
     entries: int
     templates_total: int
@@ -312,6 +434,8 @@ class SummaryResult(UntrustedContent, ToolResult):
     severities: dict[str, int]
     root_cause: RootCause | None = None
     signatures: list[SignatureHit] = []
+    unrecognised: list[FailureView] = []
+    noise: dict[str, int] = {}
     templates: list[TemplateView] = []
     evidence_tokens: int = 0
     suspected_injection: list[str] = Field(
@@ -322,9 +446,16 @@ class SummaryResult(UntrustedContent, ToolResult):
 
     def headline(self) -> str:
         if self.root_cause is None:
-            return f"No errors or known failure signatures in {self.entries} entries ({self.templates_total} templates)"
+            recovered = sum(u.recovered for u in self.unrecognised)
+            tail = (
+                f"; {recovered} earlier failure template(s) did not stop later progress" if recovered else ""
+            )
+            return (
+                f"No failure after the last milestone in {self.entries} entries ({self.templates_total} templates)"
+                + tail
+            )
         rc = self.root_cause
-        # A template without a signature is only log text: quoted inside the delimiters.
+        # A template without a reading is only log text: quoted inside the delimiters.
         what = rc.title or inline(rc.template[:100])
         return f"Root cause candidate {rc.template_id}: {what} (x{rc.count}, first {rc.first_seen or '?'})"
 
@@ -348,10 +479,15 @@ class Summary:
 
 
 def summarize_mining(
-    result: MiningResult, *, source: str, token_budget: int = DEFAULT_TOKEN_BUDGET
+    result: MiningResult,
+    *,
+    source: str,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    context: sg.Context | None = None,
 ) -> Summary:
-    """Rank, match signatures and pack an already-mined result."""
-    ranked = rank(result)
+    """Rank, match rules and pack an already-mined result (``context``: the logged arguments, else read
+    from the exemplars)."""
+    ranked = rank(result, context)
     hits = signature_hits(ranked)
     pack = build_pack(result, ranked, hits, token_budget=token_budget, source=source)
     return Summary(result, ranked, hits, pack)
@@ -361,8 +497,9 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
     """The `SummaryResult` tools return."""
     result = summary.mining
     root = None
-    if summary.ranked and is_root_cause(summary.ranked[0]):
-        r = summary.ranked[0]
+    r = root_of(summary.ranked)
+    if r is not None and r.reading is not None:
+        first = r.stats.exemplars[0].message.splitlines()[0] if r.stats.exemplars else r.stats.template
         root = RootCause(
             template_id=r.stats.id,
             template=r.stats.template,
@@ -370,12 +507,33 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
             count=r.stats.count,
             first_seen=r.stats.first_seen,
             insert_ids=[e.insert_id for e in r.stats.exemplars],
-            signature=r.signature.id if r.signature else None,
-            title=r.signature.title if r.signature else None,
-            cause=r.signature.cause if r.signature else None,
-            fix=r.signature.fix if r.signature else None,
+            signature=r.reading.id if r.signature else None,
+            kind=r.reading.kind,
+            scope=r.reading.scope,
+            title=r.reading.title,
+            cause=r.reading.cause,
+            fix=r.reading.fix,
+            details=r.reading.details,
+            exception_type=r.reading.details.get("exception_type"),
+            line=first[:500],
         )
-    suspected = [r.stats.id for r in summary.ranked if r.injection]
+    unknown = [
+        FailureView(
+            template_id=x.stats.id,
+            severity=x.stats.severity,
+            count=x.stats.count,
+            first_seen=x.stats.first_seen,
+            line=(x.stats.exemplars[0].message.splitlines()[0] if x.stats.exemplars else x.stats.template)[
+                :500
+            ],
+            exception_type=x.reading.details.get("exception_type") if x.reading else None,
+            recovered=x.recovered,
+            insert_ids=[e.insert_id for e in x.stats.exemplars],
+        )
+        for x in summary.ranked
+        if x.failure and x.signature is None
+    ]
+    suspected = [x.stats.id for x in summary.ranked if x.injection]
     if suspected:
         notices = [*notices, injection_notice(suspected, "templates")]
     return SummaryResult(
@@ -386,8 +544,10 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
         last_seen=result.last_seen,
         severities=result.severities,
         root_cause=root,
-        signatures=summary.hits,
-        templates=[result.view(r.stats) for r in summary.ranked[:top]],
+        signatures=[h for h in summary.hits if h.kind != "noise"],
+        unrecognised=unknown,
+        noise={h.id: h.count for h in summary.hits if h.kind == "noise"},
+        templates=[result.view(x.stats) for x in summary.ranked[:top]],
         evidence_tokens=summary.pack.tokens,
         suspected_injection=suspected,
         notices=notices,
@@ -395,14 +555,26 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
     )
 
 
+def _observe(pages: Iterable[list[LogRecord]], lines: list[str]) -> Iterator[list[LogRecord]]:
+    """Pass pages through, keeping the lines that give the context (arguments, quantization)."""
+    for page in pages:
+        for record in page:
+            msg = record.message
+            if ("non-default args:" in msg and not lines) or ("Qwix" in msg and len(lines) < 20):
+                lines.append(msg)
+        yield page
+
+
 def summarize_source(source: LogSource, *, token_budget: int = DEFAULT_TOKEN_BUDGET) -> SummaryResult:
     """Mine a whole source (streaming its pages) and return the ranked summary.
 
     Raises whatever the source raises (InputError for unreadable files, cloud errors).
     """
-    result = mine(source.pages())
+    context_lines: list[str] = []
+    result = mine(_observe(source.pages(), context_lines))
     name = source.describe()
-    summary = summarize_mining(result, source=name, token_budget=token_budget)
+    context = sg.context_from_lines(context_lines) if context_lines else None
+    summary = summarize_mining(result, source=name, token_budget=token_budget, context=context)
     notices = []
     if source.truncated:
         notices.append("stopped at max_entries; the summary covers the newest entries read")

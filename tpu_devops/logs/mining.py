@@ -37,7 +37,7 @@ MASKS: list[tuple[str, str]] = [
     (r"\b\d+(?:\.\d+)?(?:[KMGT]i?B?|B|ms|s|%)?(?![\w.>])", "NUM"),
 ]
 _DIGIT = re.compile(r"\d")
-MAX_EXEMPLAR_CHARS = 300
+MAX_EXEMPLAR_CHARS = 2000  # long enough for the numbers at the end of an XLA or vLLM error line
 CACHE_LIMIT = 200_000
 
 
@@ -62,7 +62,7 @@ class TemplateStats:
         count: entries matched.
         severity: the highest severity seen; ``severities`` counts each.
         first_seen, last_seen: RFC 3339 strings ('' when unknown); ``first_epoch``/``last_epoch`` seconds.
-        order: index of the first entry in the input (stream order).
+        order: index of the first entry in the input (stream order); ``last_order`` of the latest.
         exemplars: the first and the latest entry (at most two).
     """
 
@@ -76,6 +76,7 @@ class TemplateStats:
     first_epoch: float | None = None
     last_epoch: float | None = None
     order: int = 0
+    last_order: int = 0
     exemplars: list[Exemplar] = field(default_factory=list)
     template: str = ""
 
@@ -103,6 +104,7 @@ class MiningResult:
     first_seen: str
     last_seen: str
     window_s: float | None
+    newest_first: bool = False  # the input listed newer entries first (gcloud logging read's order)
 
     def rate_per_min(self, t: TemplateStats) -> float | None:
         """Entries per minute of ``t`` over the analysed window (None without timestamps)."""
@@ -155,6 +157,8 @@ class LogMiner:
         self._seen = 0
         self._first: tuple[float, str] | None = None
         self._last: tuple[float, str] | None = None
+        self._prev_epoch: float | None = None
+        self._steps = [0, 0]  # timestamps going down, going up from one entry to the next
 
     def cluster_of(self, body: str) -> int:
         """Drain cluster id for a message body (masking + cache + tree)."""
@@ -177,6 +181,7 @@ class LogMiner:
         if stats is None:
             stats = TemplateStats(id=f"T{len(self._stats) + 1}", cluster_id=cid, order=self._seen)
             self._stats[cid] = stats
+        stats.last_order = self._seen
         self._seen += 1
         sev = record.severity
         stats.count += 1
@@ -186,6 +191,9 @@ class LogMiner:
             stats.severity = sev
         epoch = parse_epoch(record.timestamp) if record.timestamp else None
         if epoch is not None:
+            if self._prev_epoch is not None and epoch != self._prev_epoch:
+                self._steps[epoch > self._prev_epoch] += 1
+            self._prev_epoch = epoch
             if stats.first_epoch is None or epoch < stats.first_epoch:
                 stats.first_epoch, stats.first_seen = epoch, record.timestamp
             if stats.last_epoch is None or epoch >= stats.last_epoch:
@@ -228,6 +236,7 @@ class LogMiner:
             first_seen=first,
             last_seen=last,
             window_s=window,
+            newest_first=self._steps[0] > self._steps[1],
         )
 
 

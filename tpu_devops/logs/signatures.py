@@ -1,103 +1,575 @@
-"""Known failure signatures: what a matching log line means, how sure we are, and the fix.
+"""How a log line is read: the rule table (`logs.rules`), the unrecognised-failure fallback, and the
+evidence-conditioned reading of a match. Used by `diagnose_vllm_boot` and `summarize_logs` alike.
 
-Two rule sets are consulted:
+- `split_line`: a line's process tag, level and body, whatever the logger (vLLM old and new prefixes,
+  absl/glog ``E0807 ...] ``, Python ``ERROR:root:``, uvicorn ``INFO:``, ``docker logs --timestamps``).
+- `match_line` / `match`: the rules a line matches, most specific (highest weight) first.
+- `classify`: what an unmatched line is: traceback furniture, an exception header, an ERROR/CRITICAL
+  line, a failure worded at a lower level (``startup-script: docker: Error response ...`` is INFO), or
+  nothing. `FALLBACK` gives each class its weight: an exception (45) outranks an ERROR line (40), a
+  traceback with no exception line (35) and failure words at INFO (30); every rule of kind ``failure``
+  (60-100) outranks them all, a symptom (25) or wrapper (-60) ranks below them.
+- `explain`: the reading of a match: the numbers read out (needed vs available GiB, the estimated
+  maximum length ...) and a cause/fix conditioned on them and on the logged arguments (a quantization
+  config is named in a fix only when the log shows one).
+- `root_key`: the order of root-cause candidates: weight first, then position (the first failure of a
+  burst is usually the cause, the rest consequences).
 
-1. The vLLM boot-diagnosis rules of `tpu_devops.logs.boot` (``BOOT_SIGNATURES`` / ``match_line``),
-   owned by the planning issue, used as they are (HBM OOM, Hugging Face 401/403/404, weight loading,
-   the engine-core wrapper ...), so the two never disagree.
-2. The operational rules here (``SIGNATURES``): preemption / maintenance events, quota and capacity
-   errors, and a provisioning model the zone does not offer.
-
-``weight`` orders root causes: a root cause (weight >= 50) outranks a symptom; a wrapper has a
-negative weight so it is never reported first. Sources of the strings are cited per rule.
+Sources of the wordings are cited per rule in `logs.rules`.
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from tpu_devops.logs import boot
+from tpu_devops.logs.rules import BY_ID, MILESTONES, SIGNATURES, Milestone, Signature
+from tpu_devops.untrusted import inline
+
+__all__ = [
+    "BY_ID",
+    "FALLBACK",
+    "MILESTONES",
+    "SIGNATURES",
+    "Context",
+    "LineClass",
+    "LineParts",
+    "Reading",
+    "Signature",
+    "SignatureHit",
+    "classify",
+    "context_from_args",
+    "context_from_lines",
+    "explain",
+    "match",
+    "match_line",
+    "milestone_of",
+    "parse_args_text",
+    "split_line",
+    "unrecognised",
+]
+
+# ---- line anatomy ----------------------------------------------------------------------------------
+
+_LEVELS = {
+    "DEBUG": "DEBUG",
+    "INFO": "INFO",
+    "WARNING": "WARNING",
+    "WARN": "WARNING",
+    "ERROR": "ERROR",
+    "CRITICAL": "CRITICAL",
+    "FATAL": "CRITICAL",
+    "I": "INFO",
+    "W": "WARNING",
+    "E": "ERROR",
+    "F": "CRITICAL",
+}
+_PREFIX = re.compile(
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?\s+)?"  # docker logs --timestamps
+    r"(?:\((?P<proc>[^()\n]{1,60}?)(?: pid=\d+)?\) ?)?"  # (EngineCore_DP0 pid=283); keeps indentation
+    r"(?:"
+    r"\s*(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?\s+"
+    r"\[?(?P<src>[\w./<>-]+:\d+)\]\s?"  # vLLM: "ERROR 07-17 10:21:33 [core.py:586] " (old: "core.py:586] ")
+    r"|(?P<glevel>[IWEF])\d{4} [\d:.]+\s+\d+\s+(?P<gsrc>[\w./-]+:\d+)\]\s?"  # absl/glog
+    r"|(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+:|\s+)"  # logging.basicConfig / uvicorn
+    r")?"
+)
+_STARTUP = re.compile(r"^(?:startup-script|Metadata key\(\"startup-script\"\)[^:]*):\s?")
 
 
 @dataclass(frozen=True)
-class Signature:
-    """One rule. ``pattern`` is searched (not matched) in a message body."""
+class LineParts:
+    """A log line split into its logger prefix and body (``level`` None: no level in the text)."""
+
+    proc: str | None
+    level: str | None
+    src: str | None
+    body: str
+
+
+def split_line(line: str) -> LineParts:
+    """``(EngineCore pid=1) ERROR 06-03 07:41:11 [core.py:1184] msg`` -> proc, ERROR, core.py:1184, msg."""
+    m = _PREFIX.match(line)
+    if not m or not m.end():
+        body = _STARTUP.sub("", line, count=1)
+        return LineParts(None, None, None, body)
+    raw = m.group("level") or m.group("glevel") or m.group("plevel")
+    body = _STARTUP.sub("", line[m.end() :], count=1)
+    return LineParts(
+        m.group("proc"), _LEVELS.get(raw) if raw else None, m.group("src") or m.group("gsrc"), body
+    )
+
+
+# ---- the rule table ----------------------------------------------------------------------------------
+
+
+def match_line(line: str) -> list[Signature]:
+    """The rules one line matches, highest weight (most specific) first."""
+    found = [s for s in SIGNATURES if s.search(line)]
+    found.sort(key=lambda s: -s.weight)
+    return found
+
+
+def match(text: str) -> Signature | None:
+    """The highest-weight rule found in ``text`` (a message body, any number of lines), or None."""
+    best: Signature | None = None
+    for line in text.splitlines() or [text]:
+        for sig in match_line(line):
+            if best is None or sig.weight > best.weight:
+                best = sig
+            break
+    return best
+
+
+def milestone_of(line: str) -> Milestone | None:
+    """The boot milestone ``line`` logs (progress past every earlier error), or None."""
+    for m in MILESTONES:
+        if m.anchor in line and m.pattern.search(line):
+            return m
+    return None
+
+
+# ---- the fallback for lines no rule explains -----------------------------------------------------------
+
+LineClass = Literal["furniture", "traceback", "indented", "exception", "error", "failure_words"]
+FALLBACK: dict[str, int] = {"exception": 45, "error": 40, "traceback": 35, "failure_words": 30}
+FALLBACK_ANCHORS = (
+    "ERROR",
+    "CRITICAL",
+    "FATAL",
+    "Error",
+    "Exception",
+    "Traceback",
+    "Failure",
+    "NotFound",
+    "error",
+    "failed",
+    "Failed",
+    "fatal",
+    "exit status",
+    "denied",
+    "panic",
+)
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):?\s*$")
+_FURNITURE = re.compile(
+    r"""^\s*(?:$|File "[^"\n]*", line \d+|[\^~]+\s*$|[-=]{3,}\s*$|"""
+    r"""The above exception was the direct cause|During handling of the above exception|"""
+    r"""For simplicity, JAX has removed|Process [\w-]+:\s*$|\.\.\.\s*$|\[Previous line repeated)"""
+)
+EXCEPTION = re.compile(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*?(?:Error|Exception|Failure|Exit|Interrupt|NotFound|Abort|Aborted|"
+    r"Timeout|Fault))(?::\s|:$|$)"
+)
+_FAILURE_WORDS = re.compile(
+    r"(?i)\b(?:error|errors|failed|failure|fatal|panic|denied|exit status [1-9]\d*|exited with code [1-9]\d*)\b"
+)
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
+
+
+def classify(parts: LineParts) -> LineClass | None:
+    """What a line no rule explains is (None: an ordinary line).
+
+    Furniture and indented lines belong to the traceback or exception around them; the caller decides
+    by position. A failure worded at INFO counts only on lines without a vLLM level: vLLM's own INFO
+    lines are deliberate, a startup-script or container line is not triaged by the runner's severity.
+    """
+    body = parts.body
+    if _TRACEBACK.match(body):
+        return "traceback"
+    if _FURNITURE.match(body):
+        return "furniture"
+    stripped = body.strip()
+    if EXCEPTION.match(stripped) and not stripped.split(":", 1)[0].endswith("Warning"):
+        return "exception"
+    if body[:1].isspace():
+        return "indented"
+    if parts.level in _ERROR_LEVELS:
+        return "error"
+    if parts.level is None and _FAILURE_WORDS.search(body):
+        return "failure_words"
+    return None
+
+
+def exception_type(body: str) -> str | None:
+    """``jax.errors.JaxRuntimeError`` for an exception header line, else None."""
+    m = EXCEPTION.match(body.strip())
+    return m.group("type") if m else None
+
+
+# ---- context: what else the log says (arguments, platform) ---------------------------------------------
+
+_SECRET_ARG = re.compile(r"(?:^|_)(?:key|token|secret|password)(?:$|_)", re.IGNORECASE)
+_ARGS = re.compile(r"non-default args: (\{[^\n]*\})")
+
+
+def parse_args_text(text: str) -> dict[str, Any]:
+    """The ``{...}`` of vLLM's ``non-default args:`` line as a dict (secrets replaced); {} if unparsable."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    # vLLM logs --api-key among the non-default args: never pass a secret on.
+    return {k: "(redacted)" if _SECRET_ARG.search(str(k)) and v else v for k, v in value.items()}
+
+
+@dataclass
+class Context:
+    """What the log says besides the failing line: the logged arguments and signs of quantization.
+
+    ``quantized`` is None when the log shows no arguments at all (unknown), so a fix never advises
+    dropping a quantization config that may not exist.
+    """
+
+    args: dict[str, Any] = field(default_factory=dict)
+    quantized: bool | None = None
+    quantization: str | None = None
+
+    def get(self, key: str) -> Any:
+        return self.args.get(key)
+
+
+def _quantization_of(args: dict[str, Any]) -> str | None:
+    extra = str(args.get("additional_config") or "")
+    if "qwix" in extra:
+        m = re.search(r"weight_qtype['\"]?\s*:\s*['\"]([\w.]+)", extra)
+        return f"qwix ({m.group(1)} weights)" if m else "qwix"
+    if args.get("quantization"):
+        return str(args["quantization"])
+    return None
+
+
+def context_from_args(args: dict[str, Any]) -> Context:
+    """A `Context` from a parsed ``non-default args`` dict ({} = unknown)."""
+    if not args:
+        return Context()
+    q = _quantization_of(args)
+    return Context(args=dict(args), quantized=q is not None, quantization=q)
+
+
+QWIX_LINE = re.compile(r"Applying Qwix quantization|Qwix rules: \[")
+
+
+def context_from_lines(lines: Iterable[str]) -> Context:
+    """A `Context` from log lines: the first parsable ``non-default args`` line, plus qwix log lines."""
+    ctx = Context()
+    qwix = False
+    for line in lines:
+        if not ctx.args and "non-default args:" in line:
+            m = _ARGS.search(line)
+            if m:
+                ctx = context_from_args(parse_args_text(m.group(1)))
+        if "Qwix" in line and QWIX_LINE.search(line):
+            qwix = True
+    if qwix and not ctx.quantized:
+        ctx.quantized, ctx.quantization = True, ctx.quantization or "qwix"
+    return ctx
+
+
+# ---- the reading of a match ------------------------------------------------------------------------
+
+
+class Reading(BaseModel):
+    """What a matched line means here: the rule, the numbers read out, and the conditioned cause/fix."""
 
     id: str
-    category: str  # boot | hbm_oom | preemption | maintenance | hf_auth | quota | capacity | wrapper
-    title: str
-    pattern: re.Pattern[str]
+    rule: str | None = None  # the table row (None: unrecognised failure)
+    kind: str
+    scope: str
     weight: int
+    title: str
     cause: str
     fix: str
     source: str
+    details: dict[str, str] = {}
 
 
-def _sig(
-    id_: str, category: str, title: str, pattern: str, weight: int, cause: str, fix: str, source: str
-) -> Signature:
-    return Signature(id_, category, title, re.compile(pattern, re.I), weight, cause, fix, source)
+_UNIT = {"": 1.0, "B": 1.0, "K": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40}
 
 
-SIGNATURES: tuple[Signature, ...] = (
-    _sig(
-        "tpu-preempted",
-        "preemption",
-        "TPU VM preempted",
-        r"compute\.instances\.preempted|Instance was preempted|\b(?:node|VM|instance|TPU|worker)\b[^.\n]{0,40}\bpreempted\b|\bstate:? PREEMPTED\b",
-        85,
-        "spot / preemptible capacity was reclaimed by Google Cloud",
-        "recreate the queued resource (flex-start or on-demand if interruptions are not acceptable)",
-        "cloud.google.com/tpu/docs/preemptible (preemption notice, audit system_event)",
-    ),
-    _sig(
-        "tpu-maintenance",
-        "maintenance",
-        "Host maintenance event",
-        r"maintenance event|onHostMaintenance|TERMINATE_ON_HOST_MAINTENANCE|compute\.instances\.(?:hostError|terminateOnHostMaintenance)|host maintenance",
-        80,
-        "the TPU host went through maintenance and the VM was stopped or restarted",
-        "restart the container or recreate the node; schedule around maintenance windows",
-        "cloud.google.com/tpu/docs/maintenance-events",
-    ),
-    _sig(
-        "quota-exhausted",
-        "quota",
-        "Quota exhausted",
-        r"Quota .*exhausted|Quota exceeded|QUOTA_EXCEEDED|RESOURCE_EXHAUSTED: Quota|Insufficient quota",
-        85,
-        "the project's TPU quota in this region is used up",
-        "free quota (delete FAILED/SUSPENDED queued resources) or request more in Cloud Quotas",
-        "DESIGN §3 provisioning errors",
-    ),
-    _sig(
-        "capacity-stockout",
-        "capacity",
-        "No TPU capacity in the zone",
-        r"There is no more capacity in the zone|\bstockout\b|ZONE_RESOURCE_POOL_EXHAUSTED|Insufficient reserved capacity",
-        85,
-        "the zone has no free capacity for this accelerator type right now",
-        "try another zone (find_tpu) or wait; flex-start requests wait in WAITING_FOR_RESOURCES",
-        "DESIGN §3 provisioning errors (SkyPilot failover classes)",
-    ),
-    _sig(
-        "provisioning-model-unsupported",
-        "capacity",
-        "Provisioning model not offered here",
-        r"provisioning model is not supported for accelerator type",
-        85,
-        "this (zone, provisioning model, accelerator) triple is not offered",
-        "use a zone that lists the provisioning model for this accelerator",
-        "DESIGN §3 (FLEX_START ... not supported ... in location)",
-    ),
-)
+def gib(size: str | None) -> float | None:
+    """``"16.23G"`` / ``"384.11M"`` / ``"0.71 GiB"`` -> GiB. XLA and vLLM print binary units (G = GiB)."""
+    if not size:
+        return None
+    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)i?B?\s*", size)
+    if not m:
+        return None
+    try:
+        return float(m.group(1)) * _UNIT[m.group(2)] / 2**30
+    except ValueError:
+        return None
+
+
+def _num(text: str | None) -> int | None:
+    return int(text.replace(",", "")) if text else None
+
+
+def _overshoot(d: dict[str, str], what: str) -> str | None:
+    needed, available = gib(d.get("needed")), gib(d.get("available"))
+    if needed is None or available is None:
+        return None
+    d["needed_gib"], d["available_gib"] = f"{needed:.2f}", f"{available:.2f}"
+    d["over_gib"] = f"{needed - available:.2f}"
+    return (
+        f"needs {needed:.2f} GiB of {what}, {available:.2f} GiB available ({needed - available:.2f} GiB over)"
+    )
+
+
+def _r_program(r: Reading, ctx: Context) -> None:
+    d = r.details
+    if d.get("program") and d.get("wanted"):
+        r.title = f"program '{inline(d['program'])}' needs {d['wanted']} but {d.get('free', '?')} is free"
+    util = ctx.get("gpu_memory_utilization")
+    if util is not None:
+        d["gpu_memory_utilization"] = str(util)
+        try:
+            low = float(util) <= 0.92
+        except (TypeError, ValueError):
+            low = False
+        if low:
+            r.cause = (
+                f"compiled programs do not fit above the cap even at {util}: the model or batch buckets need "
+                "more room"
+            )
+            r.fix = "lower --gpu-memory-utilization to 0.90 or lower --max-num-batched-tokens"
+
+
+def _r_hbm(r: Reading, ctx: Context) -> None:
+    over = _overshoot(r.details, "HBM")
+    if over:
+        r.title = f"HBM exhausted: {over}"
+    if ctx.quantized:
+        r.details["quantization"] = ctx.quantization or "yes"
+        r.cause = (
+            f"weight quantization at load ({ctx.quantization}) keeps the full-precision weights and their "
+            "quantized copies in HBM at once" + (f"; {over}" if over else "")
+        )
+        r.fix = (
+            "serve bf16 weights without the quantization config (drop the additional_config quantization / "
+            "--quantization), or load a checkpoint quantized ahead of time, or use a larger slice"
+        )
+    elif over:
+        r.cause = f"the weights plus XLA temporaries exceed HBM: {over}"
+
+
+def _r_vmem(r: Reading, ctx: Context) -> None:
+    d = r.details
+    needed, available = gib(d.get("needed")), gib(d.get("available"))
+    if needed is not None and available is not None:
+        mib = 1024
+        d["needed_mib"], d["available_mib"] = f"{needed * mib:.2f}", f"{available * mib:.2f}"
+        d["over_mib"] = f"{(needed - available) * mib:.2f}"
+        r.title = (
+            f"VMEM exhausted at compile: needs {needed * mib:.2f} MiB, {available * mib:.2f} MiB on the core "
+            f"({(needed - available) * mib:.2f} MiB over)"
+        )
+    mml = ctx.get("max_model_len")
+    if mml:
+        r.fix = (
+            f"lower --max-model-len (now {int(mml):,}) and --max-num-batched-tokens (smaller attention blocks); "
+            + (
+                "for multimodal models cap the image size (--mm-processor-kwargs / --limit-mm-per-prompt), or use a "
+                "newer vllm-tpu image (tpu-inference raised its VMEM limits)"
+            )
+        )
+
+
+def _r_smem(r: Reading, ctx: Context) -> None:
+    mml = ctx.get("max_model_len")
+    bits = []
+    if mml:
+        r.details["max_model_len"] = str(mml)
+        bits.append(
+            f"lower --max-model-len (now {int(mml):,}; vllm-project/vllm#8318 booted at 8192 where 16384 failed)"
+        )
+    else:
+        bits.append("lower --max-model-len (vllm-project/vllm#8318: 8192 booted where 16384 failed on v5e)")
+    if ctx.get("block_size"):
+        bits.append(f"drop --block-size {ctx.get('block_size')}")
+    if ctx.get("max_num_seqs"):
+        bits.append(f"drop --max-num-seqs {ctx.get('max_num_seqs')}")
+    if not ctx.get("block_size"):
+        bits.append("do not pin a small --block-size")
+    r.fix = "; ".join(bits)
+
+
+def _r_kv_small(r: Reading, ctx: Context) -> None:
+    d = r.details
+    est, max_len = _num(d.get("estimated")), _num(d.get("max_len"))
+    if est is not None:
+        d["estimated_max_model_len"] = str(est)
+    if max_len is not None:
+        d["max_model_len"] = str(max_len)
+    if est is not None and max_len:
+        r.title = f"KV cache holds {est:,} tokens, less than one max-model-len request ({max_len:,})"
+        r.fix = (
+            f"lower --max-model-len to {est:,} or less, or raise --gpu-memory-utilization (at most 0.92 on v5e), "
+            "or use a larger slice"
+        )
+    elif est is None and max_len is None:
+        r.title = "no HBM left for the KV cache"
+        r.cause = "the weights (and activations) leave no memory for KV cache blocks"
+        r.fix = "use a larger slice or a smaller model; raise --gpu-memory-utilization only up to 0.92 on v5e"
+    if d.get("needed") and d.get("available") and max_len:
+        r.cause = (
+            f"one request of {max_len:,} tokens needs {d['needed']} of KV cache; only {d['available']} is left "
+            "after the weights"
+        )
+
+
+def _r_weights(r: Reading, ctx: Context) -> None:
+    if ctx.quantized:
+        r.id, r.title = (
+            "weight-quantization-unsupported",
+            "weight-quantization path unsupported for this model",
+        )
+        r.details["quantization"] = ctx.quantization or "yes"
+        r.cause = (
+            f"the weight-quantization path ({ctx.quantization}) does not map this model's weights on this "
+            "vLLM/tpu-inference build"
+        )
+        r.fix = (
+            "serve bf16: remove the quantization settings (additional_config quantization / --quantization)"
+        )
+
+
+def _r_tp(r: Reading, ctx: Context) -> None:
+    d = r.details
+    tp = d.get("tp") or (str(ctx.get("tensor_parallel_size")) if ctx.get("tensor_parallel_size") else None)
+    if tp:
+        r.title = f"--tensor-parallel-size {tp} does not divide the model"
+    if d.get("heads") and tp:
+        r.cause = f"the model has {d['heads']} attention heads, which {tp} chips cannot split evenly"
+    elif d.get("kv_heads") and tp:
+        r.cause = f"{tp} chips cannot share the model's {d['kv_heads']} KV heads evenly"
+
+
+def _r_image(r: Reading, ctx: Context) -> None:
+    image = r.details.get("image")
+    if image:
+        tag = r.details.get("tag")
+        shown = f"{image}:{tag}" if tag and ":" not in image else image
+        r.title = f"container image {inline(shown)} not found (pull failed)"
+        r.details["image"] = shown
+
+
+def _r_exit(r: Reading, ctx: Context) -> None:
+    code = r.details.get("code")
+    meaning = {
+        "125": "docker run itself failed (image pull, a bad flag, or a device it could not map)",
+        "126": "a command was not executable",
+        "127": "a command was not found",
+        "137": "a process was killed (SIGKILL: host out of memory or a stop)",
+    }.get(code or "")
+    if code:
+        r.title = f"startup script exited with status {code}"
+    if meaning:
+        r.cause = f"exit status {code}: {meaning}; vLLM was never started"
+
+
+def _r_cli(r: Reading, ctx: Context) -> None:
+    msg = r.details.get("message")
+    if msg:
+        r.title = f"vLLM CLI rejected an argument: {inline(msg[:120])}"
+
+
+def _r_tool_parser(r: Reading, ctx: Context) -> None:
+    parser = r.details.get("parser")
+    if parser:
+        r.title = f"tool-call parser '{inline(parser)}' unknown to this vLLM"
+
+
+def _r_429(r: Reading, ctx: Context) -> None:
+    model = ctx.get("model") or ctx.get("model_tag")
+    if model:
+        r.details["model"] = str(model)
+
+
+_REFINE: dict[str, Callable[[Reading, Context], None]] = {
+    "program-allocation-oom": _r_program,
+    "hbm-oom": _r_hbm,
+    "vmem-oom": _r_vmem,
+    "smem-oom": _r_smem,
+    "kv-cache-too-small": _r_kv_small,
+    "weight-load-mismatch": _r_weights,
+    "tp-sharding-mismatch": _r_tp,
+    "image-pull-failed": _r_image,
+    "startup-script-failed": _r_exit,
+    "cli-argument-error": _r_cli,
+    "tool-parser-invalid": _r_tool_parser,
+    "hf-rate-limited": _r_429,
+}
+
+
+def explain(sig: Signature, groups: dict[str, str | None], ctx: Context | None = None) -> Reading:
+    """The reading of a match of ``sig`` with the named groups it captured, conditioned on ``ctx``."""
+    reading = Reading(
+        id=sig.id,
+        rule=sig.id,
+        kind=sig.kind,
+        scope=sig.scope,
+        weight=sig.weight,
+        title=sig.title,
+        cause=sig.cause,
+        fix=sig.fix,
+        source=sig.source,
+        details={k: v.strip() for k, v in groups.items() if v},
+    )
+    refine = _REFINE.get(sig.id)
+    if refine is not None:
+        refine(reading, ctx or Context())
+    return reading
+
+
+def read_line(line: str, ctx: Context | None = None) -> Reading | None:
+    """The reading of the best rule ``line`` matches, or None."""
+    for sig in match_line(line):
+        m = sig.search(line)
+        if m is not None:
+            return explain(sig, m.groupdict(), ctx)
+    return None
+
+
+def unrecognised(line: str, kind: LineClass, *, line_no: int | None = None) -> Reading:
+    """The fallback reading of a failure line no rule explains (kind: exception / error / traceback /
+    failure_words)."""
+    parts = split_line(line)
+    body = parts.body.strip()
+    exc = exception_type(body) if kind == "exception" else None
+    where = f" at line {line_no}" if line_no else ""
+    what = {
+        "exception": f"unrecognised failure: {exc}",
+        "error": "unrecognised failure: ERROR line",
+        "traceback": "unrecognised failure: traceback without an exception line",
+        "failure_words": "unrecognised failure",
+    }[kind]
+    details = {"line": body[:300]}
+    if exc:
+        details["exception_type"] = exc
+    return Reading(
+        id="unrecognised-failure",
+        rule=None,
+        kind="failure",
+        scope="boot",
+        weight=FALLBACK[kind],
+        title=f"{what}{where}: {inline(body[:160])}",
+        cause="no known rule explains this line; it is the "
+        + ("first exception" if kind == "exception" else "first failure line")
+        + " logged where nothing later shows progress",
+        fix="read the line and the lines just before it; if it recurs, report it with the log so a rule can be added",
+        source="fallback for unexplained ERROR/CRITICAL, exception and traceback lines (issue 13 §1)",
+        details=details,
+    )
 
 
 class SignatureHit(BaseModel):
-    """A matched signature with the entries that show it."""
+    """A matched rule with the entries that show it (summaries)."""
 
     id: str
     category: str
@@ -106,42 +578,14 @@ class SignatureHit(BaseModel):
     cause: str
     fix: str
     source: str
+    kind: str = "failure"
+    scope: str = "boot"
+    details: dict[str, str] = {}
     templates: list[str] = []
     insert_ids: list[str] = []
     count: int = 0
 
 
-# Weights for boot rules by their severity; errors rank by their position in BOOT_SIGNATURES
-# (listed most specific first), wrappers that only report a failure raised elsewhere rank last.
-_BOOT_WRAPPERS = frozenset({"engine-core-failed"})
-_BOOT_WEIGHT = {"warning": 30, "info": 0, "noise": -30}
-
-
-def _from_boot(rule: boot.Signature, position: int) -> Signature:
-    """Adapt a `tpu_devops.logs.boot.Signature` (its ``position`` in ``BOOT_SIGNATURES``)."""
-    if rule.id in _BOOT_WRAPPERS:
-        weight, category = -60, "wrapper"
-    elif rule.severity == "error":
-        weight, category = 100 - position, "boot"
-    else:
-        weight, category = _BOOT_WEIGHT.get(rule.severity, 0), rule.severity
-    return Signature(rule.id, category, rule.title, rule.pattern, weight, rule.cause, rule.fix, rule.source)
-
-
-_BOOT = {rule.id: _from_boot(rule, i) for i, rule in enumerate(boot.BOOT_SIGNATURES)}
-
-
-def match(text: str) -> Signature | None:
-    """The highest-weight signature found in ``text`` (a message body), or None."""
-    best: Signature | None = None
-    for sig in SIGNATURES:
-        if sig.pattern.search(text) and (best is None or sig.weight > best.weight):
-            best = sig
-    try:
-        found = [_BOOT[rule.id] for rule in boot.match_line(text)]
-    except Exception:  # a rule bug there must not break a summary here
-        found = []
-    for sig in found:
-        if best is None or sig.weight > best.weight:
-            best = sig
-    return best
+def root_key(weight: int, position: float) -> tuple[float, float]:
+    """Sort key of root-cause candidates: highest weight first, then the earliest."""
+    return (-weight, position)
