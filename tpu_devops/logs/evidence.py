@@ -180,16 +180,21 @@ def rank(result: MiningResult, context: sg.Context | None = None) -> list[Ranked
         r = Ranked(t, 0.0, sig, reading, weight)
         if r.failure and last_ok is not None and _last_position(t, down) < last_ok:
             r.recovered = True
-        effective = min(weight, RECOVERED_WEIGHT) if r.recovered else weight
-        r.score = effective * 100.0 + SEVERITY_RANK.get(t.severity, 0)
+        r.injection = looks_like_instruction(t.template) or any(
+            looks_like_instruction(e.message) for e in t.exemplars
+        )
+        r.score = _effective(r) * 100.0 + SEVERITY_RANK.get(t.severity, 0)
         ranked.append(r)
     ranked.sort(
-        key=lambda r: (
-            (-(min(r.weight, RECOVERED_WEIGHT) if r.recovered else r.weight), _position(r.stats, down))
-            + (-SEVERITY_RANK.get(r.stats.severity, 0),)
-        )
+        key=lambda r: (-_effective(r), _position(r.stats, down), -SEVERITY_RANK.get(r.stats.severity, 0))
     )
     return ranked
+
+
+def _effective(r: Ranked) -> int:
+    if r.injection:
+        return -INJECTION_PENALTY
+    return min(r.weight, RECOVERED_WEIGHT) if r.recovered else r.weight
 
 
 def root_of(ranked: list[Ranked]) -> Ranked | None:
