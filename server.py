@@ -742,6 +742,19 @@ async def get_metrics(base_url: BaseUrlArg = None) -> serving.metrics.MetricsRes
     return await serving.metrics.get_metrics(settings, base_url)
 
 
+@tools.tool(title="Per-engine status of a multi-engine host", open_world=True, **READ)
+async def get_engine_status(
+    base_url: BaseUrlArg = None,
+    engines: Annotated[
+        int | None, Field(description="engines on the host; default chips per host / TENSOR_PARALLEL_SIZE")
+    ] = None,
+) -> serving.engines.EngineStatusResult:
+    """Each vLLM engine behind the host's load balancer (one per chip): health and its latency, running and
+    waiting requests, KV-cache usage, generated tokens and tok/s since the last call; then the totals. An
+    engine that is down is reported, not fatal."""
+    return await serving.engines.get_engine_status(settings, base_url, engines)
+
+
 @tools.tool(title="Served model details", open_world=True, **READ)
 async def get_model_details(base_url: BaseUrlArg = None) -> serving.details.ModelDetails:
     """What the endpoint serves: model id, max model length, vLLM version, the engine's cache config

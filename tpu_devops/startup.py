@@ -284,11 +284,13 @@ def lint_notes(settings: Settings) -> list[str]:
     """`lint.lint_vllm_flags` errors and warnings for the flags these settings render (e.g. a
     ``--gpu-memory-utilization 0.95`` override on v5e), one note each; none for a clean command."""
     from tpu_devops.lint import lint_vllm_flags
+    from tpu_devops.multiengine import engines_in_slice
 
     result = lint_vllm_flags(
         command=shlex.join(vllm_serve_argv(settings)),
         accelerator_type=settings.accelerator_type,
         image=settings.vllm_image,
+        engines=engines_in_slice(settings),
     )
     return [
         f"LINT {f.severity.upper()} {f.flag or ''} {f.value or ''}: {f.what_happens}. Fix: {f.fix}".replace(

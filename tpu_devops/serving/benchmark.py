@@ -676,6 +676,11 @@ async def start_benchmark(
     validate_sweep(conc, prompts, output_len, requests_per_cell)
     if provisioning_model:
         validate_provisioning_model(provisioning_model)
+    if replicas is None and base_url is None and not settings.vllm_url:
+        from tpu_devops.multiengine import engines_per_host
+
+        # This rig's own endpoint: a multi-chip host serves one engine per chip behind its balancer.
+        replicas = engines_per_host(settings) if engines_per_host(settings) > 1 else None
     ep = await resolve_endpoint(settings, base_url)
     with attributed(ep):
         choice = await choose_model(settings, ep.url, model)
