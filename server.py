@@ -509,6 +509,18 @@ async def get_system_status() -> tpu_devops.setup_check.SystemStatus:
     return await tpu_devops.setup_check.system_status(settings)
 
 
+ConcurrencyArg = Annotated[
+    list[int] | None, Field(description="concurrent clients per cell; default [1, 4, 16, 64]")
+]
+PromptLengthsArg = Annotated[
+    list[int] | None, Field(description="prompt tokens per cell; default [128, 1024, 8192]")
+]
+OutputLenArg = Annotated[int, Field(description="output tokens per request (ignore_eos)")]
+RequestsPerCellArg = Annotated[
+    int | None, Field(description="requests per cell; default max(8, 2 x clients)")
+]
+
+
 # ---- GKE: many one-chip nodes past one host ------------------------------------------------------
 
 
@@ -630,16 +642,10 @@ async def benchmark_gke_deployment(
             description="the Service's URL (e.g. a kubectl port-forward); default its LoadBalancer address"
         ),
     ] = None,
-    concurrency: Annotated[
-        list[int] | None, Field(description="concurrent clients per cell; default [1, 4, 16, 64]")
-    ] = None,
-    prompt_lengths: Annotated[
-        list[int] | None, Field(description="prompt tokens per cell; default [128, 1024, 8192]")
-    ] = None,
-    output_len: Annotated[int, Field(description="output tokens per request (ignore_eos)")] = 128,
-    requests_per_cell: Annotated[
-        int | None, Field(description="requests per cell; default max(8, 2 x clients)")
-    ] = None,
+    concurrency: ConcurrencyArg = None,
+    prompt_lengths: PromptLengthsArg = None,
+    output_len: OutputLenArg = 128,
+    requests_per_cell: RequestsPerCellArg = None,
 ) -> tpu_devops.serving.benchmark.BenchmarkStarted:
     """run_benchmark's sweep driven at our GKE Service: total and mean per-replica output tok/s, TTFT, TPOT,
     and $/M output tokens for the whole deployment (ready replicas x chip price + the GKE cluster fee). A job."""
@@ -766,16 +772,10 @@ async def get_model_details(base_url: BaseUrlArg = None) -> serving.details.Mode
     title="Benchmark the endpoint", open_world=True, read_only=True, destructive=False, idempotent=False
 )
 async def run_benchmark(
-    concurrency: Annotated[
-        list[int] | None, Field(description="concurrent clients per cell; default [1, 4, 16, 64]")
-    ] = None,
-    prompt_lengths: Annotated[
-        list[int] | None, Field(description="prompt tokens per cell; default [128, 1024, 8192]")
-    ] = None,
-    output_len: Annotated[int, Field(description="output tokens per request (ignore_eos)")] = 128,
-    requests_per_cell: Annotated[
-        int | None, Field(description="requests per cell; default max(8, 2 x clients)")
-    ] = None,
+    concurrency: ConcurrencyArg = None,
+    prompt_lengths: PromptLengthsArg = None,
+    output_len: OutputLenArg = 128,
+    requests_per_cell: RequestsPerCellArg = None,
     provisioning_model: ProvisioningArg = None,
     results_dir: Annotated[
         str | None, Field(description="where to write results; default <state dir>/results")

@@ -87,28 +87,17 @@ def _dry_run(kube: Kube, settings: Settings, plan: manifests.GkePlan) -> tuple[l
 
 
 async def plan_gke_deployment(
-    settings: Settings,
-    *,
-    cluster: str,
-    location: str | None = None,
-    replicas: int = 1,
-    max_replicas: int | None = None,
-    namespace: str = "default",
-    service_type: str = "ClusterIP",
-    source_ranges: list[str] | None = None,
-    queue_target: int = 2,
-    kubeconfig: str | None = None,
-    context: str | None = None,
+    settings: Settings, *, kubeconfig: str | None = None, context: str | None = None, **shape: Any
 ) -> manifests.GkePlan:
     """Render, validate offline, price, and (with a kubeconfig or context) dry-run on the API server.
+
+    ``shape``: the keyword arguments of `manifests.render` (cluster, location, replicas, max_replicas,
+    namespace, service_type, source_ranges, queue_target).
 
     Raises:
         InputError: bad arguments or kubeconfig. CloudError / PermissionError_: the API server refused.
     """
-    plan = manifests.render(
-        settings, cluster=cluster, location=location, replicas=replicas, max_replicas=max_replicas,
-        namespace=namespace, service_type=service_type, source_ranges=source_ranges, queue_target=queue_target,
-    )  # fmt: skip
+    plan = manifests.render(settings, **shape)
     plan.usd_per_hour, plan.price = await _price(settings, plan.replicas, plan.max_replicas)
     if kubeconfig or context:
         kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
@@ -141,21 +130,16 @@ class GkeApplyResult(ToolResult):
 async def apply_gke_deployment(
     settings: Settings,
     *,
-    cluster: str,
     kubeconfig: str | None = None,
     context: str | None = None,
-    location: str | None = None,
-    replicas: int = 1,
-    max_replicas: int | None = None,
-    namespace: str = "default",
-    service_type: str = "ClusterIP",
-    source_ranges: list[str] | None = None,
-    queue_target: int = 2,
     create_node_pool: bool = True,
     wait_timeout_s: float = 3600,
     poll_interval_s: float = 15,
+    **shape: Any,
 ) -> GkeApplyResult:
     """Check everything, then create the node pool and apply the manifests; a job waits for readiness.
+
+    ``shape``: the keyword arguments of `manifests.render` (as for `plan_gke_deployment`).
 
     Raises:
         ConfigError: the Secret is missing or lacks a key. OwnershipError: an object or node pool of the
@@ -171,10 +155,8 @@ async def apply_gke_deployment(
             value=wait_timeout_s,
             fix="use 1..86400 s, polling every 0.05..600 s",
         )
-    plan = manifests.render(
-        settings, cluster=cluster, location=location, replicas=replicas, max_replicas=max_replicas,
-        namespace=namespace, service_type=service_type, source_ranges=source_ranges, queue_target=queue_target,
-    )  # fmt: skip
+    plan = manifests.render(settings, **shape)
+    namespace, replicas, cluster = plan.namespace, plan.replicas, plan.cluster
     kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
     secret = manifests.names(settings)["secret"]
     keys = await common.run_blocking(kube.secret_keys, namespace, secret)
