@@ -631,7 +631,7 @@ def deterministic_answer(summary: SummaryResult) -> str:
     """The answer without a model: the ranked root cause, its fix and its citations."""
     rc = summary.root_cause
     if rc is None:
-        return f"No ERROR entries or known failure signatures in {summary.entries} entries."
+        return summary.headline() + "."  # the summary's reading: known noise at ERROR is not a failure
     cites = " ".join(f"[{i}]" for i in rc.insert_ids)
     what = rc.title or inline(rc.template)
     text = f"Most likely root cause: {what} [{rc.template_id}] {cites}".rstrip() + "."

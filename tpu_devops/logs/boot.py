@@ -57,7 +57,6 @@ _FACTS: dict[str, re.Pattern[str]] = {
     "engine_version": re.compile(r"Initializing a V1 LLM engine \(v([^)\n]+)\)"),
     "banner_model": re.compile(r"█ +model +(\S+)"),
     "tpu": re.compile(r"tpu_type=(\S+) \| worker_id=\d+ \| num_chips=(\d+)"),
-    "args": re.compile(r"non-default args: (\{[^\n]*\})"),
     "max_len": re.compile(r"Using max model len (\d+)"),
     "memory": re.compile(
         r"Memory statistics \| total_hbm_limit_gb=([\d.]+)GiB \| total_hbm_limit_cap_gb=([\d.]+)GiB \| "
@@ -333,11 +332,6 @@ def _find(log: Text, key: str) -> re.Match[str] | None:
     return _FACTS[key].search(log.text)
 
 
-def _unparsed_args(text: str) -> dict[str, Any]:
-    parsed = sg.parse_args_text(text)
-    return parsed if parsed else {"_unparsed": _redact(text[:500])}
-
-
 def _context(text: str, args: dict[str, Any]) -> sg.Context:
     ctx = sg.context_from_args({k: v for k, v in args.items() if k != "_unparsed"})
     if not ctx.quantized and "Qwix" in text and sg.QWIX_LINE.search(text):
@@ -361,7 +355,7 @@ def _event_reading(scan: Scan, ev: Event, ctx: sg.Context) -> sg.Reading:
     if hit is not None:
         return sg.explain(hit.sig, ev.groups(hit.sig), ctx)
     kind = ev.kind if ev.kind in sg.FALLBACK else "error"
-    return sg.unrecognised(scan.line(ev.key_line), kind, line_no=ev.key_line)  # type: ignore[arg-type]
+    return sg.unrecognised(scan.line(ev.key_line), kind)  # type: ignore[arg-type]
 
 
 _MASK = re.compile(r"\d+(?:\.\d+)?")
@@ -481,8 +475,8 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
     version = _find(log, "version") or _find(log, "engine_version")
     banner = _find(log, "banner_model")
     tpu = _find(log, "tpu")
-    args_m = _find(log, "args")
-    args = _unparsed_args(args_m.group(1)) if args_m else {}
+    parsed, args_m = sg.logged_args(text)
+    args = parsed if parsed or args_m is None else {"_unparsed": _redact(args_m.group(0)[:500])}
     model = str(args.get("model") or args.get("model_tag") or (banner.group(1) if banner else "")) or None
     budget = LoggedBudget()
     mem = _find(log, "memory")

@@ -77,6 +77,7 @@ def is_noise(template: str) -> bool:
 
 
 FURNITURE_WEIGHT = -400
+TRACEBACK_WEIGHT = -399  # furniture, unless no exception or failure line exists at all (a cut-off log)
 RECOVERED_WEIGHT = 15  # below every failure, above ordinary lines
 # An injected instruction ranks below everything and is never a root cause (`tpu_devops.untrusted`).
 INJECTION_PENALTY = 10_000
@@ -143,7 +144,9 @@ def _read_template(t: TemplateStats, ctx: sg.Context) -> tuple[Reading | None, S
     if parts.level is None and SEVERITY_RANK.get(ex.severity if ex else t.severity, 0) >= ERROR_RANK:
         parts = sg.LineParts(parts.proc, "ERROR", parts.src, parts.body)  # the entry's own severity
     kind = sg.classify(parts)
-    if kind in ("furniture", "indented", "traceback"):
+    if kind == "traceback":
+        return None, None, TRACEBACK_WEIGHT
+    if kind in ("furniture", "indented"):
         return None, None, FURNITURE_WEIGHT
     if kind in sg.FALLBACK:
         return sg.unrecognised(message.splitlines()[0], kind), None, sg.FALLBACK[kind]
@@ -183,8 +186,15 @@ def rank(result: MiningResult, context: sg.Context | None = None) -> list[Ranked
         r.injection = looks_like_instruction(t.template) or any(
             looks_like_instruction(e.message) for e in t.exemplars
         )
-        r.score = _effective(r) * 100.0 + SEVERITY_RANK.get(t.severity, 0)
         ranked.append(r)
+    if not any(r.failure for r in ranked):
+        for r in ranked:
+            if r.weight == TRACEBACK_WEIGHT:  # a traceback whose exception line never came
+                line = r.stats.exemplars[0].message if r.stats.exemplars else r.stats.template
+                r.reading, r.weight = sg.unrecognised(line, "traceback"), sg.FALLBACK["traceback"]
+                r.recovered = last_ok is not None and _last_position(r.stats, down) < last_ok
+    for r in ranked:
+        r.score = _effective(r) * 100.0 + SEVERITY_RANK.get(r.stats.severity, 0)
     ranked.sort(
         key=lambda r: (-_effective(r), _position(r.stats, down), -SEVERITY_RANK.get(r.stats.severity, 0))
     )
@@ -351,7 +361,7 @@ def _fill_pack(
         t = r.stats
         is_error = _must_list(r)
         line = _template_line(t, result, width if is_error else min(width, 140))
-        ex_lines = [] if r.weight == FURNITURE_WEIGHT else _exemplar_lines(t, 220)
+        ex_lines = [] if r.weight in (FURNITURE_WEIGHT, TRACEBACK_WEIGHT) else _exemplar_lines(t, 220)
         full = len(line) + 1 + sum(len(x) + 1 for x in ex_lines)
         if is_error:
             reserved -= len(line) + 1
@@ -565,7 +575,8 @@ def _observe(pages: Iterable[list[LogRecord]], lines: list[str]) -> Iterator[lis
     for page in pages:
         for record in page:
             msg = record.message
-            if ("non-default args:" in msg and not lines) or ("Qwix" in msg and len(lines) < 20):
+            logged = "non-default args:" in msg or "args: Namespace(" in msg
+            if (logged and not lines) or ("Qwix" in msg and len(lines) < 20):
                 lines.append(msg)
         yield page
 

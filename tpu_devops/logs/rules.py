@@ -362,8 +362,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "boot",
         "device",
         (
+            r"The TPU is already in use by process with pid (?P<pid>\d+)",
             r"TPU initialization failed|open\(/dev/(?:vfio|accel)\d*[^\n]*Device or resource busy|"
-            r"Unable to initialize backend 'tpu'|The TPU is already in use by process with pid (?P<pid>\d+)",
+            r"Unable to initialize backend 'tpu'",
         ),
         (
             "TPU initialization failed",

@@ -208,6 +208,8 @@ def scan_text(text: str) -> Scan:
         if rule is None and (cls == "furniture" or (cls == "indented" and proc in tb_open)):
             if contiguous and event is not None:
                 event.lines.append(line_no)  # "-----" or code under an exception: the event goes on
+            elif cls == "furniture" and sg.is_frame(parts.body):
+                tb_open.setdefault(proc, line_no)  # frames without a "Traceback" header still lead somewhere
             continue
         if contiguous and event is not None and cls != "exception":
             event.lines.append(line_no)  # the same logging call continues the message

@@ -195,6 +195,14 @@ def classify(parts: LineParts) -> LineClass | None:
     return None
 
 
+_FRAME = re.compile(r'^\s*File "[^"\n]*", line \d+')
+
+
+def is_frame(body: str) -> bool:
+    """A traceback frame line (``File "...", line N, in f``)."""
+    return bool(_FRAME.match(body))
+
+
 def exception_type(body: str) -> str | None:
     """``jax.errors.JaxRuntimeError`` for an exception header line, else None."""
     m = EXCEPTION.match(body.strip())
@@ -217,6 +225,43 @@ def parse_args_text(text: str) -> dict[str, Any]:
         return {}
     # vLLM logs --api-key among the non-default args: never pass a secret on.
     return {k: "(redacted)" if _SECRET_ARG.search(str(k)) and v else v for k, v in value.items()}
+
+
+_NAMESPACE = re.compile(r"\bargs: Namespace\(([^\n]*)\)\s*$")
+
+
+def parse_namespace_text(text: str) -> dict[str, Any]:
+    """The ``k=v`` pairs of an older vLLM's ``args: Namespace(...)`` line with literal values (others
+    skipped; secrets replaced); {} if unparsable."""
+    try:
+        call = ast.parse(f"f({text})", mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return {}
+    out: dict[str, Any] = {}
+    for kw in getattr(call, "keywords", []):
+        try:
+            value = ast.literal_eval(kw.value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if kw.arg and value is not None and value is not False:
+            out[kw.arg] = "(redacted)" if _SECRET_ARG.search(kw.arg) and value else value
+    return out
+
+
+def logged_args(text: str) -> tuple[dict[str, Any], re.Match[str] | None]:
+    """The logged serve arguments of a log (``non-default args: {...}``, or an older vLLM's ``args:
+    Namespace(...)`` line) and the match (None when the log has neither)."""
+    m = _ARGS.search(text)
+    if m:
+        return parse_args_text(m.group(1)), m
+    pos = text.find("args: Namespace(")
+    if pos >= 0:
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        n = _NAMESPACE.search(text, start, len(text) if end < 0 else end)
+        if n:
+            return parse_namespace_text(n.group(1)), n
+    return {}, None
 
 
 @dataclass
@@ -261,10 +306,10 @@ def context_from_lines(lines: Iterable[str]) -> Context:
     ctx = Context()
     qwix = False
     for line in lines:
-        if not ctx.args and "non-default args:" in line:
-            m = _ARGS.search(line)
-            if m:
-                ctx = context_from_args(parse_args_text(m.group(1)))
+        if not ctx.args and "args: " in line:
+            args, _ = logged_args(line)
+            if args:
+                ctx = context_from_args(args)
         if "Qwix" in line and QWIX_LINE.search(line):
             qwix = True
     if qwix and not ctx.quantized:
@@ -536,17 +581,16 @@ def read_line(line: str, ctx: Context | None = None) -> Reading | None:
     return None
 
 
-def unrecognised(line: str, kind: LineClass, *, line_no: int | None = None) -> Reading:
+def unrecognised(line: str, kind: LineClass) -> Reading:
     """The fallback reading of a failure line no rule explains (kind: exception / error / traceback /
     failure_words)."""
     parts = split_line(line)
     body = parts.body.strip()
     exc = exception_type(body) if kind == "exception" else None
-    where = f" at line {line_no}" if line_no else ""
     what = {
-        "exception": f"unrecognised failure: {exc}",
-        "error": "unrecognised failure: ERROR line",
-        "traceback": "unrecognised failure: traceback without an exception line",
+        "exception": f"unrecognised failure ({exc})",
+        "error": "unrecognised failure (ERROR line)",
+        "traceback": "unrecognised failure (traceback without an exception line)",
         "failure_words": "unrecognised failure",
     }[kind]
     details = {"line": body[:300]}
@@ -558,7 +602,7 @@ def unrecognised(line: str, kind: LineClass, *, line_no: int | None = None) -> R
         kind="failure",
         scope="boot",
         weight=FALLBACK[kind],
-        title=f"{what}{where}: {inline(body[:160])}",
+        title=f"{what}: {inline(body[:160])}",
         cause="no known rule explains this line; it is the "
         + ("first exception" if kind == "exception" else "first failure line")
         + " logged where nothing later shows progress",
