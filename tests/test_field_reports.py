@@ -114,14 +114,10 @@ def _closed_settings():
 @pytest.mark.parametrize("case", LOGS, ids=[Path(c["file"]).stem for c in LOGS])
 async def test_analyst_without_a_model_agrees(case: dict) -> None:
     from tpu_devops.logs.analyst import analyze
-    from tpu_devops.serving.client import close_all
 
-    try:
-        result = await analyze(
-            case["question"] or "what failed?", FileSource(_path(case)), settings=_closed_settings()
-        )
-    finally:
-        await close_all()
+    # A closed port: the model is not reachable, the analyst answers from the deterministic summary.
+    question = case["question"] or "what failed?"
+    result = await analyze(question, FileSource(_path(case)), settings=_closed_settings())
     assert not result.model_consulted
     rc = result.root_cause
     if case["root"] is None:
