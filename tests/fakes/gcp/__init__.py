@@ -4,7 +4,12 @@
 with ``TPU_DEVOPS_GCP_ENDPOINT``. Each surface lives in its own module of this package and is a class
 with its own state, scripting hooks and a ``routes() -> list[starlette.routing.BaseRoute]`` method,
 using the real REST paths (e.g. ``/v2alpha1/projects/{p}/locations/{z}/queuedResources``).
-Register a surface by adding it to `FakeGcp.__init__` below.
+Register a surface by adding it to `_default_surfaces` below.
+
+Every request passes `tests.fakes.gcp.discovery.DiscoveryValidator` first: checked against Google's
+published discovery documents, so no surface can accept what Google would refuse (400
+INVALID_ARGUMENT / 404 in Google's error shape). A new surface is validated with no code of its own.
+Refused requests are listed in ``FakeGcp.rejections``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from tests.fakes.gcp.discovery import DiscoveryValidator
 from tests.fakes.http_runner import ServerThread
 
 
@@ -27,7 +33,8 @@ class FakeGcp:
         routes = []
         for surface in self.surfaces.values():
             routes.extend(surface.routes())
-        self.app = Starlette(routes=routes)
+        self.validator = DiscoveryValidator(Starlette(routes=routes))
+        self.app = self.validator
         self._thread: ServerThread | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -35,6 +42,11 @@ class FakeGcp:
             return self.__dict__["surfaces"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+    @property
+    def rejections(self) -> list[dict[str, Any]]:
+        """Requests the discovery validator refused (method, path, query, status, Google's error JSON)."""
+        return self.validator.rejections
 
     @property
     def url(self) -> str:
