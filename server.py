@@ -172,7 +172,8 @@ def lint_vllm_flags(
     command: Annotated[
         str | None,
         Field(
-            description="a 'vllm serve MODEL --flag value ...' line, optionally inside 'docker run ... IMAGE'"
+            description="a 'vllm serve MODEL --flag value ...' line, optionally inside 'docker run ... IMAGE'; "
+            "with neither command nor flags, the configured deployment (tpu.env) is linted"
         ),
     ] = None,
     flags: Annotated[

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.lint import lint_vllm_flags, parse_serve_command
 
@@ -36,7 +37,7 @@ def test_seed_command_lints_without_errors_or_warnings() -> None:
     ("extra", "accelerator", "finding", "severity"),
     [
         ("--gpu-memory-utilization 0.95", "v5litepod-1", "memory-utilization-above-0.92", "error"),
-        ("--gpu-memory-utilization 0.97", "v6e-1", "memory-utilization-high", "warning"),
+        ("--gpu-memory-utilization 0.97", "v6e-1", "memory-utilization-high", "info"),
         ("--kv-cache-dtype fp8", "v5litepod-1", "kv-cache-fp8-on-v5e", "warning"),
         ("--kv-cache-dtype fp8_e5m2", "v6e-1", "kv-cache-fp8-check-allocation", "info"),
         ("--kv-cache-dtype int8", "v5litepod-1", "kv-cache-dtype-invalid", "error"),
@@ -54,11 +55,14 @@ def test_seed_command_lints_without_errors_or_warnings() -> None:
         ("--tensor-parallel-size 4", "v5litepod-4", "tensor-parallel-replicates-kv", "warning"),
         ("--limit-mm-per-prompt image=4", "v5litepod-1", "limit-mm-not-json", "error"),
         (
-            """--additional-config '{"quantization": {"qwix": {}}}'""",
+            """--additional-config '{"quantization": {"qwix": {"rules": [{"module_path": ".*", "weight_qtype": "int8"}], """
+            """"use_abstract_model": true}}}'""",
             "v5litepod-1",
-            "weight-quantization-path",
+            "qwix-int8-abstract-gemma4",
             "warning",
         ),
+        ("--additional-config '{quantization: qwix}'", "v5litepod-1", "additional-config-not-json", "error"),
+        ("--block-size 256", "v6e-4", "block-size-pinned-large", "info"),
         ("--gpu-memory-utilization lots", "v5litepod-1", "not-a-number", "error"),
     ],
 )
@@ -206,3 +210,45 @@ def test_flag_mapping_values_and_unknown_flags() -> None:
     typo = lint_vllm_flags(flags={"max_model_lenght": 16384})
     assert "--max-model-len" in [f for f in typo.findings if f.id == "unknown-flag"][0].fix
     assert lint_vllm_flags(flags={"max_model_len": 16384, "enforce_eager": True}).findings == []
+
+
+def test_maintainer_verified_qwix_command_is_not_said_to_fail() -> None:
+    # vllm-project/tpu-inference#2333 (field report B11): Gemma 4 31B on v6e-4 with qwix float8 weights and
+    # activations, fp8 KV, 0.98 utilization and block size 256 serves; no finding may say it fails to load.
+    command = (FIXTURES / "field-reports" / "B11-lint-gemma4-31b-v6e4-maintainer.txt").read_text()
+    result = lint_vllm_flags(command, accelerator_type="v6e-4")
+    assert result.errors == 0
+    assert not [f for f in result.findings if "fails to load" in f.what_happens or "quantiz" in f.id]
+    assert {f.id for f in result.findings if f.severity == "warning"} == {"tool-calling-disabled"}
+    # the failing shape is still caught, and only for it
+    bad = command.replace(
+        '"weight_qtype": "float8_e4m3fn", "act_qtype": "float8_e4m3fn"}]',
+        '"weight_qtype": "int8"}], "use_abstract_model": true',
+    )
+    assert "qwix-int8-abstract-gemma4" in ids(lint_vllm_flags(bad, accelerator_type="v6e-4"))
+    concrete = command.replace(
+        '"weight_qtype": "float8_e4m3fn", "act_qtype": "float8_e4m3fn"}]', '"weight_qtype": "int8"}]'
+    )
+    assert "qwix-int8-abstract-gemma4" not in ids(lint_vllm_flags(concrete, accelerator_type="v6e-4"))
+
+
+def test_no_arguments_lints_the_configured_deployment() -> None:
+    from tpu_devops.config import load_settings
+    from tpu_devops.lint import lint_with_defaults
+    from tpu_devops.startup import vllm_serve_flags
+
+    settings = load_settings(
+        environ={
+            "TPU_DEVOPS_ENV_FILE": "/nonexistent",
+            "GPU_MEMORY_UTILIZATION": "0.95",
+            "MODEL_NAME": "google/gemma-4-E2B-it",
+        }
+    )
+    result = lint_with_defaults(settings)
+    assert result.notices[0].startswith("no command or flags given: linted the configured deployment")
+    assert result.model == "google/gemma-4-E2B-it" and result.image == settings.vllm_image
+    assert result.flags[
+        "gpu-memory-utilization"
+    ] == "0.95" and "--gpu-memory-utilization" in vllm_serve_flags(settings)
+    assert ids(result)["memory-utilization-above-0.92"] == "error"  # the configured 0.95 on v5e is caught
+    assert "compile-cache-not-mounted" not in ids(result)  # the startup script mounts the cache

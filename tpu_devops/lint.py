@@ -489,13 +489,14 @@ def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
         out.append(
             Finding(
                 id="memory-utilization-high",
-                severity="warning",
+                # measured on v5e only; maintainer-verified v6e commands run at 0.98 (tpu-inference#2333)
+                severity="info",
                 flag=flag,
                 value=value,
                 what_happens="compiled programs may not fit above the cap (late RuntimeProgramAllocationFailure)",
                 why="HBM above the cap holds XLA programs; the flag does not govern it",
-                source=f"{_SEED} (v5e; not measured on {ctx.gen})",
-                fix="stay at or below 0.92-0.95 unless a boot proves otherwise",
+                source=f"{_SEED} (v5e; not measured on {ctx.gen}); vllm-project/tpu-inference#2333 runs 0.98 on v6e-4",
+                fix="if the boot fails late with RuntimeProgramAllocationFailure, lower it to 0.92-0.95",
             )
         )
 
@@ -618,20 +619,34 @@ def rule_batched_tokens(ctx: Context, out: list[Finding]) -> None:
 
 
 def rule_block_size(ctx: Context, out: list[Finding]) -> None:
-    if ctx.get("block-size") is not None:
-        out.append(
-            Finding(
-                id="block-size-pinned",
-                severity="warning",
-                flag="--block-size",
-                value=str(ctx.get("block-size")),
-                what_happens="the TPU backend overrides or fights it; too small a block overflows SMEM",
-                why="tpu-inference sizes blocks from max_model_len to keep 512 blocks per request "
-                "(16,384 -> 32, 32,768 -> 64; log: 'Increase the page size from 16 to 32 to avoid SMEM OOM')",
-                source="tpu-inference PallasAttentionBackend.get_min_page_size; " + _SEED,
-                fix="drop --block-size",
-            )
+    raw = ctx.get("block-size")
+    if raw is None or raw is True:
+        return
+    pinned = _num(ctx, "block-size", out, int)
+    max_len = _num(ctx, "max-model-len", out, int) or 0
+    from tpu_devops.sizing import block_size_for
+
+    chosen = block_size_for(max_len) if max_len else None
+    small = pinned is not None and chosen is not None and pinned < chosen
+    out.append(
+        Finding(
+            id="block-size-pinned" if small or chosen is None else "block-size-pinned-large",
+            severity="warning" if small else "info",
+            flag="--block-size",
+            value=str(raw),
+            what_happens=(
+                f"blocks of {pinned} tokens put more than 512 block-table entries per request into SMEM at "
+                f"--max-model-len {max_len:,} (tpu-inference would use {chosen}): compile can run out of SMEM"
+                if small
+                else "the block size is pinned instead of sized by tpu-inference"
+                + (f" ({chosen} at --max-model-len {max_len:,})" if chosen else "")
+            ),
+            why="tpu-inference sizes blocks from max_model_len to keep 512 blocks per request "
+            "(16,384 -> 32, 32,768 -> 64; log: 'Increase the page size from 16 to 32 to avoid SMEM OOM')",
+            source="tpu-inference PallasAttentionBackend.get_min_page_size; " + _SEED,
+            fix="drop --block-size" if small else "fine if a boot proved it; otherwise drop --block-size",
         )
+    )
 
 
 def rule_max_num_seqs(ctx: Context, out: list[Finding]) -> None:
@@ -819,21 +834,58 @@ def rule_limit_mm(ctx: Context, out: list[Finding]) -> None:
         )
 
 
-def rule_quantization(ctx: Context, out: list[Finding]) -> None:
-    extra = str(ctx.get("additional-config") or "")
-    quant = ctx.get("quantization")
-    if "qwix" in extra or quant:
+def _additional_config(ctx: Context, out: list[Finding]) -> dict[str, Any] | None:
+    """``--additional-config`` as a dict (None when unset); a value that is not a JSON object is an error."""
+    raw = ctx.get("additional-config")
+    if raw is None or raw is True:
+        return None
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(str(raw))
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
         out.append(
             Finding(
-                id="weight-quantization-path",
+                id="additional-config-not-json",
+                severity="error",
+                flag="--additional-config",
+                value=str(raw)[:120],
+                what_happens="the CLI rejects the value",
+                why="--additional-config takes a JSON object",
+                source="vLLM EngineArgs (--additional-config is parsed as JSON)",
+                fix="""quote a JSON object for the shell, e.g. --additional-config '{"quantization": {...}}'""",
+            )
+        )
+        return None
+    return value
+
+
+def rule_quantization(ctx: Context, out: list[Finding]) -> None:
+    """Only the weight-quantization shape known to fail: qwix int8 weights on the abstract model with Gemma 4.
+
+    Other qwix configurations are not flagged: a maintainer-verified Gemma 4 31B command on v6e-4 quantizes
+    weights and activations to float8 with qwix (vllm-project/tpu-inference#2333; field report B11)."""
+    extra = _additional_config(ctx, out)
+    qwix = ((extra or {}).get("quantization") or {}).get("qwix") if isinstance(extra, dict) else None
+    if not isinstance(qwix, dict):
+        return
+    rules = qwix.get("rules") if isinstance(qwix.get("rules"), list) else []
+    int8 = any(isinstance(r, dict) and str(r.get("weight_qtype", "")).lower() == "int8" for r in rules)
+    if ctx.is_gemma4 and int8 and qwix.get("use_abstract_model") is True:
+        out.append(
+            Finding(
+                id="qwix-int8-abstract-gemma4",
                 severity="warning",
-                flag="--additional-config" if "qwix" in extra else "--quantization",
-                value=(extra or str(quant))[:120],
-                what_happens="on this stack Gemma 4 fails to load: ValueError: There is no module or parameter named "
+                flag="--additional-config",
+                value=json.dumps(qwix, separators=(",", ":"))[:120],
+                what_happens="Gemma 4 fails to load: ValueError: There is no module or parameter named "
                 "'model.language_model.layers.0.mlp.down_proj.weight'",
-                why="the qwix int8 abstract-model path does not map Gemma 4's weights",
+                why="on the abstract-model path qwix int8 weight quantization does not map Gemma 4's weights "
+                "(vLLM 0.26 / tpu-inference of the seed runs)",
                 source="fixtures/vllm-logs/v5e1-e2b-qwix-int8-abstract-fail.log",
-                fix="serve bf16 weights (drop the quantization config)",
+                fix="serve bf16 weights (drop the quantization config), or quantize without use_abstract_model",
             )
         )
 
@@ -994,10 +1046,32 @@ def lint_vllm_flags(
 
 
 def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
-    """`lint_vllm_flags` with ``accelerator_type`` defaulting to ACCELERATOR_TYPE."""
+    """`lint_vllm_flags` with ``accelerator_type`` defaulting to ACCELERATOR_TYPE; with neither ``command``
+    nor ``flags`` it lints the configured deployment: the ``docker run ... vllm serve`` line the startup
+    script runs (`tpu_devops.startup.deployment_config`, built by ``vllm_serve_flags``), with the engines
+    per host the rig runs.
+
+    Raises:
+        InputError / ConfigError: as `lint_vllm_flags`; a configuration error of the deployment itself.
+    """
     if not args.get("accelerator_type"):
         args["accelerator_type"] = settings.accelerator_type
+    configured = not (args.get("command") or "").strip() and args.get("flags") is None
+    if configured:
+        from tpu_devops.multiengine import engines_per_host
+        from tpu_devops.startup import deployment_config
+
+        deployment = deployment_config(settings)
+        args["command"] = deployment.docker_command
+        if args.get("engines") in (None, 1):
+            args["engines"] = engines_per_host(settings)
     result = lint_vllm_flags(**args)
+    if configured:
+        result.notices.insert(
+            0,
+            f"no command or flags given: linted the configured deployment (tpu.env) as the startup script runs it: "
+            f"{deployment.image} {deployment.serve_command}",
+        )
     mixup = machine_type_mixup(str(args["accelerator_type"]), settings.accelerator_type)
     if mixup:
         result.notices.append(mixup)
