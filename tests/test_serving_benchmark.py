@@ -210,3 +210,36 @@ def test_huge_sweeps_are_refused_before_prompts_are_built() -> None:
         benchmark.validate_sweep([256], [1_048_576], 128, None)
     assert err.value.field == "concurrency x prompt_lengths" and "64 x 8,192" in (err.value.fix or "")
     benchmark.validate_sweep([64], [8192], 128, None)  # the seed's largest cell is fine
+
+
+FIELD = Path(__file__).parent / "data" / "field-reports"
+
+
+async def test_import_accepts_max_concurrency_null(gcp: FakeGcp, tmp_path: Path) -> None:
+    # issue 13 §8: vllm bench serve --save-result writes max_concurrency null without --max-concurrency
+    result = await benchmark.import_results(
+        settings_for(gcp, tmp_path), str(FIELD / "B15-bench-no-max-concurrency.json"), write=False
+    )
+    (cell,) = result.cells
+    assert cell.output_tokens_per_s == pytest.approx(16.13)
+    assert cell.concurrency == 10  # request rate inf: all 10 prompts in flight
+    assert any("max_concurrency null" in n for n in result.notices)
+    # the KV pool of the configured Gemma 4 E2B says nothing about a 72B Qwen run
+    assert result.kv_pool_tokens is None and cell.kv_warning is None
+    assert any("not the configured google/gemma-4-E2B-it" in n for n in result.notices)
+
+
+async def test_kv_check_uses_the_results_own_model(gcp: FakeGcp, tmp_path: Path) -> None:
+    data = json.loads((BENCH / "v5e1-e2b-c8192-u64.json").read_text())
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps({**data, "model_id": "google/gemma-4-E2B-it", "max_concurrency": None}))
+    result = await benchmark.import_results(settings_for(gcp, tmp_path), str(same), write=False)
+    assert result.kv_pool_tokens == 321_376 and result.cells[0].kv_warning  # the configured model: checked
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**data, "model_id": "meta-llama/Llama-3.1-8B-Instruct"}))
+    result = await benchmark.import_results(settings_for(gcp, tmp_path), str(other), write=False)
+    assert result.kv_pool_tokens is None and not result.cells[0].kv_warning
+    rate = tmp_path / "rate.json"
+    rate.write_text(json.dumps({**data, "max_concurrency": None, "request_rate": 4.0}))
+    result = await benchmark.import_results(settings_for(gcp, tmp_path), str(rate), write=False)
+    assert result.cells[0].concurrency == 0 and any("concurrency unknown" in n for n in result.notices)

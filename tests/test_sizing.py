@@ -121,9 +121,30 @@ def test_weights_estimate_from_a_local_safetensors_index(tmp_path: Path) -> None
     )
     plan = sizing.plan_capacity(str(tmp_path), "v6e-1", max_model_len=8192)
     assert plan.budget.weights_gib == pytest.approx(16.0) and "estimate" in plan.budget.weights_source
+
+
+def test_unknown_weights_still_give_every_weight_independent_figure() -> None:
+    # issue 13 §9: the plan was refused whole, even for the bundled Llama 3.1 8B config
+    plan = sizing.plan_capacity(
+        "meta-llama/Llama-3.1-8B-Instruct", "v5litepod-1", clients=4, context_tokens=4096
+    )
+    assert plan.kv.bytes_per_token == 131_072 and plan.block_size == 32
+    assert plan.budget.cap_gib == pytest.approx(14.49) and plan.budget.weights_gib is None
+    assert plan.kv_tokens is None and plan.kv_blocks is None and plan.max_concurrency is None
+    assert plan.kv_tokens_per_gib == 8192 and plan.request_kv_gib == pytest.approx(2.0)
+    assert plan.max_weights_gib == pytest.approx(12.49)
+    assert plan.weights_missing and "weights_gib" in plan.weights_missing
+    assert plan.concurrency is not None and plan.concurrency.fits is None
+    assert "at most 11.93 GiB" in plan.concurrency.verdict
+    text = plan.render_text()
+    assert "weights unknown" in plan.headline() and "8,192 KV tokens" in plan.headline()
+    assert "131,072 B/token" in text and "pass weights_gib" in text
+    qwen = sizing.plan_capacity(str(CONFIGS / "Qwen3-8B.config.json"), "v6e-1")
+    assert qwen.kv.bytes_per_token == 147_456 and qwen.kv_tokens is None
+    # a weights_gib that is given but wrong is still refused
     with pytest.raises(InputError) as err:
-        sizing.plan_capacity(str(CONFIGS / "Qwen3-8B.config.json"), "v6e-1")
-    assert err.value.field == "weights_gib" and "weights_gib" in (err.value.fix or "")
+        sizing.plan_capacity(str(CONFIGS / "Qwen3-8B.config.json"), "v6e-1", weights_gib=-1)
+    assert err.value.field == "weights_gib"
 
 
 def test_weights_that_do_not_fit_are_refused() -> None:

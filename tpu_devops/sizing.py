@@ -469,9 +469,9 @@ class HbmBudget(BaseModel):
     total_gib: float
     gpu_memory_utilization: float
     cap_gib: float = Field(description="total x gpu_memory_utilization: what vLLM may allocate")
-    weights_gib: float
+    weights_gib: float | None = Field(description="HBM of the loaded weights (None: unknown)")
     weights_source: str
-    kv_pool_gib: float = Field(description="cap - weights")
+    kv_pool_gib: float | None = Field(description="cap - weights (None: weights unknown)")
     outside_cap_gib: float = Field(
         description="total - cap: compiled XLA programs live here, not governed by the flag"
     )
@@ -483,8 +483,10 @@ class ConcurrencyCheck(BaseModel):
     clients: int
     context_tokens: int
     demand_tokens: int
-    safe_limit_tokens: int = Field(description=f"{SAFE_POOL_FRACTION:.0%} of the KV pool")
-    fits: bool
+    safe_limit_tokens: int | None = Field(
+        description=f"{SAFE_POOL_FRACTION:.0%} of the KV pool (None: weights unknown)"
+    )
+    fits: bool | None = Field(description="None when the pool is unknown (weights unknown)")
     verdict: str
 
 
@@ -500,14 +502,33 @@ class PlanResult(ToolResult):
     kv: KvBreakdown
     budget: HbmBudget
     block_size: int = Field(description="tokens per KV block (Pallas keeps 512 blocks per request)")
-    kv_blocks: int
-    kv_tokens: int = Field(description="KV pool in tokens, rounded down to whole blocks")
-    max_concurrency: float = Field(description="kv_tokens / max_model_len")
+    kv_blocks: int | None = Field(description="None when the weights are unknown")
+    kv_tokens: int | None = Field(
+        description="KV pool in tokens, rounded down to whole blocks (None: weights unknown)"
+    )
+    max_concurrency: float | None = Field(description="kv_tokens / max_model_len (None: weights unknown)")
+    kv_tokens_per_gib: int = Field(
+        description="KV tokens one GiB of pool holds, in whole blocks (needs no weights)"
+    )
+    request_kv_gib: float = Field(description="KV cache one request of max_model_len needs, GiB")
+    max_weights_gib: float = Field(
+        description="the most the weights may take and still leave one max_model_len request in the pool, GiB"
+    )
+    weights_missing: str | None = Field(
+        None, description="why the weight-dependent figures are missing and how to get them"
+    )
     concurrency: ConcurrencyCheck | None = None
     warnings: list[str]
 
     def headline(self) -> str:
-        """One line: tokens, bytes per token, pool size."""
+        """One line: tokens, bytes per token, pool size (or, weights unknown, what the weights leave)."""
+        if self.kv_tokens is None:
+            return (
+                f"{self.model} on {self.accelerator_type}: {self.kv.bytes_per_token:,} B/token, "
+                f"cap {self.budget.cap_gib:.2f} GiB; weights unknown: every GiB the weights leave under the cap "
+                f"holds {self.kv_tokens_per_gib:,} KV tokens; one {self.max_model_len:,}-token request needs "
+                f"{self.request_kv_gib:.2f} GiB (weights up to {self.max_weights_gib:.2f} GiB)"
+            )
         fits = "" if self.kv_tokens > 0 else " - DOES NOT FIT"
         total = self.budget.slice_chips
         used = f" - uses {self.budget.chips} of {total} chips" if total and self.budget.chips < total else ""
@@ -541,16 +562,30 @@ class PlanResult(ToolResult):
             lines.append(
                 f"  (one head_dim for every layer would be {kv.single_head_dim_error_pct:+.1f}% off)"
             )
-        lines.append(
-            f"HBM: {b.chips} chip(s) x {b.hbm_per_chip_gib:g} GiB = {b.total_gib:.2f} GiB; "
-            f"x {b.gpu_memory_utilization:g} = cap {b.cap_gib:.2f}; weights {b.weights_gib:.2f} "
-            f"({b.weights_source.split(';')[0]}); KV pool {b.kv_pool_gib:.2f}; outside the cap {b.outside_cap_gib:.2f} "
-            "(compiled programs)"
-        )
-        lines.append(
-            f"KV pool: {self.kv_blocks:,} blocks x {self.block_size} tokens = {self.kv_tokens:,} tokens; "
-            f"{self.max_concurrency:.2f} requests of {self.max_model_len:,} tokens at once"
-        )
+        if b.weights_gib is None or b.kv_pool_gib is None or self.kv_tokens is None:
+            lines.append(
+                f"HBM: {b.chips} chip(s) x {b.hbm_per_chip_gib:g} GiB = {b.total_gib:.2f} GiB; "
+                f"x {b.gpu_memory_utilization:g} = cap {b.cap_gib:.2f}; weights unknown; outside the cap "
+                f"{b.outside_cap_gib:.2f} (compiled programs)"
+            )
+            lines.append(
+                f"KV pool = cap - weights: {self.kv_tokens_per_gib:,} tokens per GiB left ({self.block_size}-token "
+                f"blocks); one request of {self.max_model_len:,} tokens needs {self.request_kv_gib:.2f} GiB, so weights "
+                f"above {self.max_weights_gib:.2f} GiB leave no room for one"
+            )
+            if self.weights_missing:
+                lines.append(f"weights: {self.weights_missing}")
+        else:
+            lines.append(
+                f"HBM: {b.chips} chip(s) x {b.hbm_per_chip_gib:g} GiB = {b.total_gib:.2f} GiB; "
+                f"x {b.gpu_memory_utilization:g} = cap {b.cap_gib:.2f}; weights {b.weights_gib:.2f} "
+                f"({b.weights_source.split(';')[0]}); KV pool {b.kv_pool_gib:.2f}; outside the cap {b.outside_cap_gib:.2f} "
+                "(compiled programs)"
+            )
+            lines.append(
+                f"KV pool: {self.kv_blocks:,} blocks x {self.block_size} tokens = {self.kv_tokens:,} tokens; "
+                f"{self.max_concurrency:.2f} requests of {self.max_model_len:,} tokens at once"
+            )
         if self.concurrency:
             lines.append(f"load: {self.concurrency.verdict}")
         lines.extend(f"warning: {w}" for w in self.warnings)
@@ -571,7 +606,7 @@ def plan_from_geometry(
     geom: ModelGeometry,
     accel: AcceleratorType,
     *,
-    weights_gib: float,
+    weights_gib: float | None,
     weights_source: str,
     gpu_memory_utilization: float = 0.92,
     max_model_len: int = 16384,
@@ -582,6 +617,10 @@ def plan_from_geometry(
     config_source: str = "",
 ) -> PlanResult:
     """The arithmetic behind `plan_capacity`, for a known geometry (the boot diagnosis reuses it).
+
+    ``weights_gib`` None (unknown): every figure that needs no weights is given (KV bytes per token, block
+    size, the cap, KV tokens per GiB of pool, the KV one max_model_len request needs and so the most the
+    weights may take); the pool, its tokens and the concurrency check are None.
 
     Raises:
         InputError: utilization, lengths or TP out of range.
@@ -632,20 +671,26 @@ def plan_from_geometry(
         )
     total = per_chip * chips
     cap = total * gpu_memory_utilization
-    pool = cap - weights_gib
     block = block_size_for(max_model_len)
-    if pool <= 0:
-        warnings.append(
-            f"weights ({weights_gib:.2f} GiB) do not fit under the cap ({cap:.2f} GiB): no room for a KV cache"
-        )
-        blocks = 0
-    else:
-        blocks = int(pool * GIB // kv.bytes_per_token // block)
-    tokens = blocks * block
-    if 0 < tokens < max_model_len:
-        warnings.append(
-            f"the pool ({tokens:,} tokens) is smaller than one request of max_model_len {max_model_len:,}"
-        )
+    per_gib = int(GIB // kv.bytes_per_token // block) * block
+    request_gib = math.ceil(max_model_len / block) * block * kv.bytes_per_token / GIB
+    pool: float | None = None
+    blocks: int | None = None
+    tokens: int | None = None
+    if weights_gib is not None:
+        pool = cap - weights_gib
+        if pool <= 0:
+            warnings.append(
+                f"weights ({weights_gib:.2f} GiB) do not fit under the cap ({cap:.2f} GiB): no room for a KV cache"
+            )
+            blocks = 0
+        else:
+            blocks = int(pool * GIB // kv.bytes_per_token // block)
+        tokens = blocks * block
+        if 0 < tokens < max_model_len:
+            warnings.append(
+                f"the pool ({tokens:,} tokens) is smaller than one request of max_model_len {max_model_len:,}"
+            )
     check = None
     if clients is not None or context_tokens is not None:
         if clients is None or context_tokens is None:
@@ -660,13 +705,26 @@ def plan_from_geometry(
             context_tokens, "context_tokens", 1, 10_485_760, "pass tokens per request (prompt + output)"
         )
         demand = clients * context_tokens
-        safe = int(tokens * SAFE_POOL_FRACTION)
-        fits = demand <= safe
-        verdict = f"{clients} x {context_tokens:,} = {demand:,} tokens " + (
-            f"fits under {safe:,} ({SAFE_POOL_FRACTION:.0%} of the pool)"
-            if fits
-            else f"exceeds {safe:,} ({SAFE_POOL_FRACTION:.0%} of the pool): requests queue, TTFT and throughput suffer"
-        )
+        safe = int(tokens * SAFE_POOL_FRACTION) if tokens is not None else None
+        fits = demand <= safe if safe is not None else None
+        if safe is None:
+            need = demand * kv.bytes_per_token / GIB
+            room = cap - need / SAFE_POOL_FRACTION
+            verdict = (
+                f"{clients} x {context_tokens:,} = {demand:,} tokens need {need:.2f} GiB of KV pool "
+                f"({need / SAFE_POOL_FRACTION:.2f} GiB to stay under {SAFE_POOL_FRACTION:.0%}): "
+                + (
+                    f"it fits if the weights take at most {room:.2f} GiB"
+                    if room > 0
+                    else f"more than the whole cap ({cap:.2f} GiB): it does not fit on this slice whatever the weights"
+                )
+            )
+        else:
+            verdict = f"{clients} x {context_tokens:,} = {demand:,} tokens " + (
+                f"fits under {safe:,} ({SAFE_POOL_FRACTION:.0%} of the pool)"
+                if fits
+                else f"exceeds {safe:,} ({SAFE_POOL_FRACTION:.0%} of the pool): requests queue, TTFT and throughput suffer"
+            )
         check = ConcurrencyCheck(
             clients=clients,
             context_tokens=context_tokens,
@@ -691,15 +749,18 @@ def plan_from_geometry(
             total_gib=round(total, 4),
             gpu_memory_utilization=gpu_memory_utilization,
             cap_gib=round(cap, 4),
-            weights_gib=round(weights_gib, 4),
+            weights_gib=round(weights_gib, 4) if weights_gib is not None else None,
             weights_source=weights_source,
-            kv_pool_gib=round(pool, 4),
+            kv_pool_gib=round(pool, 4) if pool is not None else None,
             outside_cap_gib=round(total - cap, 4),
         ),
         block_size=block,
         kv_blocks=blocks,
         kv_tokens=tokens,
-        max_concurrency=round(tokens / max_model_len, 2),
+        max_concurrency=round(tokens / max_model_len, 2) if tokens is not None else None,
+        kv_tokens_per_gib=per_gib,
+        request_kv_gib=round(request_gib, 4),
+        max_weights_gib=round(cap - request_gib, 4),
         concurrency=check,
         warnings=warnings,
     )
@@ -745,7 +806,15 @@ def plan_capacity(
         kv_cache_dtype = "bfloat16"
     cfg, source, local_dir = load_model_config(model)
     geom = geometry_from_config(cfg, model=model)
-    weights, weights_source = resolve_weights(model, local_dir, weights_gib, accel.generation.name)
+    weights: float | None
+    missing: str | None = None
+    try:
+        weights, weights_source = resolve_weights(model, local_dir, weights_gib, accel.generation.name)
+    except InputError as exc:
+        if weights_gib is not None or exc.field != "weights_gib":
+            raise  # a bad weights_gib given is the caller's to fix; only an unknown size is planned around
+        weights, weights_source = None, "unknown"
+        missing = f"{exc.message}: the pool, its tokens and the concurrency need it. Fix: {exc.fix}"
     plan = plan_from_geometry(
         geom,
         accel,
@@ -759,14 +828,15 @@ def plan_capacity(
         context_tokens=context_tokens,
         config_source=source,
     )
-    if plan.budget.kv_pool_gib <= 0:
+    plan.weights_missing = missing
+    if plan.budget.kv_pool_gib is not None and plan.budget.kv_pool_gib <= 0:
         b = plan.budget
         raise InputError(
             f"the model does not fit: weights {b.weights_gib:.2f} GiB ({weights_source}) exceed the HBM cap "
             f"{b.cap_gib:.2f} GiB ({b.chips} chip(s) x {b.hbm_per_chip_gib:.2f} GiB x {b.gpu_memory_utilization:g}), "
             "leaving no room for a KV cache",
             field="weights_gib",
-            value=weights_gib if weights_gib is not None else round(weights, 2),
+            value=weights_gib if weights_gib is not None else round(weights or 0.0, 2),
             fix="use an accelerator type with more HBM per deployment (more chips with tensor_parallel_size, or "
             "v6e: 32 GiB/chip), or a smaller model; weights_gib is GiB of HBM after loading, not of the download",
         )

@@ -61,8 +61,9 @@ _WORDS = (
     "home water room mother area money story fact month lot right study book eye job word business issue "
     "side kind head house service friend father power hour game line end member law car city community name"
 ).split()
+# Required fields of a `vllm bench serve --save-result` JSON. ``max_concurrency`` is written too, as null
+# when --max-concurrency was not given (vllm/benchmarks/serve.py), so it is read but not required.
 _VLLM_BENCH_FIELDS = (
-    "max_concurrency",
     "completed",
     "total_input_tokens",
     "total_output_tokens",
@@ -750,6 +751,7 @@ def _load_vllm_bench(path: Path) -> dict[str, Any]:
         )
     numeric = (
         *_VLLM_BENCH_FIELDS,
+        "max_concurrency",
         "num_prompts",
         "failed",
         "duration",
@@ -772,12 +774,32 @@ def _load_vllm_bench(path: Path) -> dict[str, Any]:
     return data
 
 
+def concurrency_of(data: dict[str, Any]) -> tuple[int, str | None]:
+    """Concurrent requests of a ``vllm bench serve`` run and a note when it had to be inferred.
+
+    ``max_concurrency`` null (no --max-concurrency): with request rate ``inf`` every prompt is sent at
+    once, so the run had ``num_prompts`` requests in flight; at a finite rate the concurrency is unknown
+    (0) and the KV check is skipped for that cell.
+    """
+    given = data.get("max_concurrency")
+    if given is not None:
+        return int(given), None
+    prompts = int(data.get("num_prompts") or data.get("completed") or 0)
+    rate = str(data.get("request_rate", "inf")).lower()
+    if rate in ("inf", "infinity"):
+        return (
+            prompts,
+            f"max_concurrency null (no --max-concurrency) at request rate inf: all {prompts} requests in flight",
+        )
+    return 0, f"max_concurrency null at request rate {rate}: concurrency unknown, no KV check for this run"
+
+
 def cell_from_vllm_bench(data: dict[str, Any], source: str) -> Cell:
     """One `Cell` from a ``vllm bench serve`` result dict (field names in the module docstring)."""
     completed = int(data["completed"]) or 1
     tpot = data.get("median_tpot_ms")
     return Cell(
-        concurrency=int(data.get("max_concurrency") or 0),
+        concurrency=concurrency_of(data)[0],
         prompt_tokens_target=None,
         prompt_tokens_measured=round(data["total_input_tokens"] / completed, 1),
         output_tokens_mean=round(data["total_output_tokens"] / completed, 1),
@@ -804,6 +826,12 @@ def read_vllm_bench(path: Path) -> Cell:
         InputError: unreadable, not JSON, or not a vllm bench serve result.
     """
     return cell_from_vllm_bench(_load_vllm_bench(path), f"vllm bench serve: {path.name}")
+
+
+def _same_model(result_model: str, configured: str) -> bool:
+    """A result's ``model_id`` (a repo id or a served name) names the configured model."""
+    a, b = result_model.strip().lower(), configured.strip().lower()
+    return a == b or a.rsplit("/", 1)[-1] == b.rsplit("/", 1)[-1]
 
 
 async def import_results(
@@ -867,14 +895,26 @@ async def import_results(
             fix=first.fix,
         )
     price = await price_or_none(settings, provisioning_model, notices)
-    pool, pool_source, more = await kv_pool(settings, None)
-    notices.extend(more)
+    for p, d in records:
+        note = concurrency_of(d)[1]
+        if note:
+            notices.append(f"{p.name}: {note}")
+    models = {str(d.get("model_id")) for _, d in records if d.get("model_id")}
+    if not models or all(_same_model(m, settings.model_name) for m in models):
+        pool, pool_source, more = await kv_pool(settings, None)
+        notices.extend(more)
+    else:
+        # The pool of the configured model says nothing about another model's run.
+        pool, pool_source = None, None
+        notices.append(
+            f"KV-pool check skipped: the results are for {', '.join(sorted(models))}, not the configured "
+            f"{settings.model_name}"
+        )
     cells = [
         annotate(cell_from_vllm_bench(d, f"vllm bench serve: {p.name}"), price, pool, None)
         for p, d in records
     ]
     cells.sort(key=lambda c: (c.prompt_tokens_measured or 0, c.concurrency))
-    models = {str(d.get("model_id")) for _, d in records if d.get("model_id")}
     result = BenchmarkResult(
         endpoint=None,
         model=", ".join(sorted(models)) or None,
