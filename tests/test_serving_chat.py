@@ -200,3 +200,28 @@ def test_context_overflow_messages_of_vllm_and_llama_cpp() -> None:
     assert context_overflow(llama) == (9761, 8192)
     assert context_overflow(newer_vllm) == (17020, 16384)
     assert context_overflow("model not found") is None
+
+
+async def test_query_stops_at_the_deadline_with_a_partial_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chat, "QUERY_DEADLINE_S", 0.5)
+    with FakeVllm(itl_s=0.02, default_output_tokens=20_000, max_model_len=32_768) as fake:
+        result = await chat.query(settings_for(fake.url, tmp_path), "write a lot", max_tokens=20_000)
+    assert result.cut_off and result.content.startswith("tok") and result.finish_reason is None
+    assert any("CUT OFF" in n and "deadline" in n for n in result.notices)
+    assert "<untrusted-data" in result.render_text()
+
+
+async def test_server_dying_mid_stream_keeps_the_partial_answer(tmp_path: Path) -> None:
+    with FakeVllm(die_after_tokens=5, default_output_tokens=50) as fake:
+        result = await chat.query(settings_for(fake.url, tmp_path), "hi", max_tokens=50)
+    assert result.cut_off and result.content.split() == ["tok"] * 5
+    assert any("dropped the stream" in n for n in result.notices)
+
+
+async def test_degenerate_and_length_cut_answers_are_called_so(tmp_path: Path) -> None:
+    with FakeVllm(flavor="llama.cpp", degenerate="repeat") as fake:
+        result = await chat.query(settings_for(fake.url, tmp_path), "hi", max_tokens=40)
+    assert result.cut_off and any("finish_reason=length" in n for n in result.notices)
+    assert any("degenerate" in n and "'model'" in n for n in result.notices)

@@ -19,7 +19,9 @@ ITLs. Token counts are the server's ``usage`` (``stream_options.include_usage``)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import re
 import socket
 import statistics
@@ -33,15 +35,21 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError, InputError, TpuDevopsError
 from tpu_devops.results import ToolResult
+from tpu_devops.serving.answers import degenerate
 from tpu_devops.serving.client import http_client, normalize_base_url, openai_client, probe_timeout
 from tpu_devops.serving.server_kind import UNKNOWN, ServerInfo, identify
+from tpu_devops.untrusted import UntrustedContent, UntrustedData, fence, untrusted_data
 
 # A gap this much longer than the median inter-token gap (and at least STALL_MIN_MS) is a stall.
 STALL_FACTOR = 10.0
 STALL_MIN_MS = 500.0
+# Wall time for one query_gemma answer (seconds): hosts cancel a tool call after ~60 s (DESIGN §2);
+# a 20,000-token answer took 296 s on a CPU llama-server.
+QUERY_DEADLINE_S = 50.0
 _URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
 _TOOL_PARSER_MISSING = "tool choice requires --enable-auto-tool-choice"
 _MODEL_MISSING = re.compile(r"The model `([^`]*)` does not exist")
+log = logging.getLogger(__name__)
 
 
 class ServingError(EndpointError):
@@ -435,6 +443,9 @@ class StreamedAnswer:
     sent_at: float
     chunk_times: list[float]
     done_at: float
+    # Why the stream ended early with a partial answer: "deadline" (stopped at deadline_s) or the
+    # failure class of a server that dropped the stream mid-answer; None when it finished.
+    interrupted: str | None = None
 
     def stats(self) -> ChatStats:
         """Compute `ChatStats` from the chunk times and usage."""
@@ -487,13 +498,17 @@ async def stream_chat(
     tool_choice: str | None = None,
     extra_body: dict[str, Any] | None = None,
     timeout_s: float | None = None,
+    deadline_s: float | None = None,
 ) -> StreamedAnswer:
     """One streamed chat completion with ``stream_options.include_usage``; times every output chunk.
 
     ``timeout_s``: read timeout (seconds between bytes) for this request; default the client's 120 s.
+    ``deadline_s``: wall time for the whole answer (seconds): at the deadline the stream is closed and
+    what arrived is returned with ``interrupted="deadline"``. A server that drops the stream after some
+    output also returns the partial answer (``interrupted`` = the failure class) instead of raising.
 
     Raises:
-        ServingError: classified failure (refused, 503, 404 model, 400 tool parser, ...).
+        ServingError: classified failure before any output (refused, 503, 404 model, 400 tool parser, ...).
     """
     client = openai_client(url, api_key)
     kwargs: dict[str, Any] = {
@@ -515,58 +530,99 @@ async def stream_chat(
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
-    finish = None
-    prompt_tokens = completion_tokens = None
+    usage: dict[str, int | None] = {}
+    finish: dict[str, str] = {}
     times: list[float] = []
+    interrupted: str | None = None
+    stream: Any = None
+    if deadline_s is not None:
+        kwargs["timeout"] = probe_timeout(min(deadline_s, timeout_s or deadline_s))
     sent = time.perf_counter()
     try:
-        stream = await client.chat.completions.create(**kwargs)
-        async for chunk in stream:
-            now = time.perf_counter()
-            if chunk.usage is not None:
-                prompt_tokens = chunk.usage.prompt_tokens
-                completion_tokens = chunk.usage.completion_tokens
-            for choice in chunk.choices:
-                delta = choice.delta
-                produced = False
-                if delta.content:
-                    content.append(delta.content)
-                    produced = True
-                extra = getattr(delta, "model_extra", None) or {}
-                piece = extra.get("reasoning_content") or extra.get("reasoning")
-                if piece:
-                    reasoning.append(str(piece))
-                    produced = True
-                for tc in delta.tool_calls or []:
-                    entry = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
-                    if tc.id:
-                        entry["id"] = tc.id
-                        produced = True
-                    if tc.function is not None:
-                        entry["name"] += tc.function.name or ""
-                        entry["arguments"] += tc.function.arguments or ""
-                if produced:
-                    times.append(now)
-                if choice.finish_reason:
-                    finish = choice.finish_reason
+        async with asyncio.timeout(deadline_s):
+            stream = await client.chat.completions.create(**kwargs)
+            await _read_stream(stream, content, reasoning, calls, times, usage, finish)
+    except TimeoutError:
+        interrupted = "deadline"
     except Exception as exc:
-        raise classify(exc, url, model) from exc
+        err = classify(exc, url, model)
+        if not (content or reasoning or calls):
+            raise err from exc
+        # The server died mid-answer: what it said so far is kept, marked as cut off.
+        log.info("stream from %s ended after %d chunks: %s", url, len(times), err.message)
+        interrupted = err.failure
+    finally:
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                await stream.close()
+    if interrupted == "deadline" and not (content or reasoning or calls):
+        raise ServingError(
+            f"{url} produced no output within the {deadline_s:.0f} s deadline",
+            failure="timeout",
+            field="VLLM_URL",
+            value=url,
+            fix="the server is busy or slow (CPU?): retry, or ask for fewer tokens",
+        )
     return StreamedAnswer(
         content="".join(content),
         reasoning="".join(reasoning),
         tool_calls=[calls[i] for i in sorted(calls)],
-        finish_reason=finish,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        finish_reason=None if interrupted else finish.get("finish"),
+        prompt_tokens=usage.get("prompt"),
+        completion_tokens=usage.get("completion"),
         sent_at=sent,
         chunk_times=times,
         done_at=time.perf_counter(),
+        interrupted=interrupted,
     )
 
 
-class ChatResult(ToolResult):
-    """`query_gemma` / `query_gemma_with_stats` output. ``stats`` only with stats requested."""
+async def _read_stream(
+    stream: Any,
+    content: list[str],
+    reasoning: list[str],
+    calls: dict[int, dict[str, Any]],
+    times: list[float],
+    usage: dict[str, int | None],
+    finish: dict[str, str],
+) -> None:
+    """Collect a chat-completion stream into the given lists (kept when the stream breaks)."""
+    async for chunk in stream:
+        now = time.perf_counter()
+        if chunk.usage is not None:
+            usage["prompt"] = chunk.usage.prompt_tokens
+            usage["completion"] = chunk.usage.completion_tokens
+        for choice in chunk.choices:
+            delta = choice.delta
+            produced = False
+            if delta.content:
+                content.append(delta.content)
+                produced = True
+            extra = getattr(delta, "model_extra", None) or {}
+            piece = extra.get("reasoning_content") or extra.get("reasoning")
+            if piece:
+                reasoning.append(str(piece))
+                produced = True
+            for tc in delta.tool_calls or []:
+                entry = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                if tc.id:
+                    entry["id"] = tc.id
+                    produced = True
+                if tc.function is not None:
+                    entry["name"] += tc.function.name or ""
+                    entry["arguments"] += tc.function.arguments or ""
+            if produced:
+                times.append(now)
+            if choice.finish_reason:
+                finish["finish"] = choice.finish_reason
 
+
+class ChatResult(UntrustedContent, ToolResult):
+    """`query_gemma` / `query_gemma_with_stats` output. ``stats`` only with stats requested.
+    ``cut_off``: the answer is partial (deadline, token limit, or a server that died mid-answer)."""
+
+    untrusted: UntrustedData = untrusted_data("model", "content", "reasoning")
+    cut_off: bool = False
     endpoint: str
     endpoint_source: str
     model: str
@@ -589,7 +645,11 @@ class ChatResult(ToolResult):
     def render_text(self) -> str:
         """The answer (after the stats line when measured), then who answered, then notices."""
         lines = [] if self.stats is None else [self.headline(), ""]
-        lines.append(self.content if self.content else f"(empty answer, finish_reason={self.finish_reason})")
+        lines.append(
+            fence(self.content, "model")
+            if self.content
+            else f"(empty answer, finish_reason={self.finish_reason})"
+        )
         s = self.stats
         tokens = (
             f", {s.prompt_tokens} prompt + {s.completion_tokens} completion tokens ({s.tokens_from})"
@@ -642,8 +702,23 @@ async def query(
             api_key=settings.vllm_api_key,
             max_tokens=max_tokens,
             temperature=temperature,
+            deadline_s=QUERY_DEADLINE_S,
         )
     notices = list(choice.notices)
+    got = f"{answer.completion_tokens or len(answer.chunk_times)} tokens"
+    if answer.interrupted == "deadline":
+        notices.append(
+            f"CUT OFF: stopped at the {QUERY_DEADLINE_S:.0f} s deadline after {got} (hosts cancel calls that run "
+            "longer): the answer is partial; ask for fewer max_tokens for a complete one"
+        )
+    elif answer.interrupted:
+        notices.append(
+            f"CUT OFF: the server dropped the stream ({answer.interrupted}) after {got}: the answer is partial"
+        )
+    elif answer.finish_reason == "length":
+        notices.append(f"CUT OFF at max_tokens={max_tokens} (finish_reason=length): the answer is incomplete")
+    if answer.content and (problem := degenerate(answer.content)):
+        notices.append(f"the answer looks degenerate: {problem}")
     if not answer.content and not answer.tool_calls:
         notices.append(
             "empty content: on -it models use chat completions (this tool does); if reasoning is on, "
@@ -656,6 +731,7 @@ async def query(
             "is KV-cache preemption; get_metrics shows vllm:num_preemptions_total"
         )
     return ChatResult(
+        cut_off=bool(answer.interrupted) or answer.finish_reason == "length",
         endpoint=ep.url,
         endpoint_source=ep.source,
         model=choice.model,
