@@ -982,6 +982,9 @@ async def analyze_cloud_logging(
     ] = None,
     max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
     max_steps: Annotated[int, Field(description="tool-call rounds the model may take (1-8)")] = 4,
+    token_budget: Annotated[
+        int, Field(description="most tokens of evidence summary the model reads (500-32000; cut to fit the server's context)")
+    ] = 6000,
     base_url: BaseUrlArg = None,
 ) -> logs.analyst.AnalysisResult:
     """Answer a question about the logs with the self-hosted Gemma: it reads a redacted evidence summary
@@ -993,6 +996,7 @@ async def analyze_cloud_logging(
         question,
         base_url=base_url,
         max_steps=max_steps,
+        token_budget=token_budget,
         path=path,
         filter=filter,
         since=since,

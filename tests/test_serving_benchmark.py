@@ -99,8 +99,14 @@ def test_sweep_validation() -> None:
 async def test_measured_sweep_to_completion(gcp: FakeGcp, tmp_path: Path) -> None:
     with FakeVllm(ttft_s=0.01, itl_s=0.002) as fake:
         s = settings_for(gcp, tmp_path, VLLM_URL=fake.url)
+        # VLLM_URL is not the rig's discovered TPU: the TPU rate applies only when asked for.
         started = await benchmark.start_benchmark(
-            s, concurrency=[1, 4], prompt_lengths=[16, 200], output_len=6, requests_per_cell=4
+            s,
+            concurrency=[1, 4],
+            prompt_lengths=[16, 200],
+            output_len=6,
+            requests_per_cell=4,
+            provisioning_model="spot",
         )
         record = JOBS.get(started.job_id)
         assert record.task is not None
@@ -243,3 +249,24 @@ async def test_kv_check_uses_the_results_own_model(gcp: FakeGcp, tmp_path: Path)
     rate.write_text(json.dumps({**data, "max_concurrency": None, "request_rate": 4.0}))
     result = await benchmark.import_results(settings_for(gcp, tmp_path), str(rate), write=False)
     assert result.cells[0].concurrency == 0 and any("concurrency unknown" in n for n in result.notices)
+
+
+async def test_a_non_rig_llama_cpp_endpoint_is_not_priced_or_checked_against_the_tpu_pool(
+    gcp: FakeGcp, tmp_path: Path
+) -> None:
+    with FakeVllm(flavor="llama.cpp", max_model_len=4096) as fake:
+        s = settings_for(gcp, tmp_path, VLLM_URL=fake.url)
+        started = await benchmark.start_benchmark(
+            s, concurrency=[1], prompt_lengths=[16, 8192], output_len=6, requests_per_cell=2
+        )
+        record = JOBS.get(started.job_id)
+        assert record.task is not None
+        await record.task
+    result = record.result
+    assert result["price"] is None and all(
+        c["usd_per_million_output_tokens"] is None for c in result["cells"]
+    )
+    assert result["kv_pool_tokens"] is None
+    notes = " ".join(result["notices"])
+    assert "not this rig's TPU" in notes and "llama.cpp" in notes
+    assert "meta.n_ctx" in notes and "4096" in notes  # the 8192-token cell cannot fit this server's context

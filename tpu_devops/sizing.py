@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
 from tpu_devops.errors import ConfigError, InputError
+from tpu_devops.model_files import check_config_file
 from tpu_devops.results import ToolResult
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -338,6 +339,7 @@ def load_model_config(model: str) -> tuple[dict[str, Any], str, Path | None]:
                 value=text,
                 fix="pass the path of the model's config.json (or a directory containing it), or a Hugging Face repo id",
             )
+        check_config_file(path)  # a GGUF or other binary is refused by type, never read as text
         return _read_json(path, "model"), f"local file {path}", path.parent
     if not _REPO_ID.match(text):
         raise InputError(

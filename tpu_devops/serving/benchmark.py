@@ -45,6 +45,7 @@ from tpu_devops.pricing import PriceQuote, get_price, usd_per_million_tokens, va
 from tpu_devops.results import ToolResult
 from tpu_devops.serving.chat import attributed, choose_model, classify, resolve_endpoint, stream_chat
 from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
+from tpu_devops.serving.server_kind import LABELS
 
 log = logging.getLogger(__name__)
 
@@ -441,9 +442,18 @@ def _r(x: float | None, nd: int = 3) -> float | None:
 # ---- KV pool and cost -------------------------------------------------------------------------------
 
 
-async def kv_pool(settings: Settings, url: str | None) -> tuple[int | None, str | None, list[str]]:
-    """KV pool in tokens: the server's ``vllm:cache_config_info``, else `sizing.plan_capacity`."""
+async def kv_pool(
+    settings: Settings, url: str | None, *, rig: bool = True, kind: str = "vllm"
+) -> tuple[int | None, str | None, list[str]]:
+    """KV pool in tokens: the server's ``vllm:cache_config_info``, else `sizing.plan_capacity` of the
+    configured model on the configured TPU, which describes the endpoint only when it is this rig's
+    TPU (``rig``) serving vLLM (``kind``); otherwise no pool and a notice saying why."""
     notes: list[str] = []
+    if url and kind != "vllm":
+        notes.append(
+            f"no KV-pool check: the endpoint is {LABELS.get(kind, kind)}, which does not report a KV pool"
+        )
+        return None, None, notes
     if url:
         from tpu_devops.serving.metrics import fetch_samples, kv_pool_tokens
 
@@ -453,6 +463,11 @@ async def kv_pool(settings: Settings, url: str | None) -> tuple[int | None, str 
                 return pool, "server /metrics vllm:cache_config_info (num_gpu_blocks x block_size)", notes
         except TpuDevopsError as exc:
             notes.append(f"/metrics unavailable for the KV pool: {exc.message}")
+        if not rig:
+            notes.append(
+                "no KV-pool check: the endpoint is not this rig's TPU, so the configured deployment's pool says nothing about it"
+            )
+            return None, None, notes
     try:
         from tpu_devops import sizing
     except ImportError:
@@ -473,7 +488,8 @@ async def kv_pool(settings: Settings, url: str | None) -> tuple[int | None, str 
             notes,
         )
     except Exception as exc:  # planning needs a config.json; never fail a benchmark over the warning
-        notes.append(f"KV-pool warning skipped: plan_capacity failed ({exc})")
+        why = exc.message if isinstance(exc, TpuDevopsError) else type(exc).__name__
+        notes.append(f"KV-pool warning skipped: plan_capacity for MODEL_NAME failed ({why})")
         return None, None, notes
 
 
@@ -597,14 +613,22 @@ async def run_sweep(
     notices: list[str],
     price: PriceQuote | None = None,
     replicas: int | None = None,
+    rig: bool = True,
+    kind: str = "vllm",
 ) -> BenchmarkResult:
     """The job body: calibrate, run every cell (prompt length outer, concurrency inner), annotate,
     write the files. Progress goes to ``record.progress`` / ``record.message``. ``price``: the whole
     deployment's hourly price (scale-out), instead of looking up ACCELERATOR_TYPE's."""
     prompter, more = await _calibrate(url, model, settings.vllm_api_key)
     notices.extend(more)
-    price = price or await price_or_none(settings, provisioning_model, notices)
-    pool, pool_source, more = await kv_pool(settings, url)
+    if price is None and (rig or provisioning_model):
+        price = await price_or_none(settings, provisioning_model, notices)
+    elif price is None:
+        notices.append(
+            "no $/M column: the endpoint is not this rig's TPU (it came from VLLM_URL or base_url); pass "
+            "provisioning_model to price it at this rig's TPU rate anyway"
+        )
+    pool, pool_source, more = await kv_pool(settings, url, rig=rig, kind=kind)
     notices.extend(more)
     cells: list[Cell] = []
     total = len(concurrency) * len(prompt_lengths)
@@ -689,7 +713,8 @@ async def start_benchmark(
     notices = list(choice.notices)
     if choice.max_model_len and max(prompts) + output_len > choice.max_model_len:
         notices.append(
-            f"prompts of {max(prompts)} + {output_len} output tokens exceed max_model_len {choice.max_model_len}: those requests will fail"
+            f"prompts of {max(prompts)} + {output_len} output tokens exceed the server's context "
+            f"{choice.max_model_len} ({choice.server.context_source}): those requests will fail"
         )
     total_requests = sum(requests_for(c, requests_per_cell) for c in conc) * len(prompts)
 
@@ -708,6 +733,8 @@ async def start_benchmark(
             notices=notices,
             price=price,
             replicas=replicas,
+            rig=ep.source == "discovery",
+            kind=choice.server.kind,
         )
 
     record = JOBS.start("benchmark", f"{len(conc)}x{len(prompts)} sweep of {choice.model} at {ep.url}", body)
