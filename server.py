@@ -983,7 +983,10 @@ async def analyze_cloud_logging(
     max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
     max_steps: Annotated[int, Field(description="tool-call rounds the model may take (1-8)")] = 4,
     token_budget: Annotated[
-        int, Field(description="most tokens of evidence summary the model reads (500-32000; cut to fit the server's context)")
+        int,
+        Field(
+            description="most tokens of evidence summary the model reads (500-32000; cut to fit the server's context)"
+        ),
     ] = 6000,
     base_url: BaseUrlArg = None,
 ) -> logs.analyst.AnalysisResult:

@@ -695,6 +695,7 @@ class _Fitter:
     def __init__(self, counter: RequestCounter, context: int | None, max_tokens: int) -> None:
         self.counter = counter
         self.limit = None if context is None else context - max_tokens
+        self.max_tokens = max_tokens
         self.scale = 1.0  # raised when the server reports more tokens than we counted
 
     async def size(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
@@ -731,7 +732,7 @@ async def _fit_first_prompt(
                 if evidence != summary.pack.text:
                     notices.append(
                         f"the evidence summary was cut to about {estimate_tokens(evidence)} tokens to fit the "
-                        f"server's context ({fitter.limit} prompt tokens after the answer's {ANSWER_MAX_TOKENS})"
+                        f"server's context ({fitter.limit} prompt tokens after the answer's {fitter.max_tokens})"
                     )
                 return messages, n, tools is not None
             over = n - (fitter.limit or n)
@@ -741,8 +742,9 @@ async def _fit_first_prompt(
             evidence = cut_to_tokens(evidence, target)
         evidence = cut_to_tokens(summary.pack.text, MIN_EVIDENCE_TOKENS)
     raise ContextTooSmall(
-        f"the server's context ({fitter.limit} prompt tokens after {ANSWER_MAX_TOKENS} for the answer) cannot "
-        f"hold even a {MIN_EVIDENCE_TOKENS}-token evidence summary",
+        f"the server's context ({fitter.limit} prompt tokens after {fitter.max_tokens} for the answer) cannot "
+        f"hold even a {MIN_EVIDENCE_TOKENS}-token evidence summary; serve the model with a larger context "
+        "(vLLM --max-model-len, llama-server -c)",
         field="context",
         value=fitter.limit,
         fix="serve the model with a larger context (vLLM --max-model-len, llama-server -c), e.g. 8192 or more",
