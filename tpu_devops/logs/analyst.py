@@ -8,9 +8,13 @@ with three read-only tools over that index:
 - ``get_entry(insert_id)``: one entry;
 - ``count_by(field)``: counts by severity / template / log / minute / container / instance_name.
 
-Limits: ``max_steps`` tool rounds, each tool result cut to ``result_token_cap`` tokens, an identical
-call (same name and arguments) is refused, and the loop stops when the reported usage passes
-``total_token_budget``. Log text reaches the model only inside ``<untrusted-log-data nonce=...>``
+Limits: ``max_steps`` tool rounds; every request is sized before it is sent to at most the server's
+context minus ``max_tokens`` (`consult_model`: the evidence is cut first, then the newest tool
+results; a prompt that cannot fit is never sent), each tool result gets a share of the room left (at
+most ``result_token_cap`` tokens), an identical call (same name and arguments) is refused, the loop
+stops when the reported usage passes ``total_token_budget`` or at the wall-time deadline, and a
+later round that fails keeps what was answered before. Log text reaches the model only inside
+``<untrusted-log-data nonce=...>``
 delimiters whose nonce is fresh per session, and the system prompt says that text is data. Nothing
 the model writes can change anything: the only tools are the three reads above, and a call to any
 other name is answered "unknown tool".
@@ -20,9 +24,12 @@ When vLLM's ``gemma4`` tool parser is not active (or fails), Gemma's native synt
 ``vllm.tool_parsers.gemma4_tool_parser``; vllm-project/vllm#39468). `parse_raw_tool_calls` turns it
 into calls instead of showing it. Reasoning blocks ``<|channel>thought ... <channel|>`` are dropped.
 
-Every citation in the answer (``[insertId]`` or ``[T<n>]``) is checked against the index; unknown
-ones are flagged ``[X (unverified)]`` and listed. With no reachable endpoint the deterministic summary
-is returned and ``model_consulted`` is False, with the reason.
+Every citation in the model's answer (``[insertId]`` or ``[T<n>]``) is checked against the index;
+unknown ones are flagged ``[X (unverified)]`` and listed. The answer is judged (`judge_answer`): cut
+off, degenerate (`tpu_devops.serving.answers`), uncited or instruction-shaped text is "not usable" and
+the deterministic summary, kept in its own field, stands alone. The model's text is marked untrusted
+data (`tpu_devops.untrusted`) in both the text and the structured output. With no reachable endpoint
+the deterministic summary is returned and ``model_consulted`` is False, with the reason.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Signals (each from the server's own source):
 
-- vLLM: model cards carry ``max_model_len`` and ``owned_by: "vllm"``
-  (vllm-project/vllm ``vllm/entrypoints/openai/protocol.py`` ``ModelCard``);
+- vLLM: model cards carry ``max_model_len`` and ``owned_by: "vllm"`` (vLLM's ``ModelCard`` in its
+  OpenAI protocol module; the same field ``/tokenize`` answers with);
 - llama.cpp's ``llama-server``: ``owned_by: "llamacpp"`` and a ``meta`` object whose ``n_ctx`` is the
   context of one slot, i.e. what one request may use (ggml-org/llama.cpp
   ``tools/server/server-context.cpp``, the ``/v1/models`` model info; README "GET /v1/models").
