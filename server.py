@@ -330,6 +330,15 @@ async def plan_queued_resource(
     )  # fmt: skip
 
 
+AllowOldImageArg = Annotated[
+    bool,
+    Field(
+        description="create even though VLLM_IMAGE is older than the first vLLM release that serves the model "
+        "(it would pull, then fail to load the model); default false: refuse with the fix"
+    ),
+]
+
+
 @tools.tool(title="Create a TPU queued resource", open_world=True, idempotent=True, **CLOUD_WRITE)
 async def create_tpu_queued_resource(
     zone: ZoneArg = None,
@@ -347,16 +356,19 @@ async def create_tpu_queued_resource(
             "(two TPUs then bill at once); default false: refuse"
         ),
     ] = False,
+    allow_unsupported_image: AllowOldImageArg = False,
 ) -> tpu_devops.provisioning.queued.CreateResult:
     """Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
     and rig=<id>, with the rendered startup script. Touches only its own id: if it exists, reports it instead.
     Refuses when the Hugging Face token secret is missing, and when the rig already has a live queued resource
-    in another zone (unless allow_second=true). Returns at once; waiting is a job (wait=true: poll get_job
-    with the returned job_id)."""
+    in another zone (unless allow_second=true), and when VLLM_IMAGE is too old for the model (unless
+    allow_unsupported_image=true). Returns at once; waiting is a job (wait=true: poll get_job with the
+    returned job_id)."""
     return await tpu_devops.provisioning.queued.create_with_optional_wait(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id, wait=wait,
         wait_timeout_s=wait_timeout_s, poll_interval_s=poll_interval_s, allow_second=allow_second,
+        allow_unsupported_image=allow_unsupported_image,
     )  # fmt: skip
 
 
@@ -404,6 +416,7 @@ async def find_tpu(
     max_zones: Annotated[int, Field(ge=1, le=100, description="most zones to try")] = 10,
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
+    allow_unsupported_image: AllowOldImageArg = False,
 ) -> tpu_devops.provisioning.sweep.SweepStarted:
     """Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
     past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
@@ -417,6 +430,7 @@ async def find_tpu(
         tpu_devops.provisioning.sweep.SweepOptions(
             provisioning_model=model, zones=zones, zone_budget_s=zone_budget_s, poll_interval_s=poll_interval_s,
             max_zones=max_zones, max_run_duration_s=max_run_duration_s, valid_until_duration_s=valid_until_duration_s,
+            allow_unsupported_image=allow_unsupported_image,
         ),
     )  # fmt: skip
 

@@ -246,8 +246,8 @@ def test_script_run_fetches_secret_starts_vllm_and_keeps_token_off_command_lines
     run_line = next(line for line in argv.splitlines() if line.startswith("docker run"))
     assert "--log-driver=gcplogs" in run_line
     assert f"{tmp_path}/fs/root/.cache/vllm:/root/.cache/vllm" in run_line
-    assert "vllm/vllm-tpu:v0.13.0 vllm serve google/gemma-4-E2B-it --host 0.0.0.0" in run_line
-    assert "docker pull vllm/vllm-tpu:v0.13.0" in argv
+    assert "vllm/vllm-tpu:v0.30.0 vllm serve google/gemma-4-E2B-it --host 0.0.0.0" in run_line
+    assert "docker pull vllm/vllm-tpu:v0.30.0" in argv
     record = json.loads((tmp_path / "fs" / "var" / "lib" / "tpu-devops" / "serving-flags.json").read_text())
     assert record["flags"] == startup.vllm_serve_flags(settings(GOOGLE_CLOUD_PROJECT="my-tpu-project"))
     assert "tpu-devops/serving-flags" in (fake / "guest_attributes").read_text()

@@ -48,7 +48,7 @@ DEFAULTS: dict[str, str] = {
     "MAX_NUM_BATCHED_TOKENS": "",
     "LIMIT_MM_PER_PROMPT": "",
     "GPU_MEMORY_UTILIZATION": "0.92",
-    "VLLM_IMAGE": "vllm/vllm-tpu:v0.13.0",
+    "VLLM_IMAGE": "vllm/vllm-tpu:v0.30.0",
     "VLLM_PORT": "8000",
     "TPU_NETWORK": "",
     "TPU_SUBNETWORK": "",
@@ -385,7 +385,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             "not a container image reference",
             field="VLLM_IMAGE",
             value=image,
-            fix="use e.g. vllm/vllm-tpu:v0.13.0 or a @sha256: digest",
+            fix="use e.g. vllm/vllm-tpu:v0.30.0 or a @sha256: digest",
         )
     port = _int(env, "VLLM_PORT", lo=1, hi=65535)
     assert port is not None

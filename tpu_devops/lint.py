@@ -930,6 +930,38 @@ def rule_image(ctx: Context, out: list[Finding]) -> None:
         )
 
 
+def rule_image_version(ctx: Context, out: list[Finding]) -> None:
+    """The image's vLLM release against the first one that serves the model (`tpu_devops.images`).
+
+    Moving tags are `rule_image`'s; this rule speaks only when the version is known to be too old, or
+    cannot be read from the reference (a digest).
+    """
+    from tpu_devops.images import check_image
+
+    if not ctx.spec.image:
+        return
+    check = check_image(ctx.spec.image, ctx.spec.model)
+    if check.status not in ("too_old", "version_unknown"):
+        return
+    too_old = check.status == "too_old"
+    out.append(
+        Finding(
+            id="image-too-old-for-model" if too_old else "image-version-unknown",
+            severity="error" if too_old else "warning",
+            flag=None,
+            value=ctx.spec.image,
+            what_happens=(
+                "the pull succeeds and the server then fails to load the model"
+                if too_old
+                else f"cannot tell whether the image serves {check.architecture}"
+            ),
+            why=check.message,
+            source=check.source or "",
+            fix=check.fix or "",
+        )
+    )
+
+
 def rule_compile_cache(ctx: Context, out: list[Finding]) -> None:
     if ctx.spec.in_container and ctx.get("_compile_cache_mounted") is False:
         out.append(
@@ -960,6 +992,7 @@ RULES: list[Callable[[Context, list[Finding]], None]] = [
     rule_quantization,
     rule_completions_health,
     rule_image,
+    rule_image_version,
     rule_compile_cache,
 ]
 

@@ -169,7 +169,7 @@ def apply_overrides(
                 "not a container image reference",
                 field="vllm_image",
                 value=vllm_image,
-                fix="use e.g. vllm/vllm-tpu:v0.13.0 or vllm/vllm-tpu@sha256:...",
+                fix="use e.g. vllm/vllm-tpu:v0.30.0 or vllm/vllm-tpu@sha256:...",
             )
         update["vllm_image"] = vllm_image
     return settings.model_copy(update=update) if update else settings

@@ -9,6 +9,7 @@ from typing import Any
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
+from tpu_devops.images import image_gate
 from tpu_devops.provisioning.requests import (
     PLACEHOLDER_PROJECT,
     build_request,
@@ -160,6 +161,7 @@ async def plan_queued_resource(
         )
     if valid is None:
         warnings.append("no valid_until_duration: the request can wait in WAITING_FOR_RESOURCES indefinitely")
+    warnings.extend(image_gate(settings.vllm_image, settings.model_name, dry_run=True))
     warnings.extend(settings.notices)
     if no_project:
         warnings.append(

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError
+from tpu_devops.images import image_gate
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import classify_failure
 from tpu_devops.provisioning.plan import hourly_price, stops_text
@@ -144,7 +145,9 @@ class CreateResult(ToolResult):
 
     def headline(self) -> str:
         verb = "created" if self.created else "already exists"
-        loud = "".join(f" WARNING: {w}." for w in self.warnings if w.startswith("SECOND TPU"))
+        loud = "".join(
+            f" WARNING: {w}." for w in self.warnings if w.startswith(("SECOND TPU", "UNSUPPORTED IMAGE"))
+        )
         return f"queued resource '{self.queued_resource_id}' in {self.zone}: {verb}, state {self.state}.{loud} {self.next_step}"
 
 
@@ -207,6 +210,7 @@ async def create_queued_resource(
     check_secret: bool = True,
     allow_second: bool = False,
     check_other_zones: bool = True,
+    allow_unsupported_image: bool = False,
 ) -> CreateResult:
     """Create the queued resource (non-destructive: touches only its own id) and return at once.
 
@@ -220,12 +224,17 @@ async def create_queued_resource(
             on-demand), missing HF secret, missing startup-script renderer.
         ConfigError: also when the rig already has a live queued resource in another zone (field
             ``zone``; fix: use or delete it, or ``allow_second=true``).
+        ConfigError: VLLM_IMAGE is older than the first vLLM release that serves the model
+            (`tpu_devops.images`), unless ``allow_unsupported_image`` (then a loud warning).
         CloudError (and subclasses): the API refused; ``classify_exception`` gives its reach.
     """
     zone = check_zone(or_default(zone, settings.zone, "zone"))
     model = check_provisioning_model(provisioning_model, settings)
     qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
     max_run, valid = check_durations(model, max_run_duration_s, valid_until_duration_s, settings)
+    image_warnings = image_gate(
+        settings.vllm_image, settings.model_name, allow_unsupported_image=allow_unsupported_image
+    )
     existing = await get_queued(settings, zone, qr_id)
     if existing is not None:
         view = QueuedResourceView.of(existing, zone)
@@ -246,7 +255,7 @@ async def create_queued_resource(
             stops_billing=stops_text(view.provisioning_model, view.max_run_duration_s),
             next_step=f"it already exists ({owner}{note}); use get_reservation_status, or destroy_queued_resource first to recreate",
         )
-    warnings: list[str] = []
+    warnings: list[str] = list(image_warnings)
     if check_other_zones:
         others = [q for q in await rig_queued_resources(settings, qr_id) if q.zone != zone]
         if others and not allow_second:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, TpuDevopsError
+from tpu_devops.images import image_gate
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import Failure, classify_exception, classify_failure
 from tpu_devops.provisioning.queued import (
@@ -79,6 +80,7 @@ class SweepOptions:
     max_zones: int
     max_run_duration_s: int | None
     valid_until_duration_s: int | None
+    allow_unsupported_image: bool = False
 
 
 async def candidate_zones(settings: Settings, opts: SweepOptions, store: ZoneStore) -> list[str]:
@@ -208,6 +210,7 @@ async def run_sweep(
             created = await create_queued_resource(
                 settings, zone=zone, provisioning_model=model, max_run_duration_s=opts.max_run_duration_s,
                 valid_until_duration_s=opts.valid_until_duration_s, check_secret=False, check_other_zones=False,
+                allow_unsupported_image=opts.allow_unsupported_image,
             )  # fmt: skip
         except TpuDevopsError as exc:
             if isinstance(exc, ConfigError):  # our own argument / setting errors: not the zone's
@@ -390,7 +393,8 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
 
     Raises:
         ConfigError: an explicitly empty zone list, a malformed zone (field ``zones``), bad durations
-            (see `provisioning.check_durations`).
+            (see `requests.check_durations`), an image too old for the model (field ``VLLM_IMAGE``,
+            `tpu_devops.images.image_gate`) unless ``allow_unsupported_image``.
     """
     if opts.zones is not None:
         if not opts.zones:
@@ -400,6 +404,7 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
             )  # fmt: skip
         opts.zones = list(dict.fromkeys(check_zone(z, "zones") for z in opts.zones))
     check_durations(opts.provisioning_model, opts.max_run_duration_s, opts.valid_until_duration_s, settings)
+    image_gate(settings.vllm_image, settings.model_name, allow_unsupported_image=opts.allow_unsupported_image)
     return opts
 
 

@@ -74,8 +74,19 @@ _BOOL_TEXT = {"true": True, "false": False}
 
 
 def cache_dir() -> Path:
-    """google-api-python-client's bundled discovery documents."""
-    import googleapiclient
+    """google-api-python-client's bundled discovery documents.
+
+    Raises:
+        ModuleNotFoundError: the dev extra is not installed (run ``make setup``).
+    """
+    try:
+        import googleapiclient
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            "the fake Google APIs validate requests against google-api-python-client's discovery documents: "
+            "run `make setup` (it installs the dev extra)",
+            name=exc.name,
+        ) from None
 
     return Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"
 
