@@ -98,7 +98,9 @@ def plan_capacity(
     (per layer group: cache-owning vs KV-shared layers, sliding vs full attention, head_dim, KV heads and
     their replication under tensor parallelism), the HBM budget (total, cap, weights, KV pool, the
     remainder outside the cap that holds compiled programs), KV tokens in whole blocks, max concurrency at
-    max_model_len, and whether clients x context_tokens fits. Gemma 4 E2B on v5litepod-1 at 0.92 and 16,384:
+    max_model_len, and whether clients x context_tokens fits. Without a known weight size it
+    still gives every figure that needs no weights (KV bytes per token, the cap, KV tokens per GiB of pool,
+    the KV one request needs) and says what the weights would add. Gemma 4 E2B on v5litepod-1 at 0.92 and 16,384:
     18,432 B/token, 321,376 tokens."""
     return tpu_devops.sizing.plan_capacity_with_defaults(
         settings,
@@ -265,11 +267,14 @@ def diagnose_vllm_boot(
 ) -> logs.boot.BootDiagnosis:
     """Why did (or didn't) vLLM boot? Parses the vLLM version, non-default args, phase timeline (weights,
     memory statistics, KV init, compile seconds, startup complete), the logged HBM budget and KV tokens
-    cross-checked against plan_capacity, and classifies failures with cause and fix: program allocation
-    OOM after KV init, HBM OOM, unsupported weight quantization, SMEM OOM, chunked-MM floor, invalid KV
-    dtype, gated / missing / unauthorized Hugging Face repo, missing tool parser, fp8 logged but bf16
-    allocated. Harmless noise (vllm._C, Triton, metadata 404s) is counted, not alarmed on. With node, the
-    container log is read from Cloud Logging (redacted) instead of being pasted."""
+    cross-checked against plan_capacity, and classifies failures with cause, fix and the numbers read out:
+    program allocation / HBM / VMEM / SMEM OOM, KV cache smaller than one request, unsupported weight
+    quantization, TP not dividing the model, torchax path failures, image pull failures and startup-script
+    exits, Hugging Face 401/403/404/429 and unreachable, invalid flags and parsers. A line no rule explains
+    is an "unrecognised failure" with its line number, never dropped; harmless noise (vllm._C, Triton,
+    metadata 404s) is counted, never a root cause. Boot state is apart from serving problems (a server that
+    started and rejects requests is "boot OK, but requests fail"). With node, the container log is read from
+    Cloud Logging (redacted) instead of being pasted."""
     if node:
         logs.boot.refuse_two_sources(node, log_text, path)
         log_text = logs.sources.fetch_container_log_text(settings, node, since=since)
@@ -966,10 +971,12 @@ def summarize_logs(
     max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
     token_budget: Annotated[int, Field(description="size of the evidence text in tokens (500-32000)")] = 6000,
 ) -> logs.evidence.SummaryResult:
-    """Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first:
-    per template the count, severity, first/last seen, rate and two exemplar insertIds; plus known
-    failure signatures (vLLM boot failures, HBM OOM, preemption / maintenance, Hugging Face 401/403/404,
-    quota and capacity) with their fix. Secrets and personal data are redacted."""
+    """Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first: per
+    template the count, severity, first/last seen, rate and two exemplar insertIds; plus the failures read
+    by the same rules as diagnose_vllm_boot (vLLM boot failures, OOMs, preemption / maintenance, Hugging
+    Face, image pulls, quota and capacity) with their fix, failures no rule explains listed as
+    unrecognised, and known noise that is never a root cause. Triage is by content as well as severity (a
+    failure logged at INFO counts). Secrets and personal data are redacted."""
     return logs.evidence.summarize_logs(
         settings,
         path=path,

@@ -1,17 +1,26 @@
-"""Evaluation of the log analyst on real vLLM TPU logs: deterministic part (CI) and model part (any VLLM_URL).
+"""Evaluation of the log analyst on real failures: a deterministic part (CI) and a model part (any VLLM_URL).
 
-The set lives in ``tests/data/logs/eval_set.json``: per case an export (Cloud Logging entries,
-``gcloud logging read --format=json`` shape), a question, and the facts a correct answer contains:
-the root-cause template (a regex on its text), its entries' insertIds, and keywords.
+The cases are the field-report corpus, ``tests/data/field-reports/corpus.json`` (the handed field reports,
+the earlier fixtures, and variants of each fault kind written from other public reports): per case a log
+or Cloud Logging export, a question, and the rubric of a correct answer:
 
-- Deterministic (``--deterministic``, also run by tests/test_logs_eval.py): does the summary put the
-  root-cause template first and does the evidence pack cite one of its insertIds?
-- Model (default): run `analyze` against ``VLLM_URL`` (or ``--url``) and score the model's own words
-  (not the deterministic summary appended to an uncited answer): 1 point for citing a verified
-  root-cause insertId or template, 1 for a keyword, 0 if any citation is unverified.
+- **cause**: the answer names the cause (any of ``cause_any``; for a healthy boot: it says so and does
+  not call it a failure);
+- **fix**: the answer gives the fix (any of ``fix_any``; a healthy boot has no fix part);
+- **citation**: the model itself cites, and the analyst verified, an entry (``[insertId]``) or template
+  (``[T<n>]``) that holds the root-cause line (the entries matching ``cite``).
 
-``--build`` regenerates the exports from ``../shared/fixtures/vllm-logs`` (Docker ``gcplogs`` driver
-entries with ``jsonPayload.message`` plus ``google_metadata_script_runner`` startup entries).
+An answer gets nothing when the model was not consulted (the deterministic summary is not the model's
+work), or its text is empty or degenerate (`tpu_devops.serving.answers.degenerate`: repetition, template
+markers), an echo of the prompt (most of its 8-word runs copied from the evidence pack or the question),
+or cut off before any of the rubric appeared. The score is printed with its parts.
+
+- Deterministic (``--deterministic``, also run by tests/test_logs_eval.py): the summary ranks the
+  root-cause template first and its evidence pack cites one of the root-cause entries.
+- Model (default): `analyze` against ``VLLM_URL`` (or ``--url``), scored as above.
+
+``--build`` regenerates the converted exports of ``tests/data/logs`` from ``tests/data/vllm-logs`` (Docker
+``gcplogs`` driver entries with ``jsonPayload.message`` plus ``google_metadata_script_runner`` entries).
 
 Usage: ``python scripts/eval_analyst.py [--url http://IP:8000] [--deterministic] [--build]``.
 """
@@ -24,18 +33,31 @@ import hashlib
 import json
 import re
 import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DATA = ROOT / "tests" / "data" / "logs"
-FIXTURES = ROOT / "tests" / "data" / "vllm-logs"  # copies of ../shared/fixtures/vllm-logs
+DATA = ROOT / "tests" / "data"
+LOGS = DATA / "logs"
+CORPUS = DATA / "field-reports" / "corpus.json"
+FIXTURES = DATA / "vllm-logs"  # copies of ../shared/fixtures/vllm-logs
 PROJECT = "my-project"
 INSTANCE = {"name": "gemma4-qr-node", "zone": "us-west4-a", "id": "189351555337452"}
+PARTS = ("cause", "fix", "citation")
+ECHO_SHARE = 0.6  # an answer whose 8-word runs come mostly from the prompt is an echo
+MIN_WORDS = 5
 _PREFIX = re.compile(
     r"^(?:\([A-Za-z_]+ pid=\d+\)\s+)?(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d:\d\d:\d\d) "
 )
+_FAILURE_CLAIM = re.compile(
+    r"(?i)\b(?:failed to (?:start|boot)|did not (?:start|boot)|crash(?:ed)?|boot failed)\b"
+)
+
+
+# ---- building the converted exports ------------------------------------------------------------------
 
 
 def _resource() -> dict[str, Any]:
@@ -109,13 +131,13 @@ def convert(
 
 def build() -> None:
     """Write the converted exports next to the copied fixture export."""
-    DATA.mkdir(parents=True, exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
     for src, dst in (
         ("v5e1-e2b-qwix-int8-abstract-fail.log", "v5e1-qwix-int8-export.json"),
         ("v6e1-e2b-boot-ok.log", "v6e1-boot-ok-export.json"),
     ):
         entries = convert(FIXTURES / src)
-        (DATA / dst).write_text(json.dumps(entries, indent=1) + "\n")
+        (LOGS / dst).write_text(json.dumps(entries, indent=1) + "\n")
         print(f"wrote {dst}: {len(entries)} entries")
     # A healthy boot that is then preempted: the container log just stops; the cause is an audit
     # system event (protoPayload, methodName compute.instances.preempted) in another log.
@@ -136,94 +158,202 @@ def build() -> None:
         "timestamp": f"{last[:14]}59:00Z",
     }
     entries.insert(0, preempt)
-    (DATA / "v6e1-preempted-export.json").write_text(json.dumps(entries, indent=1) + "\n")
+    (LOGS / "v6e1-preempted-export.json").write_text(json.dumps(entries, indent=1) + "\n")
     print(f"wrote v6e1-preempted-export.json: {len(entries)} entries")
 
 
+# ---- the cases -------------------------------------------------------------------------------------
+
+
 def load_cases() -> list[dict[str, Any]]:
-    """The evaluation cases, with ``root_cause_insert_ids`` filled from the export."""
+    """The evaluation cases (the logs of the corpus), with ``path`` and ``root_insert_ids`` (the entries
+    holding the line a correct answer cites) filled in."""
     from tpu_devops.logs.sources import FileSource
 
-    cases = json.loads((DATA / "eval_set.json").read_text())
-    for case in cases:
-        if case.get("root_cause_regex"):
-            pattern = re.compile(case["root_cause_regex"])
-            source = FileSource(str(DATA / case["export"]))
-            case["root_cause_insert_ids"] = [
-                r.insert_id for page in source.pages() for r in page if pattern.search(r.message)
-            ]
-        else:
-            case["root_cause_insert_ids"] = []
+    cases = []
+    for c in json.loads(CORPUS.read_text()):
+        if c["kind"] != "log" or not c.get("question"):
+            continue
+        case = dict(c, id=Path(c["file"]).stem, path=str(DATA / c["file"]))
+        pattern = re.compile(case["cite"])
+        source = FileSource(case["path"])
+        case["root_insert_ids"] = [
+            r.insert_id for page in source.pages() for r in page if pattern.search(r.message)
+        ]
+        cases.append(case)
     return cases
 
 
 def deterministic(case: dict[str, Any]) -> dict[str, Any]:
     """Score the summary of one case: root cause first, and the pack cites one of its entries."""
-    from tpu_devops.logs.evidence import is_root_cause, summarize_mining
+    from tpu_devops.logs.evidence import root_of, summarize_mining
     from tpu_devops.logs.mining import mine
     from tpu_devops.logs.sources import FileSource
 
-    source = FileSource(str(DATA / case["export"]))
-    summary = summarize_mining(mine(source.pages()), source=case["export"])
-    top = summary.ranked[0].stats if summary.ranked else None
-    if not case.get("root_cause_regex"):
-        no_error = top is None or not is_root_cause(summary.ranked[0])
+    summary = summarize_mining(mine(FileSource(case["path"]).pages()), source=case["id"])
+    root = root_of(summary.ranked)
+    if case["root"] is None:
         return {
             "case": case["id"],
-            "root_cause_first": no_error,
-            "cited": no_error,
+            "root_cause_first": root is None,
+            "cited": True,
             "tokens": summary.pack.tokens,
         }
-    first_ok = top is not None and re.search(case["root_cause_regex"], top.template) is not None
-    cited = any(i in summary.pack.text for i in case["root_cause_insert_ids"])
+    pattern = re.compile(case["cite"])
+    first_ok = root is not None and any(pattern.search(e.message) for e in root.stats.exemplars)
+    cited = any(i in summary.pack.text for i in case["root_insert_ids"])
     return {
         "case": case["id"],
         "root_cause_first": first_ok,
         "cited": cited,
         "tokens": summary.pack.tokens,
-        "top": top.template[:80] if top else None,
+        "top": root.stats.template[:80] if root else None,
     }
 
 
-async def model_score(case: dict[str, Any], url: str) -> dict[str, Any]:
-    """Run the analyst on one case against ``url`` and score the model's own words (0-2)."""
-    from tpu_devops.config import load_settings
-    from tpu_devops.logs.analyst import analyze, read_into_index, verify_citations
-    from tpu_devops.logs.sources import FileSource
-    from tpu_devops.serving.client import close_all
+# ---- scoring the model's answer ---------------------------------------------------------------------
 
-    settings = load_settings(environ={"VLLM_URL": url, "TPU_DEVOPS_ENV_FILE": "/nonexistent"})
-    try:
-        result = await analyze(case["question"], FileSource(str(DATA / case["export"])), settings=settings)
-    finally:
-        await close_all()  # the shared HTTP client belongs to this event loop
-    # Drop the deterministic summary the analyst appends to an uncited answer: score the model only.
-    own = result.answer.split("\n\nDeterministic summary:")[0] if result.model_consulted else ""
-    index, _ = read_into_index(FileSource(str(DATA / case["export"])))
-    _, own_cites = verify_citations(own, index)
-    verified = {c.ref for c in own_cites if c.verified}
-    root_ids = set(case["root_cause_insert_ids"])
-    root_templates = {result.root_cause.template_id} if result.root_cause else set()
-    if case.get("root_cause_regex"):
-        cites_root = bool(verified & (root_ids | root_templates))
+
+@dataclass
+class Score:
+    """One case's score: 1 point per rubric part the answer meets; nothing for an unusable answer."""
+
+    case: str
+    parts: dict[str, int]
+    possible: dict[str, int]
+    unusable: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+    @property
+    def maximum(self) -> int:
+        return sum(self.possible.values())
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "score": f"{self.total}/{self.maximum}",
+            **{p: self.parts[p] for p in PARTS if self.possible[p]},
+            "unusable": self.unusable,
+        }
+
+
+def _ngrams(text: str, n: int = 8) -> set[tuple[str, ...]]:
+    words = re.findall(r"[\w./:-]+", text.lower())
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def echo_share(answer: str, prompt: str) -> float:
+    """Share of the answer's 8-word runs that appear in ``prompt`` (0 for answers under 8 words)."""
+    mine = _ngrams(answer)
+    return len(mine & _ngrams(prompt)) / len(mine) if mine else 0.0
+
+
+def unusable(answer: str, prompt: str) -> str | None:
+    """Why ``answer`` earns nothing whatever it contains: empty, degenerate, too short, or an echo."""
+    from tpu_devops.serving.answers import degenerate
+
+    reason = degenerate(answer)
+    if reason:
+        return reason
+    if len(re.findall(r"[A-Za-z]{2,}", answer)) < MIN_WORDS:
+        return f"fewer than {MIN_WORDS} words"
+    share = echo_share(answer, prompt)
+    if share >= ECHO_SHARE:
+        return f"an echo of the prompt ({share:.0%} of its 8-word runs are copied from it)"
+    return None
+
+
+def _any(words: list[str], text: str) -> bool:
+    low = text.lower()
+    return any(w.lower() in low for w in words)
+
+
+def score_answer(
+    case: dict[str, Any],
+    answer: str,
+    citations: list[Any],
+    prompt: str,
+    *,
+    consulted: bool = True,
+    template_ids: set[str] | None = None,
+) -> Score:
+    """Score one answer against the case's rubric (module docstring).
+
+    ``citations``: the analyst's checked citations of the model's own text (objects with ``ref``, ``kind``,
+    ``verified``); ``prompt``: what the model was shown (evidence pack and question), for the echo test;
+    ``template_ids``: the templates that hold a root-cause entry.
+    """
+    failure = case["root"] is not None
+    possible = {"cause": 1, "fix": 1 if failure else 0, "citation": 1}
+    parts = dict.fromkeys(PARTS, 0)
+    if not consulted:
+        return Score(case["id"], parts, possible, "the model was not consulted")
+    reason = unusable(answer, prompt)
+    if reason:
+        return Score(case["id"], parts, possible, reason)
+    if failure:
+        parts["cause"] = int(_any(case["cause_any"], answer))
+        parts["fix"] = int(_any(case["fix_any"], answer))
     else:
-        cites_root = bool(own)
-    keywords = case.get("keywords") or []
-    keyword = bool(own) and (not keywords or any(k.lower() in own.lower() for k in keywords))
-    score = 0 if result.unverified_citations else int(cites_root) + int(keyword)
-    return {
-        "case": case["id"],
-        "consulted": result.model_consulted,
-        "score": score,
-        "cites_root": cites_root,
-        "keyword": keyword,
-        "unverified": result.unverified_citations,
-        "answer": result.answer[:300],
+        parts["cause"] = int(_any(case["cause_any"], answer) and not _FAILURE_CLAIM.search(answer))
+    roots = set(case["root_insert_ids"]) | (template_ids or set())
+    parts["citation"] = int(any(c.verified and c.ref in roots for c in citations))
+    return Score(case["id"], parts, possible)
+
+
+@lru_cache(maxsize=64)
+def _evidence(path: str, question: str, root_ids: tuple[str, ...]) -> tuple[str, frozenset[str]]:
+    """(what the model is shown: question and evidence pack, the templates holding a root entry)."""
+    from tpu_devops.logs.analyst import read_into_index
+    from tpu_devops.logs.sources import FileSource
+
+    index, summary = read_into_index(FileSource(path))
+    ids = set(root_ids)
+    templates = {
+        tid for record, tid in zip(index.records, index.template_of, strict=True) if record.insert_id in ids
     }
+    return f"{question}\n{summary.pack.text}", frozenset(templates)
+
+
+async def model_score(case: dict[str, Any], settings: Any) -> Score:
+    """Run the analyst on one case against ``settings``' endpoint and score the model's own words."""
+    from tpu_devops.logs.analyst import analyze
+    from tpu_devops.logs.sources import FileSource
+
+    result = await analyze(case["question"], FileSource(case["path"]), settings=settings)
+    prompt, templates = _evidence(case["path"], case["question"], tuple(case["root_insert_ids"]))
+    return score_answer(
+        case,
+        result.answer if result.model_consulted else "",
+        result.citations,
+        prompt,
+        consulted=result.model_consulted,
+        template_ids=set(templates),
+    )
+
+
+async def score_all(cases: list[dict[str, Any]], settings: Any) -> list[Score]:
+    """`model_score` for every case, in order."""
+    return [await model_score(c, settings) for c in cases]
+
+
+def report(scores: list[Score]) -> str:
+    """The total with its parts, e.g. ``model score: 61/129 (cause 30/43, fix 19/38, citation 12/43; ...)``."""
+    total = sum(s.total for s in scores)
+    maximum = sum(s.maximum for s in scores)
+    parts = ", ".join(
+        f"{p} {sum(s.parts[p] for s in scores)}/{sum(s.possible[p] for s in scores)}" for p in PARTS
+    )
+    unusable_n = sum(s.unusable is not None for s in scores)
+    return f"model score: {total}/{maximum} ({parts}; {unusable_n} of {len(scores)} answers unusable)"
 
 
 def main() -> int:
-    """CLI entry point; prints one line per case and the total score."""
+    """CLI entry point; prints one line per case and the total score with its parts."""
     import os
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -244,12 +374,21 @@ def main() -> int:
         ok = sum(r["root_cause_first"] and r["cited"] for r in rows)
         print(f"deterministic score: {ok}/{len(rows)}")
         return 0 if ok == len(rows) else 1
-    rows = [asyncio.run(model_score(c, args.url)) for c in cases]
-    for r in rows:
-        print(json.dumps(r))
-    total = sum(r["score"] for r in rows)
-    consulted = sum(r["consulted"] for r in rows)
-    print(f"model score: {total}/{2 * len(rows)} ({consulted}/{len(rows)} answers from the model)")
+    from tpu_devops.config import load_settings
+    from tpu_devops.serving.client import close_all
+
+    settings = load_settings(environ={"VLLM_URL": args.url, "TPU_DEVOPS_ENV_FILE": "/nonexistent"})
+
+    async def run() -> list[Score]:
+        try:
+            return await score_all(cases, settings)
+        finally:
+            await close_all()
+
+    scores = asyncio.run(run())
+    for s in scores:
+        print(json.dumps(s.row()))
+    print(report(scores))
     return 0
 
 
