@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.resolve import Resolve
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 # Submodules of tpu_devops load on first use (PEP 562): with cached schemas, listing the tools imports
 # no logic module; each loads when one of its tools is first called.
@@ -495,7 +495,9 @@ async def manage_queued_resource(
 @tools.tool(title="Save the Hugging Face token", open_world=True, idempotent=False, **CLOUD_WRITE)
 async def save_hf_token(
     token: Annotated[
-        str, Field(description="a Hugging Face read token (hf_...); stored in Secret Manager, never echoed")
+        str,
+        BeforeValidator(tpu_devops.setup_check.withhold_non_string),
+        Field(description="a Hugging Face read token (hf_...); stored in Secret Manager, never echoed"),
     ],
 ) -> tpu_devops.setup_check.SecretSaved:
     """Store the Hugging Face token in Secret Manager (HF_SECRET_ID): creates the secret if missing and adds

@@ -76,3 +76,116 @@ def test_memo_replays_the_counts_of_a_cached_value() -> None:
     again = r.memo(("labels", "a"), lambda: {"mail": "not computed again"})
     assert first is again and first == {"mail": "<EMAIL_1>, a long label value here"}
     assert r.counts == {"EMAIL": 2}
+
+
+# ---- every kind by its shape, wherever it sits (issue 12 §5) ----------------------------------------
+
+PEM_LINES = [
+    "-----BEGIN PRIVATE KEY-----",
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",
+    "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu",
+    "NMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa0VzMaQ8s+CLOyS56YyCFGeJZ",
+    "Hk8=",
+    "-----END PRIVATE KEY-----",
+]
+SECRET_VARIANTS = {
+    "hf token with a suffix": ("hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567_v2", "hf_AbCdEfGhIjKlMnOpQrSt"),
+    "hf token glued after an underscore": (
+        "HF_TOKEN_hf_" + "ZyXwVuTsRqPoNmLkJiHgFeDcBa98765432",
+        "ZyXwVuTsRqPoNm",
+    ),
+    "cut hf token": ("prefix hf_" + "Q1w2E3r4T5y6", "Q1w2E3r4T5y6"),
+    "--api-key VALUE": (
+        "vllm serve google/gemma-4-E2B-it --api-key s3cr3t-k3y-value --port 8000",
+        "s3cr3t-k3y",
+    ),
+    "--api-key=VALUE": ("vllm serve m --api-key=Sup3rS3cretValue9 --max-model-len 16384", "Sup3rS3cret"),
+    "--hf-token VALUE": ("huggingface-cli download x --hf-token 'qwertyuiop123'", "qwertyuiop123"),
+    "--token VALUE": ("tool --token abcd1234efgh", "abcd1234efgh"),
+    "curl -H bearer": (
+        "curl -H 'Authorization: Bearer vllm-key-0123456789' http://10.0.0.5:8000/v1/models",
+        "vllm-key-0123456789",
+    ),
+    "authorization token scheme": (
+        "Authorization: token gho_" + "16C7e42F292c6912E7710c838347Ae178B4a",
+        "16C7e42F292c6912",
+    ),
+    "raw authorization": ('{"headers": {"Authorization": "k3y-Without-Scheme-123"}}', "k3y-Without-Scheme"),
+    "HF_TOKEN=": ("export HF_TOKEN=plainvalue123 && run", "plainvalue123"),
+    "VLLM_API_KEY=": ("docker run -e VLLM_API_KEY=rig-key-456789 vllm/vllm-tpu", "rig-key-456789"),
+    "non-default args api_key list": (
+        "non-default args: {'model': 'google/gemma-4-E2B-it', 'api_key': ['mylistkey99']}",
+        "mylistkey99",
+    ),
+    "escaped json api key": ('{"message": "{\\"api_key\\": \\"escapedKey123\\"}"}', "escapedKey123"),
+    "aws": (
+        "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI",
+    ),
+    "aws key id": ("key id AKIAIOSFODNN7EXAMPL2 in use", "AKIAIOSFODNN7EXAMPL2"),
+    "oauth": ("token ya29.a0AfH6SMBx-example_token_value_12345 expired", "a0AfH6SMBx"),
+    "refresh token": ("refresh 1//0gLmN0pQrStUvWxYz-abcdefghijk used", "0gLmN0pQrStUvWx"),
+    "google api key": ("key=AIzaSyA1234567890abcdefghijklmnopqrstuv_x", "SyA1234567890"),
+    "openai": ("OPENAI key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx01 set", "AbCdEfGhIjKlMnOp"),
+    "github": (
+        "git clone https://ghp_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789@github.com/x/y",
+        "aBcDeFgHiJkLmNoP",
+    ),
+    "jwt": (
+        "id eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36P",
+        "SflKxwRJSMeKKF2QT4fw",
+    ),
+    "url basic auth": ("GET https://admin:pa55w0rd!@registry.example.com/v2/", "pa55w0rd"),
+    "service account json": (
+        '{"type": "service_account", "private_key_id": "4f3c2b1a0f9e8d7c6b5a", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n", "client_email": "sa@p.iam.gserviceaccount.com"}',
+        "MIIEvQIBADANBgkq",
+    ),
+}
+
+
+def test_every_secret_variant_is_replaced() -> None:
+    for name, (text, secret_part) in SECRET_VARIANTS.items():
+        out = redact_text(text)
+        assert secret_part not in out, (name, out)
+    out = redact_text(SECRET_VARIANTS["service account json"][0])
+    assert "4f3c2b1a0f9e8d7c6b5a" not in out and "sa@p.iam" not in out
+
+
+def test_diagnostic_text_is_kept() -> None:
+    for harmless in (
+        "--max-num-batched-tokens 2048 --max-model-len 16384 --tokenizer google/gemma-4-E2B-it",
+        "Fast download using 'hf_transfer' is enabled; hf_hub_download took 3.2 s",
+        "max_tokens=512 tokenizer_mode=auto 'pad_token': '<pad>' hf_token: None api_key=None",
+        "image vllm/vllm-tpu@sha256:" + "0123456789abcdef" * 4,
+        "GPU KV cache size: 321,376 tokens; Maximum concurrency for 16,384 tokens per request: 19.61x",
+        "token budget 6000, key cache layers 15, secret manager secret hf-token",
+        "request 3f2a9c1e-8b7d-4e6f-a5c4-b3d2e1f0a9b8 finished",
+    ):
+        assert redact_text(harmless) == harmless, harmless
+
+
+def test_pem_block_logged_one_line_per_entry_in_either_order() -> None:
+    for lines in (PEM_LINES, list(reversed(PEM_LINES))):
+        r = Redactor()
+        out = [r.redact_message(line) for line in ["INFO starting", *lines, "INFO key loaded"]]
+        body = "\n".join(out)
+        for secret in PEM_LINES[1:5]:
+            assert secret not in body, body
+        assert out[0] == "INFO starting" and out[-1] == "INFO key loaded"
+        assert len({line for line in out[1:-1]}) == 1  # one placeholder for the whole block
+
+
+def test_secret_cut_across_adjacent_fields_and_lines() -> None:
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+    for cut in (2, 5, 12, 30):
+        fields = Redactor().redact_fields(["upload with " + token[:cut], token[cut:], "done"])
+        joined = " ".join(fields)
+        assert token[cut:][:8] not in joined and token[:cut][-8:] not in joined or cut < 8, (cut, fields)
+        assert fields[2] == "done" and "<HF_TOKEN_1>" in fields[1]
+    r = Redactor()
+    first = r.redact_message("curl -H 'Authorization: Bearer")
+    second = r.redact_message("sk-proj-abcdefghijklmnop0123' http://10.0.0.5:8000")
+    assert "abcdefghijklmnop0123" not in first + second
+    r = Redactor()
+    assert r.redact_message("vllm serve m --api-key") == "vllm serve m --api-key"
+    assert "VeryS3cretKey" not in r.redact_message("VeryS3cretKey --port 8000")

@@ -277,3 +277,42 @@ def test_an_empty_path_is_not_a_cloud_query() -> None:
         with pytest.raises(InputError) as err:
             open_source(settings, path=path)
         assert err.value.field == "path" and "empty path" in err.value.message
+
+
+def test_secrets_across_lines_and_fields_never_reach_a_record(tmp_path: Path) -> None:
+    from tests.test_logs_redact import PEM_LINES
+
+    docker = tmp_path / "docker.log"
+    docker.write_text(
+        "\n".join(
+            ["INFO 08-07 23:00:00 [key.py:1] loading key", *PEM_LINES, "INFO 08-07 23:00:01 [x.py:2] ok"]
+        )
+    )
+    text = " ".join(r.message for page in FileSource(str(docker)).pages() for r in page)
+    assert not any(line in text for line in PEM_LINES[1:5]) and "loading key" in text and "ok" in text
+    token = "hf_" + "SplitAcrossFieldsToken0123456789ab"
+    entries = [
+        {
+            "insertId": "s1",
+            "timestamp": "2026-08-07T00:00:01Z",
+            "jsonPayload": {"message": "token " + token[:14], "rest": token[14:]},
+        },
+        {
+            "insertId": "s2",
+            "timestamp": "2026-08-07T00:00:02Z",
+            "jsonPayload": {"note": token[:9], "message": token[9:] + " used"},
+        },
+        {
+            "insertId": "s3",
+            "timestamp": "2026-08-07T00:00:03Z",
+            "jsonPayload": {"a": token[:20], "b": token[20:]},
+        },
+        {"insertId": "s4", "timestamp": "2026-08-07T00:00:04Z", "textPayload": PEM_LINES[1]},
+        {"insertId": "s5", "timestamp": "2026-08-07T00:00:05Z", "textPayload": PEM_LINES[0]},
+    ]
+    export = tmp_path / "split.json"
+    export.write_text(json.dumps(entries))
+    records = [r for page in FileSource(str(export)).pages() for r in page]
+    shown = json.dumps([[r.message, r.labels] for r in records])
+    for part in (token[:14], token[14:], token[9:], token[20:], PEM_LINES[1]):
+        assert part[3:] not in shown, (part, shown)

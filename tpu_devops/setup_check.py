@@ -264,6 +264,23 @@ class SecretSaved(ToolResult):
 _HF_TOKEN_PREFIX = "hf_"
 
 
+class _Withheld:
+    """Stands in for a secret argument of the wrong type (a list, an object), so that the MCP SDK's
+    argument-validation error, which quotes the rejected input, shows only its type."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} value, not shown>"
+
+
+def withhold_non_string(value: Any) -> Any:
+    """``BeforeValidator`` for a secret tool argument: a string passes on to the shape check (which never
+    echoes it); anything else becomes a stand-in that validation rejects without quoting the value."""
+    return value if isinstance(value, str) else _Withheld(type(value).__name__)
+
+
 def check_hf_token_shape(token: str) -> str:
     """Validate a Hugging Face access token's shape (``hf_`` + at least 20 letters/digits) without echoing it.
 

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import InputError, NotFoundError
 from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
-from tpu_devops.logs.redact import Redactor
+from tpu_devops.logs.redact import Redactor, rule_candidates
 from tpu_devops.results import ToolResult
 from tpu_devops.untrusted import (
     UntrustedContent,
@@ -156,14 +156,6 @@ def split_prefix(message: str) -> tuple[str | None, str]:
 def _message_of(entry: dict[str, Any]) -> str:
     if "textPayload" in entry:
         return str(entry["textPayload"])
-    payload = entry.get("jsonPayload")
-    if isinstance(payload, dict):
-        for key in ("message", "MESSAGE", "msg", "log", "textPayload"):
-            if isinstance(payload.get(key), str):
-                return payload[key]
-        # Whole, not cut: the caller redacts first and cuts after, so no secret is cut into a prefix
-        # that its pattern no longer matches.
-        return json.dumps(payload, separators=(",", ":"), sort_keys=True)
     proto = entry.get("protoPayload")
     if isinstance(proto, dict):
         status = proto.get("status") or {}
@@ -181,10 +173,10 @@ def short_log_name(log_name: str) -> str:
     return unquote(tail if sep else log_name)
 
 
-# An insertId or label key of up to 32 letters, digits, "_" and "-", or an RFC 3339 timestamp: every
-# pattern in `logs.redact` needs a character outside these (. @ / = : space) or 33+ characters (an HF
-# token, a Google API key), so such a value is used without running the patterns.
-_PLAIN_ID = re.compile(r"[0-9A-Za-z_-]{0,32}")
+# An insertId or resource type of up to 32 lower-case hex digits and "-", or an RFC 3339 timestamp:
+# no pattern in `logs.redact` matches such text (each needs other letters, upper case, "@", "/" or
+# "."), so such a value is used without running the patterns.
+_PLAIN_ID = re.compile(r"[0-9a-f-]{0,32}")
 _PLAIN_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)")
 
 
@@ -198,35 +190,107 @@ def _context(
     log_name: Any,
     resource_type: Any,
     label_sets: tuple[Any, Any],
-    instance: Any,
-    container: Any,
+    instance: str | None,
+    container: str | None,
     redactor: Redactor,
 ) -> tuple[dict[str, str], str, str]:
-    """(labels, short log name, resource type), all redacted: resource labels, then entry labels, plus the
-    Docker driver's instance and container names."""
-    redact = redactor.redact
-    labels: dict[str, str] = {}
-    for source in label_sets:
-        if isinstance(source, dict):
-            for k, v in source.items():
-                labels[_plain(k, _PLAIN_ID, redactor)] = redact(str(v))
+    """(labels, short log name, resource type), all redacted: resource labels, then entry labels (as
+    adjacent fields), plus the Docker driver's instance and container names (already redacted)."""
+    pairs = [(k, v) for source in label_sets if isinstance(source, dict) for k, v in source.items()]
+    values = redactor.redact_fields([str(v) for _, v in pairs])
+    labels = {redactor.redact(str(k)): v for (k, _), v in zip(pairs, values, strict=True)}
     if instance:
-        labels.setdefault("instance_name", redact(str(instance)))
+        labels.setdefault("instance_name", instance)
     if container:
-        labels["container"] = redact(str(container).lstrip("/"))
-    return labels, redact(short_log_name(str(log_name or ""))), _plain(resource_type, _PLAIN_ID, redactor)
+        labels["container"] = container.lstrip("/")
+    return (
+        labels,
+        redactor.redact(short_log_name(str(log_name or ""))),
+        _plain(resource_type, _PLAIN_ID, redactor),
+    )
 
 
 def _items(labels: Any) -> Any:
     return tuple(labels.items()) if isinstance(labels, dict) else None
 
 
+_MESSAGE_KEYS = ("message", "MESSAGE", "msg", "log", "textPayload")
+MAX_PAYLOAD_LEAVES = 256  # string fields of one jsonPayload taken into account
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = (), out: list[tuple[tuple[Any, ...], str]] | None = None):
+    """The string fields of a JSON object or array in document order, as ``(path, text)`` (at most
+    `MAX_PAYLOAD_LEAVES`, 8 levels deep). Two levels are walked inline: the Docker driver's payload
+    (message, container, instance) is read for every entry."""
+    out = [] if out is None else out
+    for k, v in value.items() if type(value) is dict else enumerate(value):
+        kind = type(v)
+        if kind is str:
+            out.append(((*path, k), v))
+        elif kind is dict and len(path) < 7:
+            for k2, v2 in v.items():
+                if type(v2) is str:
+                    out.append(((*path, k, k2), v2))
+                elif isinstance(v2, dict | list):
+                    _leaves(v2, (*path, k, k2), out)
+        elif (kind is dict or kind is list) and len(path) < 8:
+            _leaves(v, (*path, k), out)
+        if len(out) >= MAX_PAYLOAD_LEAVES:
+            del out[MAX_PAYLOAD_LEAVES:]
+            break
+    return out
+
+
+def _rebuilt(value: Any, replaced: dict[tuple[Any, ...], str], path: tuple[Any, ...] = ()) -> Any:
+    """``value`` with the string fields at the paths in ``replaced`` swapped for their new text."""
+    if isinstance(value, dict):
+        return {k: _rebuilt(v, replaced, (*path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rebuilt(v, replaced, (*path, i)) for i, v in enumerate(value)]
+    return replaced.get(path, value) if isinstance(value, str) else value
+
+
+def _payload_texts(entry: dict[str, Any], redactor: Redactor) -> tuple[str, str | None, str | None]:
+    """(message, Docker instance name, container name) of an entry, redacted. The fields of a
+    ``jsonPayload`` are redacted as adjacent fields, so a secret cut across two of them is replaced in both;
+    the message is the next message of the stream (`Redactor.redact_message`)."""
+    payload = entry.get("jsonPayload")
+    if "textPayload" in entry or not isinstance(payload, dict):
+        return redactor.redact_message(_message_of(entry)), None, None
+    leaves = _leaves(payload)
+    values = [text for _, text in leaves]
+    # One look for the hints of every rule over all the fields serves both the cut-secret check and
+    # the message's own redaction.
+    candidates = rule_candidates("".join(values))
+    masks = redactor.field_masks(values, candidates)
+
+    def field(*path: Any) -> str | None:
+        for (where, text), found in zip(leaves, masks, strict=True):
+            if where == path:
+                return redactor.redact_masked(text, found, candidates)
+        return None
+
+    key = next((k for k in _MESSAGE_KEYS if isinstance(payload.get(k), str)), None)
+    if key is not None:
+        i = next(i for i, (where, _) in enumerate(leaves) if where == (key,))
+        message = redactor.redact_message(leaves[i][1], masks[i], candidates)
+    else:
+        replaced = {
+            path: redactor.redact_masked(text, m) for (path, text), m in zip(leaves, masks, strict=True)
+        }
+        # Whole, not cut: redacted first and cut after, so no secret is cut into a prefix that its
+        # pattern no longer matches.
+        message = redactor.redact_message(
+            json.dumps(_rebuilt(payload, replaced), separators=(",", ":"), sort_keys=True)
+        )
+    return message, field("instance", "name"), field("container", "name")
+
+
 def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
     """A `LogRecord` from one LogEntry JSON object. Every text field a tool or prompt can show
     (message, insertId, timestamp, log name, resource type, label keys and values) is redacted with
-    ``redactor``."""
-    redact = redactor.redact
-    message = redact(_message_of(entry))
+    ``redactor``; call it for the entries of one read in order (see `Redactor.redact_message`)."""
+    message, instance, container = _payload_texts(entry, redactor)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS]
     level, body = split_prefix(message)
@@ -237,12 +301,6 @@ def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
     if severity == "DEFAULT" and level:
         severity = level
     resource = entry.get("resource") or {}
-    payload = entry.get("jsonPayload")
-    instance = container = None
-    if isinstance(payload, dict):
-        instance, container = payload.get("instance"), payload.get("container")
-        instance = instance.get("name") if isinstance(instance, dict) else None
-        container = container.get("name") if isinstance(container, dict) else None
     args = (entry.get("logName"), resource.get("type"), (resource.get("labels"), entry.get("labels")))
     # The node's labels and names repeat on every entry: memoized per distinct combination.
     key = ("context", args[0], args[1], _items(args[2][0]), _items(args[2][1]), instance, container)
@@ -273,7 +331,7 @@ def record_from_line(line: str, number: int, redactor: Redactor, *, year: int, l
     m = _DOCKER_TS.match(text)
     if m:
         timestamp, text = m.group(1), text[m.end() :]
-    message = redactor.redact(text)[:MAX_MESSAGE_CHARS]
+    message = redactor.redact_message(text)[:MAX_MESSAGE_CHARS]
     pm = VLLM_PREFIX.match(message)
     level = None
     body = message
