@@ -39,12 +39,14 @@ def test_server_import_and_tools_list_stay_light() -> None:
 # What a start from the schema cache may load: settings and what registering tools needs.
 STARTUP_MODULES = {
     "tpu_devops",
+    "tpu_devops.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
     "tpu_devops.catalog",
     "tpu_devops.config",
     "tpu_devops.errors",
     "tpu_devops.logs",
     "tpu_devops.registration",
     "tpu_devops.results",
+    "tpu_devops.schemas",
     "tpu_devops.serving",
     "tpu_devops.tool_cache",
 }

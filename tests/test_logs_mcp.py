@@ -84,7 +84,7 @@ async def test_reads_with_paging_and_node_logs(fakes: tuple[FakeGcp, FakeVllm], 
             {"since": SINCE, "severity": "ERROR", "limit": 100, "page_token": page1["next_page_token"]},
         )
         page2 = second.structured_content
-        assert page2["returned"] == 66 and page2["next_page_token"] is None
+        assert page2["returned"] == 66 and page2.get("next_page_token") is None
         ids = [e["insert_id"] for e in page1["entries"] + page2["entries"]]
         assert len(ids) == len(set(ids)) == 166
         _no_secret(first.content[0].text, second.content[0].text)
@@ -169,7 +169,7 @@ async def test_analyst_session_makes_two_tool_calls_and_cites(
     assert {"ref": "3a808ea2a697db", "kind": "entry", "verified": True}.items() <= data["citations"][
         0
     ].items()
-    assert data["unverified_citations"] == []
+    assert data.get("unverified_citations", []) == []
     _no_secret(result.content[0].text, json.dumps(data), json.dumps(vllm.requests))
 
 
@@ -197,7 +197,7 @@ async def test_planted_instructions_change_nothing(fakes: tuple[FakeGcp, FakeVll
     assert (
         data["steps"][0]["tool"] == "delete_queued_resource" and "unknown tool" in data["steps"][0]["refused"]
     )
-    assert listed.structured_content["jobs"] == []
+    assert listed.structured_content.get("jobs", []) == []
     assert not [r for r in gcp.tpu.requests if r.get("method") != "GET"]
     assert all(r["resourceNames"] == ["projects/my-project"] for r in gcp.logging.requests)
     sent = json.dumps(vllm.requests, ensure_ascii=False)

@@ -122,7 +122,11 @@ async def test_planning_tools_over_stdio(tmp_path: Path) -> None:
         ok = await call(
             client, "diagnose_vllm_boot", {"log_text": (LOGS / "v6e1-e2b-boot-ok.log").read_text()}
         )
-        assert ok["status"] == "ready" and ok["root_cause"] is None and ok["budget"]["kv_tokens"] == 1_151_744
+        assert (
+            ok["status"] == "ready"
+            and ok.get("root_cause") is None
+            and ok["budget"]["kv_tokens"] == 1_151_744
+        )
         text = await refused(client, "diagnose_vllm_boot", {"path": str(tmp_path / "nope.log")})
         assert "path" in text and "Fix:" in text
 
@@ -184,14 +188,14 @@ async def test_newcomer_trial_inputs_over_stdio(tmp_path: Path) -> None:
         text = await refused(
             client, "plan_capacity", {"model": e4b, "weights_gib": 9, "tensor_parallel_size": -2}
         )
-        assert "tensor_parallel_size" in text and ">= 1" in text and "has 1 chip" not in text
+        assert "tensor_parallel_size" in text and "between 1 and 256" in text and "has 1 chip" not in text
 
         # diagnose_vllm_boot: a Cloud Logging export was read as JSON text (negative timeline)
         out = await call(
             client, "diagnose_vllm_boot", {"path": str(DATA / "logs" / "v5e1-util095-export.json")}
         )
         assert out["root_cause"]["id"] == "program-allocation-oom"
-        assert all(p["elapsed_s"] is None or p["elapsed_s"] >= 0 for p in out["phases"])
+        assert all(p.get("elapsed_s") is None or p["elapsed_s"] >= 0 for p in out["phases"])
         text = await refused(client, "diagnose_vllm_boot", {})
         assert "node" in text
         for path in ("/dev/null", str(tmp_path)):

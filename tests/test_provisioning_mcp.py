@@ -70,7 +70,7 @@ async def test_flex_sweep_unsupported_twice_stockout_then_success(fake_gcp, tmp_
         assert job["state"] == "succeeded", job
         result = job["result"]
         assert result["found"] is True
-        tried = [(a["zone"], a["reach"]) for a in result["attempts"]]
+        tried = [(a["zone"], a.get("reach")) for a in result["attempts"]]
         assert tried[:3] == [("us-west4-a", "model"), ("us-central1-a", "model"), ("us-west4-b", "zone")]
         assert len(tried) == 4 and tried[3][1] is None
         assert result["endpoint_url"] == f"http://{fake_gcp.tpu.external_ip}:8000"

@@ -82,9 +82,11 @@ class JobRegistry:
     async def _run(self, record: JobRecord, body: JobBody) -> None:
         try:
             result = await body(record)
-            if isinstance(result, ToolResult):
+            if isinstance(result, ToolResult):  # as the tool itself would have answered (both forms)
                 record.result_text = result.render_text()
-            record.result = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+                record.result = result.structured()
+            else:
+                record.result = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
             record.state = "succeeded"
             if record.message == "started":
                 record.message = "done"

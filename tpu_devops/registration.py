@@ -1,52 +1,188 @@
-"""How `server.py` registers a tool: honest annotations, read-only mode, typed errors, text + structure.
+"""How `server.py` registers a tool: honest annotations, read-only mode, checked arguments, errors with a
+fix, and the two result forms every host needs.
 
 `server.py` stays a thin list of tools; everything they have in common lives here:
 
 - every tool declares its MCP annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
   ``openWorldHint``) explicitly; there is no default to forget;
-- in read-only mode (``TPU_DEVOPS_READ_ONLY=1``) a tool that is not read-only is not registered at all;
-- a `TpuDevopsError` becomes an MCP tool error (``isError``) whose text names the field, the value and
-  the fix; an unexpected exception is logged with its traceback to stderr and reaches the client as
-  a generic tool error (the MCP SDK hides its text);
-- a returned `ToolResult` is sent as ``structuredContent`` (validated against ``outputSchema``) plus a
-  readable text block from `ToolResult.render_text`;
+- in read-only mode (``TPU_DEVOPS_READ_ONLY=1``) a tool that changes state is not registered at all,
+  unless it is declared ``keep_in_read_only`` (``cancel_job``: read-only mode still starts benchmark jobs);
+- the published schemas are the compact, bounded ones of `tpu_devops.schemas`, and arguments are checked
+  by `tpu_devops.arguments` before the tool runs (unknown keys, types, bounds, empty strings, NUL);
+- every failure reaches the client as a tool error (``isError``) with the field, the value and the fix:
+  a `TpuDevopsError` keeps its text; a refused elicitation (a headless host cannot ask the user) says what
+  to pass instead; an unexpected exception is described by its kind (``File name too long``) with its
+  traceback logged to stderr once, never as the SDK's bare "Error executing tool";
+- a returned `ToolResult` is sent as ``structuredContent`` plus a text block, both leading with the same
+  summary and each capped at `tpu_devops.results.MAX_RESULT_CHARS` (`ToolResult.host_forms`);
 - synchronous tool bodies run in a worker thread so they never block the event loop;
+- the server advertises only the capability it serves (tools), so hosts add no resource or prompt
+  machinery to every model request (issue #18 §3);
 - tools are declared first and the server is built from them at the end (`Registrar.build_server`), so
   that schemas can come from `tpu_devops.tool_cache` and no domain module is imported until a tool runs.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import logging
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict, PrivateAttr, ValidationError
 
-from tpu_devops.errors import TpuDevopsError
+from tpu_devops.arguments import ArgumentChecker, from_pydantic
+from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.results import ToolResult
+from tpu_devops.schemas import input_schema, validation_schema, wire_output_schema
 from tpu_devops.tool_cache import DeferredTool, SchemaCache, ToolSchemas
 
 log = logging.getLogger("tpu_devops.tools")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+METHOD_NOT_FOUND = -32601  # JSON-RPC 2.0
+# The SDK's text when a Resolve(...) parameter's elicitation was not accepted (mcp.server.mcpserver.resolve).
+_ELICITATION_REFUSED = re.compile(r"Resolver for parameter '(\w+)' could not resolve: elicitation was (\w+)")
+
 
 def to_call_result(result: Any) -> Any:
-    """`ToolResult` -> ``CallToolResult`` with text and structured content; anything else unchanged."""
+    """`ToolResult` -> ``CallToolResult`` with its two capped forms; anything else unchanged."""
     if isinstance(result, ToolResult):
-        return CallToolResult(
-            content=[TextContent(type="text", text=result.render_text())],
-            structured_content=result.model_dump(mode="json", by_alias=True),
-        )
+        text, structured = result.host_forms()
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
     return result
+
+
+class HostTool(Tool):
+    """An SDK `Tool` whose calls follow this module's rules (checked arguments, errors with a fix)."""
+
+    _checker: ArgumentChecker | None = PrivateAttr(default=None)
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        """Check the arguments, run the tool, and turn any failure into a `ToolError` with a fix.
+
+        Raises:
+            ToolError: every failure (the client sees an ``isError`` result with this text).
+            MCPError: protocol-level errors, unchanged.
+        """
+        try:
+            args = self._checker.check(arguments) if self._checker else arguments
+        except InputError as exc:
+            log.info("%s: arguments refused (%s)", self.name, exc.field or "several")
+            raise ToolError(f"{self.name}: {exc}") from None
+        try:
+            return await super().run(args, context, convert_result=convert_result)
+        except MCPError:
+            raise
+        except UnexpectedToolError as exc:
+            raise ToolError(f"{self.name}: {self._crash(exc.__cause__ or exc, args)}") from exc
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(f"{self.name}: {from_pydantic(self.name, cause)}") from exc
+            refused = _ELICITATION_REFUSED.search(str(cause or exc))
+            if refused:
+                raise ToolError(f"{self.name}: {_not_confirmed(refused.group(2))}") from exc
+            raise ToolError(f"{self.name}: {cause if isinstance(cause, ToolError) else exc}") from exc
+
+    def _crash(self, cause: BaseException, args: dict[str, Any]) -> TpuDevopsError:
+        """Describe an unexpected exception without a traceback; log the traceback once."""
+        log.error("tool %s raised an unexpected exception", self.name, exc_info=cause)
+        field = None
+        if isinstance(cause, OSError):
+            name = errno.errorcode.get(cause.errno or 0, "")
+            what = f"{os.strerror(cause.errno)} ({name})" if cause.errno else type(cause).__name__
+            field = _argument_holding(args, cause.filename)
+        else:
+            from tpu_devops.logs.redact import redact_text
+
+            message = redact_text(str(cause)).strip().splitlines()[0][:200] if str(cause).strip() else ""
+            what = f"{type(cause).__name__}{': ' + message if message else ''}"
+        return TpuDevopsError(
+            f"failed with an error it does not handle: {what}",
+            field=field,
+            fix=(
+                f"check {field}; if its value is right" if field else "check the arguments; if they are right"
+            )
+            + ", this is a bug: the traceback is in the server's log (stderr)",
+        )
+
+
+def _argument_holding(args: dict[str, Any], filename: Any) -> str | None:
+    """The argument whose value is (or contains) ``filename``, if any."""
+    if not isinstance(filename, str) or not filename:
+        return None
+    for name, value in args.items():
+        if isinstance(value, str) and (value == filename or filename.startswith(value) or value in filename):
+            return name
+    return None
+
+
+def _not_confirmed(action: str) -> TpuDevopsError:
+    if action == "decline":
+        return TpuDevopsError(
+            "nothing was deleted: you declined the confirmation",
+            fix="none needed; call it again when you want the deletion",
+        )
+    return TpuDevopsError(
+        f"nothing was deleted: this host could not ask you to confirm (its confirmation request was "
+        f"{action}led; headless runs such as `gemini -p` or `claude -p` cannot ask)",
+        fix="run it first with dry_run=true to see exactly what would be deleted, then repeat the call with "
+        "dry_run=false, confirm=true and the confirmation the dry run's answer names",
+    )
+
+
+def build_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    title: str | None,
+    description: str,
+    annotations: ToolAnnotations,
+    meta: dict[str, Any] | None = None,
+) -> HostTool:
+    """The `HostTool` for ``fn``: the SDK derives the argument model and output type; this module publishes
+    the compact input schema, the wire output schema and checks arguments strictly.
+
+    Raises:
+        TypeError: ``fn`` is not annotated to return a `ToolResult` subclass (both forms come from it).
+    """
+    base = Tool.from_function(
+        _wrap(fn), name=name, title=title, description=description, annotations=annotations, meta=meta
+    )
+    fm = base.fn_metadata
+    output = fm.output_model
+    if not (isinstance(output, type) and issubclass(output, ToolResult)) or fm.output_schema is None:
+        raise TypeError(f"tool {name} must be annotated to return a ToolResult subclass, not {output!r}")
+    strict = type(
+        fm.arg_model.__name__,
+        (fm.arg_model,),
+        {"model_config": ConfigDict(**fm.arg_model.model_config, extra="forbid"), "__module__": __name__},
+    )
+    arg_schema = strict.model_json_schema(by_alias=True)
+    fields = {k: getattr(base, k) for k in Tool.model_fields}
+    fields.update(
+        parameters=input_schema(arg_schema),
+        # The structured form is built by ToolResult.structured and described by the wire schema; the SDK
+        # would validate it against the model instead, which requires the fields the wire form prunes.
+        fn_metadata=FuncMetadata(arg_model=strict, output_schema=wire_output_schema(fm.output_schema)),
+    )
+    tool = HostTool(**fields)
+    tool._checker = ArgumentChecker(name, validation_schema(arg_schema))
+    return tool
 
 
 @dataclass(frozen=True)
@@ -54,13 +190,15 @@ class _Declared:
     fn: Callable[..., Any]
     title: str
     annotations: ToolAnnotations
+    meta: dict[str, Any] | None
 
 
 class Registrar:
     """Collects the tools `server.py` declares, then builds the `MCPServer` that serves them.
 
     Args:
-        read_only: when True, tools whose ``read_only`` flag is False are skipped.
+        read_only: when True, tools whose ``read_only`` flag is False are skipped (unless
+            ``keep_in_read_only``).
         schema_cache: where tool schemas are cached between starts (`tpu_devops.tool_cache`), or None
             to derive every schema at startup.
     """
@@ -79,8 +217,13 @@ class Registrar:
         destructive: bool,
         idempotent: bool,
         open_world: bool,
+        keep_in_read_only: bool = False,
+        meta: dict[str, Any] | None = None,
     ) -> Callable[[F], F]:
         """Decorator: declare ``fn`` as a tool named after the function, described by its docstring.
+
+        ``keep_in_read_only``: a state-changing tool that read-only mode still needs (it only acts on what
+        read-only tools started). ``meta``: the tool's ``_meta`` in ``tools/list``.
 
         Raises:
             ValueError: a tool of that name was already declared.
@@ -89,7 +232,7 @@ class Registrar:
         def decorator(fn: F) -> F:
             if fn.__name__ in self._declared or fn.__name__ in self.skipped:
                 raise ValueError(f"tool {fn.__name__} is declared twice")
-            if self.read_only and not read_only:
+            if self.read_only and not read_only and not keep_in_read_only:
                 self.skipped.append(fn.__name__)
                 return fn
             annotations = ToolAnnotations(
@@ -99,7 +242,7 @@ class Registrar:
                 idempotent_hint=idempotent,
                 open_world_hint=open_world,
             )
-            self._declared[fn.__name__] = _Declared(fn, title, annotations)
+            self._declared[fn.__name__] = _Declared(fn, title, annotations, meta)
             return fn
 
         return decorator
@@ -114,19 +257,29 @@ class Registrar:
         tools = [self._tool(name, declared, cached.get(name)) for name, declared in self._declared.items()]
         if self.schema_cache is not None and not self._declared.keys() <= cached.keys():
             self.schema_cache.save(tools)
-        return MCPServer(tools=tools, **server_options)
+        server = MCPServer(tools=tools, **server_options)
+        server.middleware.append(tools_only)
+        return server
 
     def _tool(self, name: str, declared: _Declared, schemas: ToolSchemas | None) -> Tool:
-        wrapped = _wrap(declared.fn)
         description = inspect.getdoc(declared.fn) or ""
+        build = functools.partial(
+            build_tool,
+            declared.fn,
+            name=name,
+            title=None,
+            description=description,
+            annotations=declared.annotations,
+            meta=declared.meta,
+        )
         if schemas is not None and self.schema_cache is not None:
             try:
                 return DeferredTool.from_cache(
-                    wrapped,
+                    build,
                     name=name,
-                    title=declared.title,
                     description=description,
                     annotations=declared.annotations,
+                    meta=declared.meta,
                     schemas=schemas,
                     cache=self.schema_cache,
                 )
@@ -134,13 +287,25 @@ class Registrar:
                 log.warning(
                     "tool %s: cannot list it from the schema cache; deriving its schemas", name, exc_info=True
                 )
-        return Tool.from_function(
-            wrapped,
-            name=name,
-            title=declared.title,
-            description=description,
-            annotations=declared.annotations,
-        )
+        return build()
+
+
+async def tools_only(ctx: Any, call_next: Any) -> Any:
+    """Server middleware: advertise and serve only tools (no empty prompts / resources capabilities).
+
+    `MCPServer` always registers prompt and resource handlers, so its ``initialize`` answer advertises both
+    even with none to offer, and hosts then add their resource tools to every model request.
+    """
+    method = getattr(ctx, "method", "")
+    if method.startswith(("prompts/", "resources/")):
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+    result = await call_next(ctx)
+    if method in ("initialize", "server/discover") and isinstance(result, dict):
+        capabilities = result.get("capabilities")
+        if isinstance(capabilities, dict):
+            for unused in ("prompts", "resources"):
+                capabilities.pop(unused, None)
+    return result
 
 
 def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:

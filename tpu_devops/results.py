@@ -1,14 +1,34 @@
-"""Base of every typed tool result: structured content for machines, a readable rendering for people.
+"""Base of every typed tool result, and the two forms a host receives: text and structured content.
 
-`server.py` sends both: the model's JSON as MCP ``structuredContent`` (checked against the tool's
-``outputSchema``) and `ToolResult.render_text()` as the text content block that chat clients show.
+Hosts read one form each (issue #18): Gemini CLI gives its model only the text content, Claude Code only
+the ``structuredContent`` when a tool declares an output schema. So each form must stand on its own:
+
+- both lead with the same human summary (`ToolResult.summary_text`: the headline, or more where a
+  subclass adds root cause and fix); the structured form carries it as its first key, ``summary``;
+- the structured form is the model's JSON without what carries nothing: ``None``, empty lists and
+  mappings (`prune`; ``false`` and ``0`` stay: they are answers). Fields declared with
+  ``Field(exclude=True)`` (internal or text-only data) never reach it. The published output schema says
+  the same (`tpu_devops.schemas.wire_output_schema`): such fields are not required;
+- neither form exceeds `MAX_RESULT_CHARS` (`cap_text`, `cap_structured`): what is left out is named in the
+  answer, with how to get it (`ToolResult.more_hint`).
+
+Claude Code replaces a tool result over 50,000 characters with a 2 KB preview and a file path (issue #18
+§2, observed with Claude Code's headless mode); 40,000 leaves room for the host's own wrapping.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+MAX_RESULT_CHARS = 40_000  # per form (text, structured JSON), characters
+# The largest log-evidence budget a tool may accept, in tokens: evidence is packed at 3 characters per
+# token (`tpu_devops.logs.evidence.CHARS_PER_TOKEN`), and 4,000 characters stay for the headline, the
+# fix, notices and the host's wrapping. 12,000 tokens.
+MAX_EVIDENCE_TOKENS = (MAX_RESULT_CHARS - 4_000) // 3
+RESERVED_FIELDS = ("summary", "omitted")  # keys the structured form adds; no result model may declare them
 
 
 def _render_value(value: Any, indent: int, lines: list[str], key: str | None) -> None:
@@ -51,15 +71,176 @@ def render_mapping(data: dict[str, Any], title: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def json_chars(data: Any) -> int:
+    """Characters of ``data`` as compact JSON, the way a host serialises structured content."""
+    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
 class ToolResult(BaseModel):
-    """A tool's typed result. Override `headline` or `render_text` for a better human view."""
+    """A tool's typed result.
+
+    Override `headline` (one line that answers the question), and `summary_text` where the answer needs a
+    root cause and a fix next to it; `render_text` for a better human view (it must start with the
+    summary and carry every key fact: some hosts read nothing else); `more_hint` to say how to get what a
+    size cap left out. Mark fields the structured form must not carry with ``Field(exclude=True)``.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        clash = [name for name in RESERVED_FIELDS if name in cls.model_fields]
+        if clash:
+            raise TypeError(
+                f"{cls.__name__} declares {clash}: those keys are reserved for the structured form "
+                "(tpu_devops.results.RESERVED_FIELDS); rename the field"
+            )
 
     def headline(self) -> str | None:
         """One line that answers the question the tool was asked (None: no headline)."""
         return None
 
+    def summary_text(self) -> str:
+        """The human summary both forms lead with: the headline by default, else the text's first line."""
+        headline = self.headline()
+        if headline:
+            return headline
+        text = self.render_text().strip()
+        return text.splitlines()[0] if text else type(self).__name__
+
     def render_text(self) -> str:
         """Readable text shown by chat clients: the headline, then the fields."""
         return render_mapping(self.model_dump(mode="json"), self.headline())
+
+    def more_hint(self) -> str:
+        """How to get what a size cap left out (shown with the cut)."""
+        return "ask for less: a narrower filter, a shorter time window or a smaller limit"
+
+    def structured(self) -> dict[str, Any]:
+        """The structured content: ``summary`` first, then the pruned model (see the module docstring)."""
+        return {"summary": self.summary_text(), **prune(self.model_dump(mode="json", by_alias=True), self)}
+
+    def host_forms(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, dict[str, Any]]:
+        """(text, structured content), each cut to ``limit`` characters with a note on what was left out."""
+        hint = self.more_hint()
+        return cap_text(self.render_text(), limit, hint), cap_structured(self.structured(), limit, hint)
+
+
+def _droppable(value: Any, is_model: bool) -> bool:
+    return value is None or (value in ([], {}) and not is_model)
+
+
+def prune(dumped: dict[str, Any], model: BaseModel) -> dict[str, Any]:
+    """``dumped`` (``model.model_dump(mode="json", by_alias=True)``) without the values that carry nothing.
+
+    Walks the model alongside its dump so that the field declarations decide: a key goes when its value is
+    ``None`` or an empty list or mapping (not an empty nested model). Keys the dump has that are not fields
+    (computed fields, custom serialisers) stay as dumped.
+    Free-form mappings lose their ``None`` values. Lists keep their positions.
+    """
+    out = dict(dumped)
+    for name, field in type(model).model_fields.items():
+        key = field.serialization_alias or field.alias or name
+        if key not in out:
+            continue
+        value = getattr(model, name, None)
+        if _droppable(out[key], isinstance(value, BaseModel)):
+            del out[key]
+        else:
+            out[key] = _prune_value(out[key], value)
+    return out
+
+
+def _prune_value(dumped: Any, value: Any) -> Any:
+    if isinstance(value, BaseModel) and isinstance(dumped, dict):
+        return prune(dumped, value)
+    if isinstance(value, list | tuple) and isinstance(dumped, list) and len(value) == len(dumped):
+        return [_prune_value(d, v) for d, v in zip(dumped, value, strict=True)]
+    if isinstance(value, dict) and isinstance(dumped, dict):
+        return {k: _prune_value(d, value.get(k)) for k, d in dumped.items() if d is not None}
+    return dumped
+
+
+def _cut_note(left_out: str, hint: str) -> str:
+    return f"[{left_out} left out to stay under the host's {MAX_RESULT_CHARS:,}-character limit; to see it, {hint}]"
+
+
+def cap_text(text: str, limit: int = MAX_RESULT_CHARS, hint: str = "ask for less") -> str:
+    """``text`` if it fits in ``limit`` characters, else cut at a line end with a closing note saying how
+    many characters were left out and how to get them."""
+    if len(text) <= limit:
+        return text
+    # The note's length depends on the count it states; size it for the worst case first.
+    reserve = len(_cut_note(f"{len(text):,} more characters", hint)) + 2
+    keep = text[: max(0, limit - reserve)]
+    if "\n" in keep:
+        keep = keep[: keep.rindex("\n")]
+    return f"{keep}\n{_cut_note(f'{len(text) - len(keep):,} more characters', hint)}"
+
+
+def cap_structured(
+    data: dict[str, Any], limit: int = MAX_RESULT_CHARS, hint: str = "ask for less"
+) -> dict[str, Any]:
+    """``data`` if its compact JSON fits in ``limit`` characters; else a copy whose largest lists lose their
+    tail items (and, failing that, whose longest strings are cut) until it fits, with ``omitted`` naming what
+    was left out and how to get it. ``summary`` is never cut."""
+    if json_chars(data) <= limit:
+        return data
+    data = json.loads(json.dumps(data))  # a deep copy we may cut
+    omitted: list[str] = []
+    budget = limit - 600  # room for the omitted notes themselves
+    while json_chars(data) > budget:
+        target = _largest(data, lists=True) or _largest(data, lists=False)
+        if target is None:
+            break
+        path, container, key, value = target
+        over = json_chars(data) - budget
+        if isinstance(value, list):
+            total = len(value)
+            keep = total
+            size = json_chars(value)
+            while keep > 0 and size - json_chars(value[:keep]) < over:
+                keep = keep // 2 if keep > 8 else keep - 1
+            container[key] = value[:keep]
+            omitted.append(f"{path}: {total - keep} of {total} items")
+        else:
+            keep = max(0, len(value) - over - 40)
+            container[key] = value[:keep] + " [cut]"
+            omitted.append(f"{path}: {len(value) - keep:,} of {len(value):,} characters")
+    data["omitted"] = [*data.get("omitted", []), *_merge(omitted), f"to see it, {hint}"]
+    return data
+
+
+def _merge(notes: list[str]) -> list[str]:
+    """The last note per path (a list cut twice reports its final count once)."""
+    last: dict[str, str] = {}
+    for note in notes:
+        last[note.split(": ", 1)[0]] = note
+    return list(last.values())
+
+
+def _largest(data: Any, *, lists: bool) -> tuple[str, Any, Any, Any] | None:
+    """(path, container, key, value) of the largest non-empty list (or longest string) below the root,
+    never the root ``summary``."""
+    best: tuple[int, tuple[str, Any, Any, Any]] | None = None
+
+    def visit(node: Any, path: str) -> None:
+        nonlocal best
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
+            if node is data and k in ("summary", "omitted"):
+                continue
+            sub = f"{path}.{k}" if path else str(k)
+            if isinstance(v, list) and lists and v:
+                size = json_chars(v)
+                if best is None or size > best[0]:
+                    best = (size, (sub, node, k, v))
+            elif isinstance(v, str) and not lists and len(v) > 200:
+                if best is None or len(v) > best[0]:
+                    best = (len(v), (sub, node, k, v))
+            if isinstance(v, dict | list):
+                visit(v, sub)
+
+    visit(data, "")
+    return best[1] if best else None

@@ -337,13 +337,13 @@ class DeploymentConfig(ToolResult):
     notes: list[str]
 
     def headline(self) -> str:
-        """The serve command."""
-        return self.serve_command
+        """What is deployed where, with which image."""
+        return f"{self.model} on {self.accelerator_type} in {self.zone} ({self.provisioning_model}), image {self.image}"
 
     def render_text(self) -> str:
         """The commands as a person would copy them, each under a short label; notes last."""
         lines = [
-            f"{self.model} on {self.accelerator_type} in {self.zone} ({self.provisioning_model}), image {self.image}",
+            self.headline(),
             "",
             "# vllm serve (inside the container)",
             self.serve_command,

@@ -25,13 +25,14 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pydantic
 import pydantic_core
-from mcp.server.mcpserver.exceptions import UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import ToolAnnotations
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tpu_devops.tool_cache")
 
-FORMAT = 1  # bump when the file layout changes
+FORMAT = 2  # bump when the file layout or the meaning of the cached schemas changes
 KEEP_FILES = 4  # cache files kept per directory (one per source tree / version in use)
 
 
@@ -183,53 +184,54 @@ def open_schema_cache(cache_dir: str | None, server_file: Path) -> SchemaCache |
 
 
 class DeferredTool(Tool):
-    """A `Tool` listed from cached schemas whose real SDK `Tool` is built on the first call.
+    """A `Tool` listed from cached schemas whose real tool is built on the first call.
 
-    ``tools/list`` reads only ``name``, ``title``, ``description``, ``parameters``, ``output_schema`` and
-    ``annotations``, which are all here; `run` builds the real tool with `Tool.from_function` (which imports
-    the domain module that defines the result type) and delegates to it.
+    ``tools/list`` reads only ``name``, ``description``, ``parameters``, ``output_schema``, ``annotations``
+    and ``meta``, which are all here; `run` calls the builder (which imports the domain module that defines
+    the result type, and builds the tool exactly as a start without the cache would) and delegates to it.
     """
 
     _built: Tool | None = PrivateAttr(default=None)
     _cache: SchemaCache | None = PrivateAttr(default=None)
+    _builder: Callable[[], Tool] | None = PrivateAttr(default=None)
 
     @classmethod
     def from_cache(
         cls,
-        fn: Any,
+        builder: Callable[[], Tool],
         *,
         name: str,
-        title: str,
         description: str,
         annotations: ToolAnnotations,
         schemas: ToolSchemas,
         cache: SchemaCache,
+        meta: dict[str, Any] | None = None,
     ) -> DeferredTool:
-        """A tool for ``fn`` (an async callable) whose listing comes from ``schemas``."""
+        """A tool listed from ``schemas`` whose real tool ``builder()`` makes on the first call."""
+
+        async def not_built(**_: Any) -> Any:  # never called: run() delegates to the built tool
+            raise RuntimeError(f"tool {name} was not built")
+
         tool = cls(
-            fn=fn,
+            fn=not_built,
             name=name,
-            title=title,
             description=description,
             parameters=schemas.parameters,
             # ArgModelBase is a placeholder: arguments are validated by the real tool's model in `run`.
             fn_metadata=FuncMetadata(arg_model=ArgModelBase, output_schema=schemas.output_schema),
             is_async=True,
             annotations=annotations,
+            meta=meta,
         )
         tool._cache = cache
+        tool._builder = builder
         return tool
 
     def build(self) -> Tool:
-        """The real SDK `Tool` (built once). Logs a warning and discards the cache if it was stale."""
+        """The real tool (built once). Logs a warning and discards the cache if it was stale."""
         if self._built is None:
-            built = Tool.from_function(
-                self.fn,
-                name=self.name,
-                title=self.title,
-                description=self.description,
-                annotations=self.annotations,
-            )
+            assert self._builder is not None
+            built = self._builder()
             if built.parameters != self.parameters or built.output_schema != self.output_schema:
                 log.warning(
                     "tool %s: cached schema differs from the code; the cache is deleted and rebuilt at the "
@@ -244,14 +246,18 @@ class DeferredTool(Tool):
     async def run(
         self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
     ) -> Any:
-        """Build the real tool if needed and run it (argument validation, resolvers, output conversion).
+        """Build the real tool if needed and run it (argument checks, resolvers, output conversion).
 
         Raises:
-            UnexpectedToolError: the tool could not be built (its module failed to import); like any crash,
-                its text stays in the server log and the client gets the generic message.
+            ToolError: the tool could not be built (its module failed to import): the client learns that
+                and where the traceback is (logged here, once).
         """
         try:
             tool = self.build()
         except Exception as exc:
-            raise UnexpectedToolError(f"Error executing tool {self.name}") from exc
+            log.error("tool %s could not be built", self.name, exc_info=True)
+            raise ToolError(
+                f"{self.name}: the tool could not be loaded ({type(exc).__name__}); the server's log (stderr) "
+                "has the traceback"
+            ) from exc
         return await tool.run(arguments, context, convert_result=convert_result)

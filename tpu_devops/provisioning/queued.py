@@ -79,7 +79,7 @@ def _parse_time(text: str | None) -> float | None:
         return None
 
 
-class QueuedResourceView(BaseModel):
+class QueuedResourceView(ToolResult):
     """One queued resource as tools show it. Times are Unix seconds / seconds; ``ours`` means our labels."""
 
     id: str
@@ -97,6 +97,11 @@ class QueuedResourceView(BaseModel):
     failed_error: str | None = None
     failure_reach: str | None = None
     holds_quota: bool = False
+
+    def headline(self) -> str:
+        owner = f"ours (rig {self.rig})" if self.ours else "not ours"
+        failed = f"; failed: {self.failed_error}" if self.failed_error else ""
+        return f"queued resource {self.id} in {self.zone}: {self.state}, {self.provisioning_model}, {owner}{failed}"
 
     @classmethod
     def of(cls, qr: dict[str, Any], zone: str, resource_id: str | None = None) -> QueuedResourceView:

@@ -1,0 +1,78 @@
+"""Argument rules (`tpu_devops.arguments`): unknown keys, types without coercion, one rule for empty
+strings, bounds, NUL, and errors that name field, expectation and fix without echoing secrets."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pytest
+from pydantic import Field, create_model
+
+from tpu_devops.arguments import ArgumentChecker
+from tpu_devops.errors import InputError
+from tpu_devops.schemas import validation_schema
+
+Args = create_model(
+    "Args",
+    max_tokens=(Annotated[int, Field(ge=1, le=32_768, description="output cap in tokens")], 512),
+    temperature=(Annotated[float | None, Field(ge=0, le=2)], None),
+    zone=(str | None, None),
+    token=(Annotated[str, Field(description="a Hugging Face read token")], ...),
+    zones=(list[Annotated[int, Field(ge=1, le=9)]] | None, None),
+    __config__={"extra": "forbid"},
+)
+CHECK = ArgumentChecker("demo_tool", validation_schema(Args.model_json_schema()))
+
+
+def refused(args: dict) -> str:
+    with pytest.raises(InputError) as raised:
+        CHECK.check(args)
+    return str(raised.value)
+
+
+def test_good_arguments_pass_and_null_means_the_default() -> None:
+    assert CHECK.check({"token": "hf_x", "zone": None, "max_tokens": 8}) == {"token": "hf_x", "max_tokens": 8}
+
+
+@pytest.mark.parametrize(
+    "args, must_say",
+    [
+        (
+            {"token": "t", "max_tokns": 5},
+            ["unknown argument max_tokns", "did you mean max_tokns -> max_tokens"],
+        ),
+        (
+            {"token": "t", "max_tokens": True},
+            ["max_tokens = True", "expected a whole number", "got a boolean"],
+        ),
+        ({"token": "t", "max_tokens": "5"}, ["expected a whole number", "got a string"]),
+        ({"token": "t", "temperature": 1e-300 * 1e300 * 3}, ["temperature = 3.0", "between 0 and 2"]),
+        ({"token": "t", "max_tokens": 10**12}, ["between 1 and 32,768"]),
+        ({"token": "t", "zone": ""}, ["zone = ''", "is empty", "leave zone out"]),
+        ({"token": "  "}, ["token", "is empty", "pass a non-empty token"]),
+        ({"token": "t", "zone": "us\x00west"}, ["zone", "NUL"]),
+        ({"token": "t", "zone": "x" * 5000}, ["zone", "5,000 characters", "at most 1,000"]),
+        ({"token": "t", "zones": [1, 99]}, ["zones.1 = 99", "between 1 and 9"]),
+        ({}, ["token", "is required", "a Hugging Face read token"]),
+    ],
+)
+def test_each_refusal_names_the_field_the_expectation_and_the_fix(args: dict, must_say: list[str]) -> None:
+    text = refused(args)
+    for words in must_say:
+        assert words in text, text
+    assert "Fix:" in text
+
+
+def test_a_secret_in_the_wrong_shape_is_never_echoed() -> None:
+    secret = "hf_PlantedSecretTokenDoNotLeak4242abcd"
+    for shape in ([secret], {"t": secret}, 42.5):
+        text = refused({"token": shape})
+        assert secret not in text and "PlantedSecret" not in text
+        assert "token" in text and "expected a string" in text
+    assert secret not in refused({"token": secret, "zone": secret * 100})
+
+
+def test_several_faults_are_listed_together() -> None:
+    text = refused({"token": "t", "max_tokens": 0, "temperature": 9})
+    assert text.startswith("2 arguments of demo_tool are invalid")
+    assert "max_tokens = 0" in text and "temperature = 9" in text

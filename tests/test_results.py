@@ -1,0 +1,112 @@
+"""The two forms of a tool result (`tpu_devops.results`): summary first in both, pruned structure, and a
+size cap that says what it left out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, Field
+
+from tpu_devops.results import (
+    MAX_RESULT_CHARS,
+    ToolResult,
+    cap_structured,
+    cap_text,
+    json_chars,
+)
+
+
+class Row(BaseModel):
+    zone: str
+    limit: int | None = None
+    tags: list[str] = []
+    ok: bool = False
+
+
+class Answer(ToolResult):
+    rows: list[Row]
+    count: int
+    note: str | None = None
+    extra: dict[str, int | None] = {}
+    nested: Row | None = None
+    internal: str = Field(default="scratch", exclude=True)
+
+    def headline(self) -> str:
+        return f"{self.count} rows"
+
+
+def test_structured_leads_with_the_summary_and_drops_only_what_carries_nothing() -> None:
+    answer = Answer(
+        rows=[Row(zone="a"), Row(zone="b", limit=4, tags=["x"], ok=True)],
+        count=0,
+        extra={"k": None, "j": 2},
+        nested=Row(zone="n"),
+    )
+    data = answer.structured()
+    assert list(data)[0] == "summary" and data["summary"] == "0 rows"
+    assert data["rows"] == [{"zone": "a", "ok": False}, {"zone": "b", "limit": 4, "tags": ["x"], "ok": True}]
+    assert data["count"] == 0  # zero and false are answers, not absence
+    assert "note" not in data and data["extra"] == {"j": 2}
+    assert data["nested"] == {"zone": "n", "ok": False}
+    assert "internal" not in data
+    text = answer.render_text()
+    assert text.splitlines()[0] == data["summary"]
+
+
+def test_summary_falls_back_to_the_first_line_of_the_text() -> None:
+    class NoHeadline(ToolResult):
+        value: int
+
+        def render_text(self) -> str:
+            return f"value is {self.value}\nmore"
+
+    assert NoHeadline(value=3).structured()["summary"] == "value is 3"
+
+
+def test_reserved_keys_cannot_be_fields() -> None:
+    with pytest.raises(TypeError, match="reserved"):
+
+        class Clash(ToolResult):
+            summary: str
+
+
+def test_text_over_the_cap_is_cut_at_a_line_end_with_what_was_left_out() -> None:
+    text = "\n".join(f"line {i} " + "x" * 90 for i in range(2000))
+    cut = cap_text(text, hint="use page_token")
+    assert len(cut) <= MAX_RESULT_CHARS
+    body, note = cut.rsplit("\n", 1)
+    assert text.startswith(body) and body.endswith("x")
+    assert "more characters left out" in note and "use page_token" in note and "40,000" in note
+    assert cap_text("short") == "short"
+
+
+def test_structured_over_the_cap_loses_tail_items_and_says_so() -> None:
+    data = {
+        "summary": "s" * 300,
+        "entries": [{"message": f"entry {i} " + "y" * 200} for i in range(1000)],
+        "script": "z" * 50_000,
+    }
+    cut = cap_structured(data, hint="use next_page_token")
+    assert json_chars(cut) <= MAX_RESULT_CHARS
+    assert cut["summary"] == data["summary"]
+    assert cut["entries"] == data["entries"][: len(cut["entries"])]
+    notes = cut["omitted"]
+    assert any(n.startswith("entries: ") and "of 1000 items" in n for n in notes)
+    assert notes[-1] == "to see it, use next_page_token"
+    assert cap_structured({"summary": "x", "a": [1]}) == {"summary": "x", "a": [1]}
+    json.dumps(cut)  # still JSON
+
+
+def test_host_forms_cap_both_forms() -> None:
+    class Big(ToolResult):
+        lines: list[str]
+
+        def headline(self) -> str:
+            return f"{len(self.lines)} lines"
+
+    big = Big(lines=[f"{i}: " + "w" * 100 for i in range(3000)])
+    text, structured = big.host_forms()
+    assert len(text) <= MAX_RESULT_CHARS and json_chars(structured) <= MAX_RESULT_CHARS
+    assert text.startswith("3000 lines") and structured["summary"] == "3000 lines"
+    assert "left out" in text and structured["omitted"]

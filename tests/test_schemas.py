@@ -1,0 +1,106 @@
+"""Published tool schemas (`tpu_devops.schemas`): compact, bounded, inside the schema subset Gemini function
+declarations document, and output schemas that match what the structured form carries."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from tpu_devops.schemas import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_STRING,
+    GEMINI_SCHEMA_KEYS,
+    GEMINI_TYPES,
+    input_schema,
+    validation_schema,
+    wire_output_schema,
+)
+
+
+def gemini_subset_problems(schema: Any, path: str = "$") -> list[str]:
+    """Where ``schema`` leaves the Gemini function-declaration Schema subset (empty list: inside it)."""
+    problems: list[str] = []
+    if not isinstance(schema, dict):
+        return [f"{path}: not an object"]
+    for key, value in schema.items():
+        if key not in GEMINI_SCHEMA_KEYS:
+            problems.append(f"{path}: keyword {key!r} is outside the subset")
+        elif key == "type" and value not in GEMINI_TYPES:
+            problems.append(f"{path}: type {value!r}")
+        elif key == "enum" and not all(isinstance(v, str) for v in value):
+            problems.append(f"{path}: enum values must be strings")
+        elif key == "properties":
+            for name, sub in value.items():
+                problems += gemini_subset_problems(sub, f"{path}.{name}")
+        elif key == "items":
+            problems += gemini_subset_problems(value, f"{path}[]")
+        elif key == "anyOf":
+            for i, sub in enumerate(value):
+                problems += gemini_subset_problems(sub, f"{path}|{i}")
+    return problems
+
+
+class Inner(BaseModel):
+    name: str
+    size: int = Field(gt=0, le=10)
+
+
+Args = create_model(
+    "Args",
+    zone=(Annotated[str | None, Field(description="zone")], None),
+    mode=(Literal["a", "b"], "a"),
+    count=(Annotated[int, Field(ge=1, le=5)], 1),
+    prompt=(str, ...),
+    zones=(list[str] | None, None),
+    inner=(Inner | None, None),
+    flags=(dict[str, Any] | None, None),
+    __config__={"extra": "forbid"},
+)
+
+
+def test_input_schema_is_compact_bounded_and_inside_the_gemini_subset() -> None:
+    schema = input_schema(Args.model_json_schema())
+    props = schema["properties"]
+    assert "title" not in schema and all("title" not in p for p in props.values())
+    assert props["zone"] == {"type": "string", "description": "zone", "maxLength": DEFAULT_MAX_STRING}
+    assert props["mode"] == {
+        "type": "string",
+        "enum": ["a", "b"],
+        "default": "a",
+        "maxLength": DEFAULT_MAX_STRING,
+    }
+    assert props["prompt"]["minLength"] == 1 and schema["required"] == ["prompt"]
+    assert props["zones"]["maxItems"] == DEFAULT_MAX_ITEMS and props["zones"]["items"]["maxLength"]
+    assert props["inner"]["properties"]["size"]["minimum"] == 0  # exclusive bound made inclusive for Gemini
+    assert "$defs" not in schema and "$ref" not in str(schema)
+    assert gemini_subset_problems(schema) == []
+
+
+def test_validation_schema_keeps_what_gemini_cannot_take() -> None:
+    schema = validation_schema(Args.model_json_schema())
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["inner"]["properties"]["size"]["exclusiveMinimum"] == 0
+    assert schema["properties"]["flags"]["additionalProperties"] is True
+
+
+def test_subset_check_catches_what_gemini_rejects() -> None:
+    bad = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/X"}, "b": {"type": "integer", "enum": [1]}},
+    }
+    assert len(gemini_subset_problems(bad)) == 2
+
+
+def test_wire_output_schema_leads_with_summary_and_requires_only_never_empty_fields() -> None:
+    class Out(BaseModel):
+        name: str
+        maybe: int | None
+        rows: list[int]
+        flag: bool = False
+
+    schema = wire_output_schema(Out.model_json_schema())
+    assert list(schema["properties"])[:1] == ["summary"] and "omitted" in schema["properties"]
+    assert schema["required"] == ["summary", "name"]
+    assert schema["properties"]["maybe"] == {"type": "integer"}
+    assert "title" not in str(schema)

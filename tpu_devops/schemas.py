@@ -1,0 +1,214 @@
+"""The JSON schemas a host receives for each tool: compact input schemas, honest output schemas.
+
+Input schemas (``inputSchema``) are sent to the model on every turn (Gemini CLI passes them unchanged as
+``parametersJsonSchema``; issue #17 §4-5), so `input_schema` derives them from the tool's argument
+model and:
+
+- drops what repeats or says nothing: ``title`` keywords, ``default: null``, and ``anyOf: [X, null]``
+  where "not required" already says the argument may be left out (a ``null`` argument is read as left
+  out, `tpu_devops.arguments`);
+- keeps to the schema subset Gemini function declarations document (`GEMINI_SCHEMA_KEYS`): no ``$ref``
+  (definitions are inlined), no ``additionalProperties``, no exclusive bounds (turned into inclusive ones;
+  the argument model still enforces the strict bound), enums of strings only;
+- bounds every input: a string without its own ``maxLength`` gets `DEFAULT_MAX_STRING`, an array without
+  ``maxItems`` gets `DEFAULT_MAX_ITEMS`, a required string needs at least one character.
+
+`validation_schema` is the same schema plus what the published one leaves out for Gemini's sake
+(``additionalProperties: false``, exclusive bounds): arguments are checked against it before the tool
+runs, so unknown keys and ``true`` for a number are refused (issue #12 §8).
+
+Output schemas (``outputSchema``) describe the structured form of `tpu_devops.results.ToolResult`:
+`wire_output_schema` adds the leading ``summary`` (and ``omitted``, present when a size cap cut the
+answer) and stops requiring what the structured form leaves out when it carries nothing (nulls, empty
+lists and mappings).
+
+Sources: the Gemini API ``Schema`` object (ai.google.dev/api/caching#Schema; the same field list is in
+@google-ai/generativelanguage's ``protos.google.ai.generativelanguage.v1beta.ISchema``); Gemini CLI
+0.61.0 ``DiscoveredMCPTool.getSchema`` (bundle/chunk-*.js) sends ``inputSchema`` as
+``parametersJsonSchema``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+# Keywords of the Gemini API Schema object (function declarations); anything else is outside the subset.
+GEMINI_SCHEMA_KEYS = frozenset(
+    {
+        "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems", "properties",
+        "required", "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "example",
+        "anyOf", "propertyOrdering", "default", "items", "minimum", "maximum",
+    }
+)  # fmt: skip
+GEMINI_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
+
+DEFAULT_MAX_STRING = 1_000  # characters, for a string argument that declares no bound of its own
+DEFAULT_MAX_ITEMS = 100  # items, for an array argument that declares no bound of its own
+
+
+def _resolve(schema: Any, defs: dict[str, Any]) -> Any:
+    """``schema`` with every local ``$ref`` replaced by a copy of its definition."""
+    if isinstance(schema, list):
+        return [_resolve(s, defs) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        merged = {**copy.deepcopy(defs[name]), **{k: v for k, v in schema.items() if k != "$ref"}}
+        return _resolve(merged, defs)
+    return {
+        k: (v if k in ("enum", "default", "const", "example") else _resolve(v, defs))
+        for k, v in schema.items()
+    }
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [X, null]`` collapsed into X (the outer keywords win); other schemas unchanged."""
+    options = schema.get("anyOf")
+    if not isinstance(options, list):
+        return schema
+    rest = [o for o in options if o.get("type") != "null"]
+    if len(rest) == len(options):
+        return schema
+    outer = {k: v for k, v in schema.items() if k != "anyOf"}
+    if len(rest) == 1:
+        return {**rest[0], **outer}
+    return {**outer, "anyOf": rest}
+
+
+def _argument(schema: dict[str, Any], *, required: bool, strict: bool) -> dict[str, Any]:
+    """One argument's schema, compacted and bounded (see the module docstring)."""
+    out = _without_null(schema)
+    if out.get("default", 0) is None:
+        del out["default"]
+    return _bound(_clean(out, strict=strict), required=required)
+
+
+def _clean(schema: Any, *, strict: bool) -> Any:
+    """Drop ``title``; keep to the Gemini subset unless ``strict`` (the validation schema)."""
+    if isinstance(schema, list):
+        return [_clean(s, strict=strict) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key == "properties":
+            out[key] = {name: _clean(sub, strict=strict) for name, sub in value.items()}
+        elif key in ("items", "anyOf", "additionalProperties"):
+            out[key] = _clean(value, strict=strict)
+        else:
+            out[key] = value
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    if not strict:
+        out.pop("additionalProperties", None)
+        for exclusive, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            if exclusive in out:
+                out[inclusive] = out.pop(exclusive)
+        out.pop("examples", None)
+    return out
+
+
+def _bound(schema: dict[str, Any], *, required: bool) -> dict[str, Any]:
+    kind = schema.get("type")
+    if kind == "string":
+        schema.setdefault("maxLength", DEFAULT_MAX_STRING)
+        if required:
+            schema.setdefault("minLength", 1)
+    elif kind == "array":
+        schema.setdefault("maxItems", DEFAULT_MAX_ITEMS)
+        items = schema.get("items")
+        if isinstance(items, dict):
+            schema["items"] = _bound(items, required=False)
+    for option in schema.get("anyOf", []):
+        _bound(option, required=required)
+    return schema
+
+
+def _input(arg_schema: dict[str, Any], *, strict: bool) -> dict[str, Any]:
+    resolved = _resolve(arg_schema, arg_schema.get("$defs", {}))
+    required = list(resolved.get("required", []))
+    properties = {
+        name: _argument(sub, required=name in required, strict=strict)
+        for name, sub in resolved.get("properties", {}).items()
+    }
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
+    if strict:
+        out["additionalProperties"] = False
+    return out
+
+
+def input_schema(arg_schema: dict[str, Any]) -> dict[str, Any]:
+    """The published ``inputSchema`` for an argument model's JSON schema (``model_json_schema()``)."""
+    return _input(arg_schema, strict=False)
+
+
+def validation_schema(arg_schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema arguments are checked against before a call: `input_schema` plus unknown keys refused
+    (``additionalProperties: false``) and the argument model's exclusive bounds."""
+    return _input(arg_schema, strict=True)
+
+
+def _may_be_left_out(schema: dict[str, Any]) -> bool:
+    """True when the structured form may omit a property with this schema (null, list or mapping)."""
+    options = schema.get("anyOf", [schema])
+    if any(o.get("type") == "null" for o in options):
+        return True
+    return schema.get("type") == "array" or (schema.get("type") == "object" and "properties" not in schema)
+
+
+def _wire_object(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_wire_object(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in ("properties", "$defs"):
+            out[key] = {name: _wire_object(sub) for name, sub in value.items()}
+        elif key in ("items", "anyOf", "additionalProperties", "allOf", "oneOf"):
+            out[key] = _wire_object(value)
+        elif key == "default" and value is None:
+            continue
+        else:
+            out[key] = value
+    if "properties" in out and "required" in out:
+        props = out["properties"]
+        kept = [p for p in out["required"] if p in props and not _may_be_left_out(props[p])]
+        if kept:
+            out["required"] = kept
+        else:
+            del out["required"]
+    if "properties" in out:
+        out["properties"] = {name: _without_null(sub) for name, sub in out["properties"].items()}
+    return out
+
+
+SUMMARY_SCHEMA = {
+    "type": "string",
+    "description": "the answer in a sentence or three (the text form starts with the same words)",
+}
+OMITTED_SCHEMA = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "present when the answer was cut to the host's size limit: what was left out, how to get it",
+}
+
+
+def wire_output_schema(output_schema: dict[str, Any]) -> dict[str, Any]:
+    """The published ``outputSchema`` for a `ToolResult`'s JSON schema: ``summary`` first and required,
+    ``omitted`` optional, no titles, and only never-empty fields required (`tpu_devops.results.prune`)."""
+    wired = _wire_object(output_schema)
+    properties = {"summary": SUMMARY_SCHEMA, **wired.get("properties", {}), "omitted": OMITTED_SCHEMA}
+    out = {k: v for k, v in wired.items() if k not in ("properties", "required")}
+    out["type"] = "object"
+    out["properties"] = properties
+    out["required"] = ["summary", *wired.get("required", [])]
+    return out
