@@ -23,8 +23,9 @@ from pydantic import BeforeValidator, Field
 # no logic module; each loads when one of its tools is first called.
 import tpu_devops
 from tpu_devops import __version__, logs, serving
-from tpu_devops.config import get_settings
+from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.registration import Registrar
+from tpu_devops.results import MAX_EVIDENCE_TOKENS
 from tpu_devops.tool_cache import open_schema_cache
 
 settings = get_settings()
@@ -38,11 +39,17 @@ READ = dict(read_only=True, destructive=False, idempotent=True)
 # ---- Help -------------------------------------------------------------------------------------------
 
 
-@tools.tool(title="Help: configuration and tools", open_world=False, **READ)
-async def get_help() -> tpu_devops.tooldocs.HelpResult:
-    """Summarise this server: its configuration (secrets never shown) and every tool it offers.
+# Claude Code defers MCP tools behind a search step; alwaysLoad keeps this one loaded from the first turn
+# (read by Claude Code; other hosts ignore _meta; see anthropics/claude-code#56551, colbymchenry/codegraph#1697).
+HELP_META = {"anthropic/alwaysLoad": True, "anthropic/searchHint": "tpu-devops help start here"}
 
-    Start here. Tools marked read-only never change anything in the cloud.
+
+@tools.tool(title="Help: configuration and tools", open_world=False, meta=HELP_META, **READ)
+async def get_help() -> tpu_devops.tooldocs.HelpResult:
+    """Start here: what the tpu-devops server offers (Gemma 4 on Cloud TPU with vLLM): its configuration
+    (secrets never shown), any configuration error with its fix, and every tool with its kind.
+
+    Tools marked read-only never change anything in the cloud.
     """
     return tpu_devops.tooldocs.build_help(settings, await mcp.list_tools())
 
@@ -55,9 +62,21 @@ ImageOverride = Annotated[str | None, Field(description="vLLM image tag or diges
 ModelNameOverride = Annotated[
     str | None, Field(description="Hugging Face model id to serve; default MODEL_NAME")
 ]
-MaxLenOverride = Annotated[int | None, Field(description="--max-model-len in tokens; default MAX_MODEL_LEN")]
+MaxLenOverride = Annotated[
+    int | None,
+    Field(
+        ge=MAX_MODEL_LEN_RANGE[0],
+        le=MAX_MODEL_LEN_RANGE[1],
+        description="--max-model-len in tokens; default MAX_MODEL_LEN",
+    ),
+]
 UtilOverride = Annotated[
-    float | None, Field(description="--gpu-memory-utilization (0.1-0.99); default GPU_MEMORY_UTILIZATION")
+    float | None,
+    Field(
+        ge=GPU_MEMORY_UTILIZATION_RANGE[0],
+        le=GPU_MEMORY_UTILIZATION_RANGE[1],
+        description="--gpu-memory-utilization; default GPU_MEMORY_UTILIZATION",
+    ),
 ]
 
 
@@ -76,19 +95,32 @@ def plan_capacity(
     gpu_memory_utilization: UtilOverride = None,
     max_model_len: MaxLenOverride = None,
     tensor_parallel_size: Annotated[
-        int | None, Field(description="chips the model is split over; default TENSOR_PARALLEL_SIZE")
+        int | None,
+        Field(ge=1, le=256, description="chips the model is split over; default TENSOR_PARALLEL_SIZE"),
     ] = None,
     weights_gib: Annotated[
         float | None,
         Field(
-            description="HBM taken by the loaded weights, GiB; default a measured value or a checkpoint estimate"
+            ge=0.01,
+            le=4096,
+            description="HBM taken by the loaded weights, GiB; default a measured value or a checkpoint estimate",
         ),
     ] = None,
     clients: Annotated[
-        int | None, Field(description="concurrent requests to check against the pool (with context_tokens)")
+        int | None,
+        Field(
+            ge=1,
+            le=100_000,
+            description="concurrent requests to check against the pool (with context_tokens)",
+        ),
     ] = None,
     context_tokens: Annotated[
-        int | None, Field(description="tokens per request (prompt + output) for the clients check")
+        int | None,
+        Field(
+            ge=1,
+            le=MAX_MODEL_LEN_RANGE[1],
+            description="tokens per request (prompt + output) for the clients check",
+        ),
     ] = None,
     kv_cache_dtype: Annotated[
         str, Field(description="bfloat16 (default) or fp8; fp8 gains nothing on v5e")
@@ -174,13 +206,17 @@ def lint_vllm_flags(
     command: Annotated[
         str | None,
         Field(
+            max_length=8_000,
             description="a 'vllm serve MODEL --flag value ...' line, optionally inside 'docker run ... IMAGE'; "
-            "with neither command nor flags, the configured deployment (tpu.env) is linted"
+            "with neither command nor flags, the configured deployment (tpu.env) is linted",
         ),
     ] = None,
     flags: Annotated[
         dict[str, Any] | None,
-        Field(description='flags as a mapping instead of a command, e.g. {"max_model_len": 16384}'),
+        Field(
+            max_length=100,
+            description='flags as a mapping instead of a command, e.g. {"max_model_len": 16384}',
+        ),
     ] = None,
     accelerator_type: Annotated[str | None, Field(description="default ACCELERATOR_TYPE")] = None,
     model: Annotated[str | None, Field(description="model id when not in the command")] = None,
@@ -255,8 +291,12 @@ def get_vllm_deployment_config(
 
 @tools.tool(title="Diagnose a vLLM boot log", open_world=True, **READ)
 def diagnose_vllm_boot(
-    log_text: Annotated[str | None, Field(description="the vLLM container output, pasted")] = None,
-    path: Annotated[str | None, Field(description="path of a saved log file (instead of log_text)")] = None,
+    log_text: Annotated[
+        str | None, Field(max_length=1_000_000, description="the vLLM container output, pasted")
+    ] = None,
+    path: Annotated[
+        str | None, Field(max_length=4096, description="path of a saved log file (instead of log_text)")
+    ] = None,
     node: Annotated[
         str | None,
         Field(description="TPU node or queued resource id: read its container log from Cloud Logging"),
@@ -291,15 +331,18 @@ PmArg = Annotated[str | None, Field(description="flex-start, spot or on-demand; 
 MaxRunArg = Annotated[
     int | None,
     Field(
-        description="flex-start only (refused with spot / on-demand): seconds before it stops itself "
-        "(600-604800); default MAX_RUN_DURATION"
+        ge=600,
+        le=7 * 86400,
+        description="flex-start only (refused with spot / on-demand): seconds before it stops itself; "
+        "default MAX_RUN_DURATION",
     ),
 ]
 ValidUntilArg = Annotated[
     int | None,
     Field(
-        description="seconds the request may wait for capacity before it fails (60-2592000); "
-        "default VALID_UNTIL_DURATION"
+        ge=60,
+        le=30 * 86400,
+        description="seconds the request may wait for capacity before it fails; default VALID_UNTIL_DURATION",
     ),
 ]
 
@@ -532,14 +575,16 @@ async def get_system_status() -> tpu_devops.setup_check.SystemStatus:
 
 
 ConcurrencyArg = Annotated[
-    list[int] | None, Field(description="concurrent clients per cell; default [1, 4, 16, 64]")
+    list[Annotated[int, Field(ge=1, le=1024)]] | None,
+    Field(max_length=16, description="concurrent clients per cell; default [1, 4, 16, 64]"),
 ]
 PromptLengthsArg = Annotated[
-    list[int] | None, Field(description="prompt tokens per cell; default [128, 1024, 8192]")
+    list[Annotated[int, Field(ge=1, le=MAX_MODEL_LEN_RANGE[1])]] | None,
+    Field(max_length=16, description="prompt tokens per cell; default [128, 1024, 8192]"),
 ]
-OutputLenArg = Annotated[int, Field(description="output tokens per request (ignore_eos)")]
+OutputLenArg = Annotated[int, Field(ge=1, le=32_768, description="output tokens per request (ignore_eos)")]
 RequestsPerCellArg = Annotated[
-    int | None, Field(description="requests per cell; default max(8, 2 x clients)")
+    int | None, Field(ge=1, le=10_000, description="requests per cell; default max(8, 2 x clients)")
 ]
 
 
@@ -719,10 +764,12 @@ async def verify_model_health(
 
 @tools.tool(title="Ask Gemma", open_world=True, **READ)
 async def query_gemma(
-    prompt: Annotated[str, Field(description="the question to ask")],
-    system: Annotated[str | None, Field(description="optional system message")] = None,
-    max_tokens: Annotated[int, Field(description="output cap in tokens (1-32768)")] = 512,
-    temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
+    prompt: Annotated[str, Field(max_length=100_000, description="the question to ask")],
+    system: Annotated[str | None, Field(max_length=20_000, description="optional system message")] = None,
+    max_tokens: Annotated[int, Field(ge=1, le=32_768, description="output cap in tokens")] = 512,
+    temperature: Annotated[
+        float | None, Field(ge=0, le=2, description="sampling temperature; default: the server's")
+    ] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
 ) -> serving.chat.ChatResult:
@@ -740,10 +787,12 @@ async def query_gemma(
 
 @tools.tool(title="Ask Gemma with speed stats", open_world=True, **READ)
 async def query_gemma_with_stats(
-    prompt: Annotated[str, Field(description="the question to ask")],
-    system: Annotated[str | None, Field(description="optional system message")] = None,
-    max_tokens: Annotated[int, Field(description="output cap in tokens (1-32768)")] = 512,
-    temperature: Annotated[float | None, Field(description="0-2; default: the server's")] = None,
+    prompt: Annotated[str, Field(max_length=100_000, description="the question to ask")],
+    system: Annotated[str | None, Field(max_length=20_000, description="optional system message")] = None,
+    max_tokens: Annotated[int, Field(ge=1, le=32_768, description="output cap in tokens")] = 512,
+    temperature: Annotated[
+        float | None, Field(ge=0, le=2, description="sampling temperature; default: the server's")
+    ] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
 ) -> serving.chat.ChatResult:
@@ -800,7 +849,7 @@ async def run_benchmark(
     requests_per_cell: RequestsPerCellArg = None,
     provisioning_model: ProvisioningArg = None,
     results_dir: Annotated[
-        str | None, Field(description="where to write results; default <state dir>/results")
+        str | None, Field(max_length=4096, description="where to write results; default <state dir>/results")
     ] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
@@ -826,10 +875,13 @@ async def run_benchmark(
 
 @tools.tool(title="Import vllm bench serve results", open_world=True, **READ)
 async def import_benchmark_results(
-    results_path: Annotated[str, Field(description="a vllm bench serve JSON file, or a directory of them")],
+    results_path: Annotated[
+        str, Field(max_length=4096, description="a vllm bench serve JSON file, or a directory of them")
+    ],
     provisioning_model: ProvisioningArg = None,
     results_dir: Annotated[
-        str | None, Field(description="where to write CSV/JSON/PNG; default <state dir>/results")
+        str | None,
+        Field(max_length=4096, description="where to write CSV/JSON/PNG; default <state dir>/results"),
     ] = None,
 ) -> serving.benchmark.BenchmarkResult:
     """Read `vllm bench serve` JSON results and compute the same table as run_benchmark: output tok/s,
@@ -847,11 +899,18 @@ async def estimate_deployment_cost(
     provisioning_model: ProvisioningArg = None,
     region: Annotated[str | None, Field(description="e.g. us-west4; default GOOGLE_CLOUD_REGION")] = None,
     tokens_per_s: Annotated[
-        float | None, Field(description="aggregate output tokens/s (from run_benchmark) for $/M tokens")
+        float | None,
+        Field(
+            ge=0.01,
+            le=10_000_000,
+            description="aggregate output tokens/s (from run_benchmark) for $/M tokens",
+        ),
     ] = None,
-    duration_hours: Annotated[float | None, Field(description="a run length to price, in hours")] = None,
+    duration_hours: Annotated[
+        float | None, Field(ge=0.01, le=8760, description="a run length to price, in hours")
+    ] = None,
     usd_per_chip_hour: Annotated[
-        float | None, Field(description="use this price instead of looking it up")
+        float | None, Field(ge=0.001, le=1000, description="use this price instead of looking it up")
     ] = None,
 ) -> tpu_devops.pricing.CostEstimate:
     """Price a deployment from the live Cloud Billing Catalog (a dated fallback table if unreachable;
@@ -879,13 +938,17 @@ UntilArg = Annotated[str | None, Field(description="window end (RFC 3339 or a du
 SeverityArg = Annotated[str | None, Field(description="minimum severity, e.g. WARNING or ERROR")]
 RawFilterArg = Annotated[
     str | None,
-    Field(description="extra Cloud Logging filter, added as one bracketed clause (AND) to the built one"),
+    Field(
+        max_length=20_000,  # Cloud Logging's own limit on a filter
+        description="extra Cloud Logging filter, added as one bracketed clause (AND) to the built one",
+    ),
 ]
 NodeArg = Annotated[str | None, Field(description="TPU node or queued resource id; default RESOURCE_ID")]
 PathArg = Annotated[
     str | None,
     Field(
-        description="read this exported file instead of Cloud Logging (gcloud logging read --format=json, JSON lines, or docker logs text)"
+        max_length=4096,
+        description="read this exported file instead of Cloud Logging (gcloud logging read --format=json, JSON lines, or docker logs text)",
     ),
 ]
 PageTokenArg = Annotated[str | None, Field(description="next_page_token from the previous call")]
@@ -900,7 +963,7 @@ def get_cloud_logging_logs(
     resource_type: Annotated[str | None, Field(description="e.g. gce_instance or tpu_worker")] = None,
     log_id: Annotated[str | None, Field(description="short log name, e.g. gcplogs-docker-driver")] = None,
     text: Annotated[str | None, Field(description="free text to find in any field")] = None,
-    limit: Annotated[int, Field(description="entries to return (1-500)")] = 50,
+    limit: Annotated[int, Field(ge=1, le=500, description="entries to return")] = 50,
     page_token: PageTokenArg = None,
     order: Annotated[str, Field(description="desc (newest first) or asc")] = "desc",
 ) -> logs.sources.LogsPage:
@@ -928,7 +991,7 @@ def get_vllm_docker_logs(
     since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
     severity: SeverityArg = None,
     text: Annotated[str | None, Field(description="free text to find")] = None,
-    limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
+    limit: Annotated[int, Field(ge=1, le=500, description="entries to return")] = 100,
     page_token: PageTokenArg = None,
 ) -> logs.sources.LogsPage:
     """The vLLM container's log on our TPU node, from Cloud Logging (Docker gcplogs driver; no SSH),
@@ -950,7 +1013,7 @@ def get_tpu_system_logs(
     node: NodeArg = None,
     since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
     severity: SeverityArg = None,
-    limit: Annotated[int, Field(description="entries to return (1-500)")] = 100,
+    limit: Annotated[int, Field(ge=1, le=500, description="entries to return")] = 100,
     page_token: PageTokenArg = None,
 ) -> logs.sources.LogsPage:
     """Our TPU node's system logs from Cloud Logging: the startup script (google_metadata_script_runner),
@@ -970,8 +1033,10 @@ def summarize_logs(
     node: Annotated[
         str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
     ] = None,
-    max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
-    token_budget: Annotated[int, Field(description="size of the evidence text in tokens (500-32000)")] = 6000,
+    max_entries: Annotated[int, Field(ge=1, le=200_000, description="entries to read at most")] = 20000,
+    token_budget: Annotated[
+        int, Field(ge=500, le=MAX_EVIDENCE_TOKENS, description="size of the evidence text in tokens")
+    ] = 6000,
 ) -> logs.evidence.SummaryResult:
     """Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first: per
     template the count, severity, first/last seen, rate and two exemplar insertIds; plus the failures read
@@ -994,7 +1059,9 @@ def summarize_logs(
 
 @tools.tool(title="Ask Gemma about the logs", open_world=True, **READ)
 async def analyze_cloud_logging(
-    question: Annotated[str, Field(description="what to find out, e.g. why did vLLM fail to start?")],
+    question: Annotated[
+        str, Field(max_length=4000, description="what to find out, e.g. why did vLLM fail to start?")
+    ],
     path: PathArg = None,
     filter: RawFilterArg = None,
     since: SinceArg = None,
@@ -1003,12 +1070,14 @@ async def analyze_cloud_logging(
     node: Annotated[
         str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
     ] = None,
-    max_entries: Annotated[int, Field(description="entries to read at most (1-200000)")] = 20000,
-    max_steps: Annotated[int, Field(description="tool-call rounds the model may take (1-8)")] = 4,
+    max_entries: Annotated[int, Field(ge=1, le=200_000, description="entries to read at most")] = 20000,
+    max_steps: Annotated[int, Field(ge=1, le=8, description="tool-call rounds the model may take")] = 4,
     token_budget: Annotated[
         int,
         Field(
-            description="most tokens of evidence summary the model reads (500-32000; cut to fit the server's context)"
+            ge=500,
+            le=32_000,
+            description="most tokens of evidence summary the model reads (cut to fit the server's context)",
         ),
     ] = 6000,
     base_url: BaseUrlArg = None,
@@ -1051,7 +1120,15 @@ def list_jobs() -> tpu_devops.jobs.JobList:
     return tpu_devops.jobs.JobList(jobs=[tpu_devops.jobs.JobView.of(r) for r in tpu_devops.jobs.JOBS.list()])
 
 
-@tools.tool(title="Cancel a job", open_world=False, read_only=False, destructive=False, idempotent=True)
+# Kept in read-only mode: it only stops jobs this server started, and read-only mode still starts benchmarks.
+@tools.tool(
+    title="Cancel a job",
+    open_world=False,
+    read_only=False,
+    destructive=False,
+    idempotent=True,
+    keep_in_read_only=True,
+)
 async def cancel_job(job_id: str) -> tpu_devops.jobs.JobView:
     """Cancel a running job. A zone sweep stops before its next create; resources it already
     created are left as they are (use destroy_queued_resource for those)."""

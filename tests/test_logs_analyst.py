@@ -166,7 +166,7 @@ async def test_uncited_answer_gets_the_deterministic_root_cause(vllm: FakeVllm) 
     assert result.model_consulted and not result.model_answer_usable
     assert any("cites no entry" in p for p in result.answer_problems)
     assert result.citations == []  # the summary's citations are not the model's
-    assert set(ROOT_IDS) & set(result.summary.replace("[", " ").replace("]", " ").split())
+    assert set(ROOT_IDS) & set(result.deterministic_summary.replace("[", " ").replace("]", " ").split())
     text = result.render_text()
     assert "not usable" in text.splitlines()[0] and "stands alone" in text
     assert '<untrusted-data source="a language model' in text

@@ -10,6 +10,7 @@ import tempfile
 
 import pytest
 
+from tests.fakes.openai_server import FakeVllm
 from tests.mcp_session import ROOT, mcp_client, server_env
 
 
@@ -38,11 +39,19 @@ async def test_client_lists_tools_with_annotations_and_calls_get_help() -> None:
 async def test_read_only_mode_hides_every_tool_that_is_not_read_only() -> None:
     async with mcp_client() as client:
         full = (await client.list_tools()).tools
-    async with mcp_client(TPU_DEVOPS_READ_ONLY="1") as client:
-        ro = (await client.list_tools()).tools
-        help_ = (await client.call_tool("get_help", {})).structured_content
-    assert {t.name for t in ro} == {t.name for t in full if t.annotations.read_only_hint}
-    assert all(t.annotations.read_only_hint for t in ro)
+    with FakeVllm(itl_s=0.05) as vllm, tempfile.TemporaryDirectory() as state:
+        async with mcp_client(
+            TPU_DEVOPS_READ_ONLY="1", VLLM_URL=vllm.url, TPU_DEVOPS_STATE_DIR=state
+        ) as client:
+            ro = (await client.list_tools()).tools
+            help_ = (await client.call_tool("get_help", {})).structured_content
+            # read-only mode still starts benchmark jobs, so it keeps the tool that stops them
+            started = await client.call_tool("run_benchmark", {"concurrency": [1], "prompt_lengths": [128]})
+            assert not started.is_error, started.content[0].text
+            cancelled = await client.call_tool("cancel_job", {"job_id": started.structured_content["job_id"]})
+    assert {t.name for t in ro} == {t.name for t in full if t.annotations.read_only_hint} | {"cancel_job"}
+    assert all(t.annotations.read_only_hint for t in ro if t.name != "cancel_job")
+    assert not cancelled.is_error and cancelled.structured_content["state"] == "cancelled"
     assert help_["read_only_mode"] is True
     assert len(ro) < len(full)
 

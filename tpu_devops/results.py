@@ -24,9 +24,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 MAX_RESULT_CHARS = 40_000  # per form (text, structured JSON), characters
-# The largest log-evidence budget a tool may accept, in tokens: evidence is packed at 3 characters per
-# token (`tpu_devops.logs.evidence.CHARS_PER_TOKEN`), and 4,000 characters stay for the headline, the
-# fix, notices and the host's wrapping. 12,000 tokens.
+# The largest log-evidence budget a tool may accept, in tokens: 4,000 characters stay for the headline,
+# the fix, notices and the host's wrapping, and the rest holds the evidence at up to 3 characters per
+# token (the bundled evidence packs measure about 1.6 characters per estimated token, English prose
+# about 4 per real token: `tpu_devops.tokens`). 12,000 tokens; the cap still applies to anything larger.
 MAX_EVIDENCE_TOKENS = (MAX_RESULT_CHARS - 4_000) // 3
 RESERVED_FIELDS = ("summary", "omitted")  # keys the structured form adds; no result model may declare them
 

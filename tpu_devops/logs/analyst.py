@@ -545,7 +545,8 @@ def verify_citations(answer: str, index: LogIndex) -> tuple[str, list[Citation]]
 # ---------------------------------------------------------------------------------------------
 
 MODEL_AND_LOGS = (
-    "a language model's answer (answer, steps[].arguments) and log entries (citations[].excerpt, summary)"
+    "a language model's answer (answer, steps[].arguments) and log entries (citations[].excerpt, "
+    "deterministic_summary)"
 )
 
 
@@ -565,12 +566,12 @@ class AnalysisResult(UntrustedContent, ToolResult):
     ``answer`` is the model's text (untrusted data, fenced in the text output) when the model was
     consulted, else the deterministic summary. ``citations`` are those the model itself made, checked
     against the logs. ``model_answer_usable`` is False when the answer is cut off, degenerate, cites
-    nothing that exists, or reads like instructions; ``summary`` (the deterministic root cause) then
+    nothing that exists, or reads like instructions; ``deterministic_summary`` (the root cause) then
     stands alone.
     """
 
     untrusted: UntrustedData = untrusted_data(
-        MODEL_AND_LOGS, "answer", "steps[].arguments", "citations[].excerpt", "summary"
+        MODEL_AND_LOGS, "answer", "steps[].arguments", "citations[].excerpt", "deterministic_summary"
     )
     question: str
     answer: str
@@ -578,7 +579,8 @@ class AnalysisResult(UntrustedContent, ToolResult):
     model_answer_usable: bool = False
     answer_problems: list[str] = []
     finish_reason: str | None = None
-    summary: str = ""
+    # not ``summary``: that key is the structured form's leading human summary (tpu_devops.results)
+    deterministic_summary: str = ""
     model: str | None = None
     endpoint: str | None = None
     server: str | None = None
@@ -611,7 +613,7 @@ class AnalysisResult(UntrustedContent, ToolResult):
                 "",
             ]
             lines += [
-                f"Deterministic summary{' (stands alone)' if not self.model_answer_usable else ''}: {self.summary}",
+                f"Deterministic summary{' (stands alone)' if not self.model_answer_usable else ''}: {self.deterministic_summary}",
                 "",
             ]
         ok = [c.ref for c in self.citations if c.verified]
@@ -1029,7 +1031,7 @@ async def analyze(
     base = AnalysisResult(
         question=question,
         answer="",
-        summary=fallback,
+        deterministic_summary=fallback,
         model_consulted=False,
         root_cause=summary_result.root_cause,
         evidence_tokens=summary.pack.tokens,

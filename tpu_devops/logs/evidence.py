@@ -43,7 +43,7 @@ from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
 from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
 from tpu_devops.logs.signatures import Reading, Signature, SignatureHit
 from tpu_devops.logs.sources import LogRecord, LogSource
-from tpu_devops.results import ToolResult
+from tpu_devops.results import MAX_EVIDENCE_TOKENS, ToolResult
 from tpu_devops.tokens import estimate_tokens
 from tpu_devops.untrusted import (
     UntrustedContent,
@@ -108,10 +108,14 @@ def is_root_cause(r: Ranked) -> bool:
 
 
 def check_token_budget(token_budget: int) -> int:
-    """``token_budget`` as an int; raises InputError (field ``token_budget``) outside 500..32,000."""
-    if not 500 <= int(token_budget) <= 32_000:
+    """``token_budget`` as an int; raises InputError (field ``token_budget``) outside
+    500..`MAX_EVIDENCE_TOKENS` (the largest evidence that keeps an answer under the hosts' size limit)."""
+    if not 500 <= int(token_budget) <= MAX_EVIDENCE_TOKENS:
         raise InputError(
-            "token_budget out of range", field="token_budget", value=token_budget, fix="use 500 to 32000"
+            "token_budget out of range",
+            field="token_budget",
+            value=token_budget,
+            fix=f"use 500 to {MAX_EVIDENCE_TOKENS} (larger evidence would not fit in one tool answer)",
         )
     return int(token_budget)
 
@@ -605,7 +609,7 @@ def summarize_logs(
     """`summarize_source` over `tpu_devops.logs.sources.open_source` (file path or Cloud Logging query).
 
     Raises:
-        InputError: token_budget outside 500..32000, or bad source arguments.
+        InputError: token_budget outside 500..MAX_EVIDENCE_TOKENS, or bad source arguments.
     """
     from tpu_devops.logs.sources import open_source
 

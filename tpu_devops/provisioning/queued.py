@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError

@@ -1,0 +1,184 @@
+"""Every tool called once on the bundled inputs, through the official MCP client over stdio.
+
+What hosts read of a tool answer is checked per tool (text vs structured content, sizes, headline), so
+the calls must reach every tool the server lists: `CALLS` holds the arguments of each tool's call on the
+bundled inputs, and `run_every_tool` starts the fakes (Google APIs in `tests.fakes.gcp`, vLLM in
+`tests.fakes.openai_server`), a server pointed at them, and calls each listed tool in `CALLS` order.
+A tool listed by the server but missing from `CALLS` is reported in `Transcript.missing`, so the tests
+that use this fail for a new tool until its bundled call is added here. Also used by `make bench`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.mcp_session import ROOT, server_env
+
+DATA = ROOT / "tests" / "data"
+PROJECT = "demo-project"
+HF_TOKEN = "hf_PlantedScenarioTokenDoNotLeak4242ab"
+
+SEED_COMMAND = (DATA / "seed_serve_command.txt").read_text().strip()
+OOM_LOG = str(DATA / "vllm-logs" / "v5e1-e2b-util095-program-oom.log")
+EXPORT = str(DATA / "logs" / "v5e1-util095-export.json")
+BENCH = str(DATA / "bench" / "v5e1-e2b-c128-u64.json")
+
+# (tool, arguments) in call order: the order matters where a call needs what an earlier one made
+# (find_tpu's job creates the TPU that status, endpoint and teardown then see).
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("get_help", {}),
+    ("check_setup", {}),
+    ("plan_capacity", {}),
+    ("lint_vllm_flags", {"command": SEED_COMMAND}),
+    ("render_startup_script", {}),
+    ("get_vllm_deployment_config", {}),
+    ("diagnose_vllm_boot", {"path": OOM_LOG}),
+    ("get_zones_with_available_quota", {}),
+    ("plan_queued_resource", {}),
+    ("save_hf_token", {"token": HF_TOKEN}),
+    ("find_tpu", {"zones": ["us-west4-a"], "poll_interval_s": 0.05, "zone_budget_s": 30}),
+    ("get_job", {"job_id": "$find_tpu"}),
+    ("list_jobs", {}),
+    ("create_tpu_queued_resource", {}),
+    ("describe_queued_resource", {}),
+    ("list_queued_resources", {}),
+    ("get_reservation_status", {}),
+    ("get_vllm_endpoint", {}),
+    ("get_system_status", {}),
+    ("verify_model_health", {}),
+    ("query_gemma", {"prompt": "Say hi", "max_tokens": 8}),
+    ("query_gemma_with_stats", {"prompt": "Say hi", "max_tokens": 8}),
+    ("get_metrics", {}),
+    ("get_model_details", {}),
+    ("run_benchmark", {"concurrency": [1], "prompt_lengths": [128], "output_len": 4}),
+    ("cancel_job", {"job_id": "$run_benchmark"}),
+    ("import_benchmark_results", {"results_path": BENCH}),
+    ("estimate_deployment_cost", {"tokens_per_s": 1496.5}),
+    ("get_cloud_logging_logs", {"limit": 50}),
+    ("get_vllm_docker_logs", {}),
+    ("get_tpu_system_logs", {}),
+    ("summarize_logs", {"path": EXPORT}),
+    ("analyze_cloud_logging", {"question": "Why did vLLM fail to start?", "path": EXPORT}),
+    ("destroy_queued_resource", {"dry_run": True}),
+    ("manage_queued_resource", {"dry_run": True}),
+]
+
+
+@dataclass
+class Answer:
+    """One tool call as the host received it."""
+
+    tool: str
+    arguments: dict[str, Any]
+    is_error: bool
+    text: str
+    structured: dict[str, Any] | None
+
+    @property
+    def text_chars(self) -> int:
+        return len(self.text)
+
+    @property
+    def structured_chars(self) -> int:
+        """Characters of the structured content as a host serialises it (compact JSON)."""
+        if self.structured is None:
+            return 0
+        return len(json.dumps(self.structured, ensure_ascii=False, separators=(",", ":")))
+
+
+@dataclass
+class Transcript:
+    answers: list[Answer] = field(default_factory=list)
+    listed: list[Any] = field(default_factory=list)  # mcp_types.Tool as listed
+    missing: list[str] = field(default_factory=list)  # listed tools without a bundled call
+
+
+@contextlib.contextmanager
+def fakes() -> Any:
+    """The Google API fake (TPU, quotas, secrets, logging with the bundled export, billing) and the
+    vLLM fake, started on loopback."""
+    from tests.fakes.gcp import FakeGcp
+    from tests.fakes.openai_server import FakeVllm
+
+    with FakeGcp() as gcp, FakeVllm(ttft_s=0.001, itl_s=0.001) as vllm:
+        gcp.logging.load_export(EXPORT)
+        yield gcp, vllm
+
+
+def scenario_env(gcp: Any, vllm: Any, state_dir: Path, **extra: str) -> dict[str, str]:
+    env = {
+        "GOOGLE_CLOUD_PROJECT": PROJECT,
+        "TPU_DEVOPS_GCP_ENDPOINT": gcp.url,
+        "TPU_DEVOPS_STATE_DIR": str(state_dir),
+        "TPU_DEVOPS_ENV_FILE": str(state_dir / "no-tpu.env"),
+        "VLLM_URL": vllm.url,
+        "TPU_DEVOPS_LOG_LEVEL": "WARNING",
+    }
+    env.update(extra)
+    return server_env(**env)
+
+
+@contextlib.asynccontextmanager
+async def client_for(env: dict[str, str], errlog: Path, **client_kwargs: Any) -> AsyncIterator[Client]:
+    """The official MCP client on a fresh ``server.py`` with ``env``; its stderr goes to ``errlog``."""
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(ROOT / "server.py")], env=env, cwd=str(ROOT)
+    )
+    with open(errlog, "a") as fh:
+        async with Client(
+            stdio_client(params, errlog=fh), read_timeout_seconds=120, **client_kwargs
+        ) as client:
+            yield client
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> Answer:
+    result = await client.call_tool(tool, arguments)
+    text = "\n".join(getattr(c, "text", "") for c in result.content)
+    return Answer(tool, arguments, bool(result.is_error), text, result.structured_content)
+
+
+async def _wait_job(client: Client, job_id: str) -> None:
+    with anyio.fail_after(60):
+        while True:
+            job = await client.call_tool("get_job", {"job_id": job_id})
+            if (job.structured_content or {}).get("state") != "running":
+                return
+            await anyio.sleep(0.05)
+
+
+async def run_every_tool(state_dir: Path) -> Transcript:
+    """Start fakes and a server, call every listed tool once (`CALLS`), return what the host saw."""
+    out = Transcript()
+    with fakes() as (gcp, vllm):
+        env = scenario_env(gcp, vllm, state_dir)
+        async with client_for(env, state_dir / "server-stderr.log") as client:
+            out.listed = (await client.list_tools()).tools
+            names = {t.name for t in out.listed}
+            planned = {name for name, _ in CALLS}
+            out.missing = sorted(names - planned)
+            jobs: dict[str, str] = {}
+            for tool, arguments in CALLS:
+                if tool not in names:
+                    continue
+                args = {
+                    k: (jobs.get(v[1:], v) if isinstance(v, str) and v.startswith("$") else v)
+                    for k, v in arguments.items()
+                }
+                answer = await call(client, tool, args)
+                out.answers.append(answer)
+                job_id = (answer.structured or {}).get("job_id")
+                if job_id and not answer.is_error:
+                    jobs[tool] = job_id
+                    if tool == "find_tpu":
+                        await _wait_job(client, job_id)
+    return out

@@ -1,0 +1,154 @@
+"""What every host gets, through the official MCP client over stdio (issues #17, #18, #12 §8).
+
+Every tool is enumerated from ``tools/list``, so a tool added later is held to the same rules: its
+schemas stay inside the Gemini subset and bounded, its arguments are checked, both result forms lead
+with the same summary and stay under the size cap (on the bundled inputs of `tests.host_scenarios`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitResult
+
+from tests.conftest import gcp_environ
+from tests.fakes.gcp import FakeGcp
+from tests.host_scenarios import HF_TOKEN, Transcript, client_for, run_every_tool
+from tests.mcp_session import mcp_client, server_env
+from tests.test_schemas import gemini_subset_problems
+from tpu_devops.results import MAX_RESULT_CHARS
+
+pytestmark = pytest.mark.anyio
+RIG_LABELS = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def transcript(tmp_path_factory: pytest.TempPathFactory) -> Transcript:
+    """Every listed tool called once on the bundled inputs (one server session, shared by the tests)."""
+    return await run_every_tool(tmp_path_factory.mktemp("hosts"))
+
+
+async def test_every_listed_tool_has_a_bundled_call(transcript: Transcript) -> None:
+    assert transcript.missing == [], (
+        f"tools without a call in tests/host_scenarios.py CALLS: {transcript.missing}: add one (arguments on the "
+        "bundled inputs) so the host-contract tests cover them"
+    )
+    failed = [(a.tool, a.text[:300]) for a in transcript.answers if a.is_error]
+    assert failed == [], failed
+
+
+async def test_both_forms_lead_with_the_same_summary_and_fit_the_host_limit(transcript: Transcript) -> None:
+    for a in transcript.answers:
+        assert a.structured is not None, f"{a.tool}: no structured content"
+        summary = a.structured.get("summary")
+        assert summary and a.text.startswith(summary.splitlines()[0]), (
+            f"{a.tool}: the text must start with the structured summary (ToolResult.summary_text); "
+            f"text starts {a.text[:120]!r}, summary {summary!r}"
+        )
+        assert list(a.structured)[0] == "summary", a.tool
+        assert a.text_chars <= MAX_RESULT_CHARS and a.structured_chars <= MAX_RESULT_CHARS, a.tool
+
+
+async def test_schemas_are_in_the_gemini_subset_and_every_input_is_bounded(transcript: Transcript) -> None:
+    for tool in transcript.listed:
+        schema = tool.input_schema
+        problems = gemini_subset_problems(schema)
+        assert problems == [], f"{tool.name}: {problems}"
+        for name, prop in schema.get("properties", {}).items():
+            kind = prop.get("type")
+            where = f"{tool.name}.{name}"
+            if kind in ("integer", "number"):
+                assert "minimum" in prop and "maximum" in prop, (
+                    f"{where}: declare its range in server.py (Field(ge=..., le=...)) so hosts and the checks "
+                    "know the sane values"
+                )
+            elif kind == "string":
+                assert "maxLength" in prop, where
+            elif kind == "array":
+                assert "maxItems" in prop, where
+                items = prop.get("items", {})
+                if items.get("type") in ("integer", "number"):
+                    assert "minimum" in items and "maximum" in items, where
+            elif kind == "boolean":
+                pass
+            elif kind == "object":
+                assert "maxProperties" in prop, f"{where}: bound it with Field(max_length=...)"
+            else:
+                pytest.fail(f"{where}: give it one JSON type ({prop})")
+        assert tool.title is None, f"{tool.name}: the title lives in annotations.title only"
+
+
+async def test_get_help_is_always_loaded_and_only_tools_are_advertised(tmp_path: Path) -> None:
+    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path)) as client:
+        caps = client.server_capabilities
+        assert caps.tools is not None and caps.prompts is None and caps.resources is None
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        help_tool = tools["get_help"]
+        assert (help_tool.meta or {}).get("anthropic/alwaysLoad") is True
+        assert "tpu-devops" in help_tool.description and "start here" in help_tool.description.lower()
+        for method in (client.list_prompts, client.list_resources):
+            with pytest.raises(MCPError) as raised:
+                await method()
+            assert raised.value.error.code == -32601
+
+
+async def test_every_tool_refuses_unknown_keys_and_true_for_a_number(
+    transcript: Transcript, tmp_path: Path
+) -> None:
+    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path)) as client:
+        for tool in transcript.listed:
+            result = await client.call_tool(tool.name, {"no_such_argument": 1})
+            text = result.content[0].text
+            assert result.is_error and "unknown argument no_such_argument" in text and "Fix:" in text, (
+                tool.name,
+                text,
+            )
+            for name, prop in tool.input_schema.get("properties", {}).items():
+                if prop.get("type") in ("integer", "number"):
+                    result = await client.call_tool(tool.name, {name: True})
+                    text = result.content[0].text
+                    assert result.is_error and f"{name} = True" in text and "got a boolean" in text, text
+
+
+async def test_crashes_and_bad_types_come_back_with_a_fix_and_no_secret(tmp_path: Path) -> None:
+    long_name = str(tmp_path / ("a" * 300))
+    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path)) as client:
+        for tool, args, field in [
+            ("diagnose_vllm_boot", {"path": long_name}, "path"),
+            ("summarize_logs", {"path": long_name}, "path"),
+            ("import_benchmark_results", {"results_path": long_name}, "results_path"),
+            ("diagnose_vllm_boot", {"path": "x\x00y"}, "path"),
+        ]:
+            result = await client.call_tool(tool, args)
+            text = result.content[0].text
+            assert result.is_error and field in text and "Fix:" in text, text
+            assert not text.rstrip().endswith(f"Error executing tool {tool}") and "Traceback" not in text
+        for shape in ([HF_TOKEN], {"token": HF_TOKEN}, 7):
+            result = await client.call_tool("save_hf_token", {"token": shape})
+            text = result.content[0].text
+            assert result.is_error and "token" in text and "expected a string" in text and "Fix:" in text
+            assert HF_TOKEN not in text and HF_TOKEN[3:20] not in text
+
+
+async def test_a_headless_host_that_cannot_confirm_gets_a_fix_and_nothing_is_deleted(tmp_path: Path) -> None:
+    async def cancelled(context: Any, params: Any) -> ElicitResult:  # what a headless host answers
+        return ElicitResult(action="cancel")
+
+    with FakeGcp() as gcp:
+        gcp.tpu.add_foreign("us-west4-a", "gemma4-e2b", labels=RIG_LABELS)
+        env = server_env(**gcp_environ(gcp, tmp_path))
+        async with client_for(env, tmp_path / "stderr.log", elicitation_callback=cancelled) as client:
+            result = await client.call_tool("destroy_queued_resource", {"dry_run": False})
+        text = result.content[0].text
+        assert result.is_error and "nothing was deleted" in text and "could not ask you" in text
+        assert "dry_run=true" in text and "confirm=true" in text and "Fix:" in text
+        assert "Resolver for parameter" not in text
+        assert gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"
