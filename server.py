@@ -151,14 +151,23 @@ def plan_capacity(
 @tools.tool(title="Plan scale-out: engines, chips, shape and cost", open_world=True, **READ)
 async def plan_scale_out(
     target_output_tokens_per_s: Annotated[
-        float | None, Field(description="aggregate output tok/s to serve (or give streams)")
+        float | None,
+        Field(ge=1, le=10_000_000, description="aggregate output tok/s to serve (or give streams)"),
     ] = None,
     streams: Annotated[
         int | None,
-        Field(description="concurrent streams to serve at once (or give target_output_tokens_per_s)"),
+        Field(
+            ge=1,
+            le=100_000,
+            description="concurrent streams to serve at once (or give target_output_tokens_per_s)",
+        ),
     ] = None,
-    ttft_ms: Annotated[float | None, Field(description="median TTFT objective per engine, ms")] = None,
-    tpot_ms: Annotated[float | None, Field(description="median TPOT objective per engine, ms")] = None,
+    ttft_ms: Annotated[
+        float | None, Field(ge=1, le=600_000, description="median TTFT objective per engine, ms")
+    ] = None,
+    tpot_ms: Annotated[
+        float | None, Field(ge=0.1, le=60_000, description="median TPOT objective per engine, ms")
+    ] = None,
     curve: Annotated[
         str | None,
         Field(
@@ -167,10 +176,16 @@ async def plan_scale_out(
         ),
     ] = None,
     prompt_tokens: Annotated[
-        int | None, Field(description="the workload's prompt length: picks the curve's nearest cells")
+        int | None,
+        Field(
+            ge=1,
+            le=MAX_MODEL_LEN_RANGE[1],
+            description="the workload's prompt length: picks the curve's nearest cells",
+        ),
     ] = None,
     chips: Annotated[
-        int | None, Field(description="compare the shapes on exactly this many chips (v5e: 4 or 8)")
+        int | None,
+        Field(ge=1, le=256, description="compare the shapes on exactly this many chips (v5e: 4 or 8)"),
     ] = None,
     model: Annotated[str | None, Field(description="config.json path or repo id; default MODEL_NAME")] = None,
     provisioning_model: Annotated[
@@ -178,7 +193,7 @@ async def plan_scale_out(
     ] = None,
     region: Annotated[str | None, Field(description="price region; default GOOGLE_CLOUD_REGION")] = None,
     usd_per_chip_hour: Annotated[
-        float | None, Field(description="use this price instead of looking it up")
+        float | None, Field(ge=0.001, le=1000, description="use this price instead of looking it up")
     ] = None,
 ) -> tpu_devops.scaleout.ScaleOutPlan:
     """Size a target (output tok/s, or N streams within TTFT / TPOT objectives) on each shape: N one-chip
@@ -225,7 +240,10 @@ def lint_vllm_flags(
         str | None, Field(description="the path your health check calls, e.g. /v1/completions")
     ] = None,
     engines: Annotated[
-        int, Field(description="engines on the host running this command (one per chip when scaled out)")
+        int,
+        Field(
+            ge=1, le=64, description="engines on the host running this command (one per chip when scaled out)"
+        ),
     ] = 1,
 ) -> tpu_devops.lint.LintResult:
     """Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
@@ -603,9 +621,10 @@ KubeconfigArg = Annotated[
 ]
 KubeContextArg = Annotated[str | None, Field(description="kubeconfig context; default the current one")]
 NamespaceArg = Annotated[str, Field(description="Kubernetes namespace (must exist)")]
-ReplicasArg = Annotated[int, Field(description="vLLM pods, one v5e chip each (1-256)")]
+ReplicasArg = Annotated[int, Field(ge=1, le=256, description="vLLM pods, one v5e chip each")]
 MaxReplicasArg = Annotated[
-    int | None, Field(description="the autoscaler's ceiling on num_requests_waiting; default replicas")
+    int | None,
+    Field(ge=1, le=256, description="the autoscaler's ceiling on num_requests_waiting; default replicas"),
 ]
 ServiceTypeArg = Annotated[
     str, Field(description="ClusterIP (default) or LoadBalancer (needs source_ranges)")
@@ -613,7 +632,9 @@ ServiceTypeArg = Annotated[
 SourceRangesArg = Annotated[
     list[str] | None, Field(description="CIDRs a LoadBalancer accepts, e.g. ['203.0.113.7/32']")
 ]
-QueueTargetArg = Annotated[int, Field(description="average waiting requests per pod the autoscaler aims at")]
+QueueTargetArg = Annotated[
+    int, Field(ge=1, le=1000, description="average waiting requests per pod the autoscaler aims at")
+]
 
 
 @tools.tool(title="Plan a GKE deployment (dry run)", open_world=True, **READ)
@@ -823,7 +844,8 @@ async def get_metrics(base_url: BaseUrlArg = None) -> serving.metrics.MetricsRes
 async def get_engine_status(
     base_url: BaseUrlArg = None,
     engines: Annotated[
-        int | None, Field(description="engines on the host; default chips per host / TENSOR_PARALLEL_SIZE")
+        int | None,
+        Field(ge=1, le=64, description="engines on the host; default chips per host / TENSOR_PARALLEL_SIZE"),
     ] = None,
 ) -> serving.engines.EngineStatusResult:
     """Each vLLM engine behind the host's load balancer (one per chip): health and its latency, running and

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,45 +32,80 @@ SEED_COMMAND = (DATA / "seed_serve_command.txt").read_text().strip()
 OOM_LOG = str(DATA / "vllm-logs" / "v5e1-e2b-util095-program-oom.log")
 EXPORT = str(DATA / "logs" / "v5e1-util095-export.json")
 BENCH = str(DATA / "bench" / "v5e1-e2b-c128-u64.json")
+EXPORT_SINCE = "2026-08-07T00:00:00Z"  # before the bundled export's first entry
 
-# (tool, arguments) in call order: the order matters where a call needs what an earlier one made
-# (find_tpu's job creates the TPU that status, endpoint and teardown then see).
-CALLS: list[tuple[str, dict[str, Any]]] = [
-    ("get_help", {}),
-    ("check_setup", {}),
-    ("plan_capacity", {}),
-    ("lint_vllm_flags", {"command": SEED_COMMAND}),
-    ("render_startup_script", {}),
-    ("get_vllm_deployment_config", {}),
-    ("diagnose_vllm_boot", {"path": OOM_LOG}),
-    ("get_zones_with_available_quota", {}),
-    ("plan_queued_resource", {}),
-    ("save_hf_token", {"token": HF_TOKEN}),
-    ("find_tpu", {"zones": ["us-west4-a"], "poll_interval_s": 0.05, "zone_budget_s": 30}),
-    ("get_job", {"job_id": "$find_tpu"}),
-    ("list_jobs", {}),
-    ("create_tpu_queued_resource", {}),
-    ("describe_queued_resource", {}),
-    ("list_queued_resources", {}),
-    ("get_reservation_status", {}),
-    ("get_vllm_endpoint", {}),
-    ("get_system_status", {}),
-    ("verify_model_health", {}),
-    ("query_gemma", {"prompt": "Say hi", "max_tokens": 8}),
-    ("query_gemma_with_stats", {"prompt": "Say hi", "max_tokens": 8}),
-    ("get_metrics", {}),
-    ("get_model_details", {}),
-    ("run_benchmark", {"concurrency": [1], "prompt_lengths": [128], "output_len": 4}),
-    ("cancel_job", {"job_id": "$run_benchmark"}),
-    ("import_benchmark_results", {"results_path": BENCH}),
-    ("estimate_deployment_cost", {"tokens_per_s": 1496.5}),
-    ("get_cloud_logging_logs", {"limit": 50}),
-    ("get_vllm_docker_logs", {}),
-    ("get_tpu_system_logs", {}),
-    ("summarize_logs", {"path": EXPORT}),
-    ("analyze_cloud_logging", {"question": "Why did vLLM fail to start?", "path": EXPORT}),
-    ("destroy_queued_resource", {"dry_run": True}),
-    ("manage_queued_resource", {"dry_run": True}),
+KUBE_SECRET = ("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
+
+
+@dataclass
+class World:
+    """The fakes a scenario runs against, and values later calls refer to as ``"$name"``."""
+
+    gcp: Any
+    vllm: Any
+    kube: Any
+    values: dict[str, str] = field(default_factory=dict)
+
+
+# (tool, arguments, what to do to the world first) in call order: the order matters where a call needs what
+# an earlier one made (find_tpu's job creates the TPU that status, endpoint and teardown then see). A string
+# argument "$x" is replaced by `World.values["x"]` (a job id by the tool that started it, the kubeconfig).
+CALLS: list[tuple[str, dict[str, Any], Callable[[World], None] | None]] = [
+    ("get_help", {}, None),
+    ("check_setup", {}, None),
+    ("plan_capacity", {}, None),
+    ("plan_scale_out", {"streams": 64}, None),
+    ("lint_vllm_flags", {"command": SEED_COMMAND}, None),
+    ("render_startup_script", {}, None),
+    ("get_vllm_deployment_config", {}, None),
+    ("diagnose_vllm_boot", {"path": OOM_LOG}, None),
+    ("get_zones_with_available_quota", {}, None),
+    ("plan_queued_resource", {}, None),
+    ("save_hf_token", {"token": HF_TOKEN}, None),
+    ("find_tpu", {"zones": ["us-west4-a"], "poll_interval_s": 0.05, "zone_budget_s": 30}, None),
+    ("get_job", {"job_id": "$find_tpu"}, None),
+    ("list_jobs", {}, None),
+    ("create_tpu_queued_resource", {}, None),
+    ("describe_queued_resource", {}, None),
+    ("list_queued_resources", {}, None),
+    ("get_reservation_status", {}, None),
+    ("get_vllm_endpoint", {}, None),
+    ("get_system_status", {}, None),
+    ("verify_model_health", {}, None),
+    ("query_gemma", {"prompt": "Say hi", "max_tokens": 8}, None),
+    ("query_gemma_with_stats", {"prompt": "Say hi", "max_tokens": 8}, None),
+    ("get_metrics", {}, None),
+    ("get_engine_status", {}, None),
+    ("get_model_details", {}, None),
+    ("run_benchmark", {"concurrency": [1], "prompt_lengths": [128], "output_len": 4}, None),
+    ("cancel_job", {"job_id": "$run_benchmark"}, None),
+    ("import_benchmark_results", {"results_path": BENCH}, None),
+    ("estimate_deployment_cost", {"tokens_per_s": 1496.5}, None),
+    ("get_cloud_logging_logs", {"limit": 50, "since": EXPORT_SINCE}, None),
+    ("get_vllm_docker_logs", {"since": EXPORT_SINCE}, None),
+    ("get_tpu_system_logs", {"since": EXPORT_SINCE}, None),
+    ("summarize_logs", {"path": EXPORT}, None),
+    ("analyze_cloud_logging", {"question": "Why did vLLM fail to start?", "path": EXPORT}, None),
+    ("plan_gke_deployment", {"cluster": "gemma", "kubeconfig": "$kubeconfig"}, None),
+    (
+        "apply_gke_deployment",
+        {"cluster": "gemma", "kubeconfig": "$kubeconfig", "poll_interval_s": 0.05, "wait_timeout_s": 5},
+        lambda w: w.kube.add_secret(*KUBE_SECRET),
+    ),
+    (
+        "benchmark_gke_deployment",
+        {
+            "kubeconfig": "$kubeconfig",
+            "base_url": "$vllm_url",
+            "concurrency": [1],
+            "prompt_lengths": [16],
+            "output_len": 4,
+        },
+        lambda w: w.kube.mark_ready("default", "vllm-gemma4-e2b"),
+    ),
+    ("teardown_gke_deployment", {"cluster": "gemma", "kubeconfig": "$kubeconfig"}, None),
+    ("destroy_queued_resource", {"dry_run": True}, None),
+    ("manage_queued_resource", {"dry_run": True}, None),
 ]
 
 
@@ -104,15 +139,20 @@ class Transcript:
 
 
 @contextlib.contextmanager
-def fakes() -> Any:
-    """The Google API fake (TPU, quotas, secrets, logging with the bundled export, billing) and the
-    vLLM fake, started on loopback."""
+def fakes(state_dir: Path) -> Any:
+    """A `World`: the Google API fake (TPU, quotas, secrets, logging with the bundled export, billing, GKE
+    with a cluster), the vLLM fake and a Kubernetes API fake, started on loopback."""
     from tests.fakes.gcp import FakeGcp
+    from tests.fakes.kube_api import FakeKube
     from tests.fakes.openai_server import FakeVllm
 
-    with FakeGcp() as gcp, FakeVllm(ttft_s=0.001, itl_s=0.001) as vllm:
+    with FakeGcp() as gcp, FakeVllm(ttft_s=0.001, itl_s=0.001) as vllm, FakeKube() as kube:
         gcp.logging.load_export(EXPORT)
-        yield gcp, vllm
+        gcp.container.add_cluster("us-west4-a", "gemma")
+        world = World(gcp, vllm, kube)
+        world.values["kubeconfig"] = kube.kubeconfig(state_dir / "kubeconfig")
+        world.values["vllm_url"] = vllm.url
+        yield world
 
 
 def scenario_env(gcp: Any, vllm: Any, state_dir: Path, **extra: str) -> dict[str, str]:
@@ -159,26 +199,29 @@ async def _wait_job(client: Client, job_id: str) -> None:
 async def run_every_tool(state_dir: Path) -> Transcript:
     """Start fakes and a server, call every listed tool once (`CALLS`), return what the host saw."""
     out = Transcript()
-    with fakes() as (gcp, vllm):
-        env = scenario_env(gcp, vllm, state_dir)
+    with fakes(state_dir) as world:
+        env = scenario_env(world.gcp, world.vllm, state_dir)
         async with client_for(env, state_dir / "server-stderr.log") as client:
             out.listed = (await client.list_tools()).tools
             names = {t.name for t in out.listed}
-            planned = {name for name, _ in CALLS}
-            out.missing = sorted(names - planned)
-            jobs: dict[str, str] = {}
-            for tool, arguments in CALLS:
+            out.missing = sorted(names - {name for name, _, _ in CALLS})
+            for tool, arguments, before in CALLS:
                 if tool not in names:
                     continue
-                args = {
-                    k: (jobs.get(v[1:], v) if isinstance(v, str) and v.startswith("$") else v)
-                    for k, v in arguments.items()
-                }
+                if before is not None:
+                    before(world)
+                args = {k: _resolve(v, world.values) for k, v in arguments.items()}
                 answer = await call(client, tool, args)
                 out.answers.append(answer)
                 job_id = (answer.structured or {}).get("job_id")
                 if job_id and not answer.is_error:
-                    jobs[tool] = job_id
+                    world.values[tool] = job_id
                     if tool == "find_tpu":
                         await _wait_job(client, job_id)
     return out
+
+
+def _resolve(value: Any, values: dict[str, str]) -> Any:
+    if isinstance(value, str) and value.startswith("$"):
+        return values[value[1:]]
+    return value
