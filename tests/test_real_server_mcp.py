@@ -55,11 +55,11 @@ async def test_tools_read_a_llama_cpp_server(tmp_path: Path) -> None:
         async with mcp_client(**env_for(tmp_path, fake.url)) as client:
             details, text = await call(client, "get_model_details")
             assert details["max_model_len"] == 8192 and "meta.n_ctx" in details["context_source"]
-            assert details["server"].startswith("llama.cpp") and details["vllm_version"] is None
-            assert "on llama.cpp" in text and "vLLM ?" not in text and details["configured_flags"] is None
+            assert details["server"].startswith("llama.cpp") and details.get("vllm_version") is None
+            assert "on llama.cpp" in text and "vLLM ?" not in text and details.get("configured_flags") is None
 
             metrics, text = await call(client, "get_metrics")
-            assert metrics["metrics_kind"] == "llama.cpp" and metrics["requests_running"] is None
+            assert metrics["metrics_kind"] == "llama.cpp" and metrics.get("requests_running") is None
             assert "no vLLM metrics" in text and "4 processing / 4 deferred" in text
             assert metrics["server_series"]["llamacpp:requests_deferred"] == 4
 
@@ -121,7 +121,7 @@ async def test_analyst_calls_a_degenerate_answer_what_it_is(tmp_path: Path) -> N
     assert out["model_consulted"] and not out["model_answer_usable"]
     assert any("repeats 'model'" in p for p in out["answer_problems"])
     assert any("cut off" in p for p in out["answer_problems"])
-    assert out["citations"] == [] and "Most likely root cause" in out["summary"]
+    assert out.get("citations", []) == [] and "Most likely root cause" in out["deterministic_summary"]
     assert "not usable" in text.splitlines()[0] and "stands alone" in text
     assert '<untrusted-data source="a language model' in text
 

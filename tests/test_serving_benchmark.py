@@ -263,10 +263,10 @@ async def test_a_non_rig_llama_cpp_endpoint_is_not_priced_or_checked_against_the
         assert record.task is not None
         await record.task
     result = record.result
-    assert result["price"] is None and all(
-        c["usd_per_million_output_tokens"] is None for c in result["cells"]
+    assert result.get("price") is None and all(
+        c.get("usd_per_million_output_tokens") is None for c in result["cells"]
     )
-    assert result["kv_pool_tokens"] is None
+    assert result.get("kv_pool_tokens") is None
     notes = " ".join(result["notices"])
     assert "not this rig's TPU" in notes and "llama.cpp" in notes
     assert "meta.n_ctx" in notes and "4096" in notes  # the 8192-token cell cannot fit this server's context

@@ -633,8 +633,10 @@ class ChatResult(UntrustedContent, ToolResult):
     notices: list[str] = []
 
     def headline(self) -> str:
-        if self.stats is None:
-            return self.content if self.content else f"(empty answer, finish_reason={self.finish_reason})"
+        if self.stats is None:  # our own words: the model's text is untrusted and stays in its fence
+            cut = " (CUT OFF)" if self.finish_reason == "length" else ""
+            size = f"{len(self.content):,} characters" if self.content else "an empty answer"
+            return f"{self.model} answered: {size}, finish_reason={self.finish_reason}{cut}"
         s = self.stats
         line = (
             f"{s.completion_tokens} tokens: TTFT {s.ttft_ms} ms, TPOT {s.tpot_mean_ms} ms "
@@ -644,7 +646,7 @@ class ChatResult(UntrustedContent, ToolResult):
 
     def render_text(self) -> str:
         """The answer (after the stats line when measured), then who answered, then notices."""
-        lines = [] if self.stats is None else [self.headline(), ""]
+        lines = [self.headline(), ""]
         lines.append(
             fence(self.content, "model")
             if self.content
