@@ -361,6 +361,36 @@ def _event_reading(scan: Scan, ev: Event, ctx: sg.Context) -> sg.Reading:
 _MASK = re.compile(r"\d+(?:\.\d+)?")
 
 
+def _finding_at(
+    scan: Scan, line: int, reading: sg.Reading, *, when: When | None, exception_type: str | None = None
+) -> BootFinding:
+    """A finding of ``reading`` first seen at ``line`` (count and lines are added by the caller)."""
+    pos = scan.log.text.find(scan.line(line))
+    severity: SignatureSeverity
+    if reading.kind in ("failure", "symptom", "wrapper"):
+        severity = "warning" if when == "recovered" else "error"
+    else:
+        severity = reading.kind  # type: ignore[assignment]
+    return BootFinding(
+        id=reading.id,
+        severity=severity,
+        signature=reading.rule,
+        kind=reading.kind,
+        scope=reading.scope,
+        when=when,
+        title=reading.title,
+        cause=reading.cause,
+        fix=reading.fix,
+        source=reading.source,
+        count=0,
+        first_line=line,
+        exception_type=exception_type or reading.details.get("exception_type"),
+        timestamp=_timestamp_near(scan.log, max(pos, 0)),
+        excerpt=_redact(scan.line(line).strip()[:300]),
+        details=reading.details,
+    )
+
+
 def _failure_findings(scan: Scan, ctx: sg.Context) -> tuple[list[BootFinding], dict[int, int]]:
     """One finding per rule (or per distinct unrecognised line) and place; weights by id(finding)."""
     merged: dict[tuple[str, str], BootFinding] = {}
@@ -373,25 +403,7 @@ def _failure_findings(scan: Scan, ctx: sg.Context) -> tuple[list[BootFinding], d
         span_start = ev.traceback_line or ev.key_line
         found = merged.get(key)
         if found is None:
-            pos = scan.log.text.find(scan.line(ev.key_line))
-            found = BootFinding(
-                id=reading.id,
-                severity="error" if when != "recovered" else "warning",
-                signature=reading.rule,
-                kind=reading.kind,
-                scope=reading.scope,
-                when=when,
-                title=reading.title,
-                cause=reading.cause,
-                fix=reading.fix,
-                source=reading.source,
-                count=0,
-                first_line=ev.key_line,
-                exception_type=ev.exception or reading.details.get("exception_type"),
-                timestamp=_timestamp_near(scan.log, max(pos, 0)),
-                excerpt=_redact(scan.line(ev.key_line).strip()[:300]),
-                details=reading.details,
-            )
+            found = _finding_at(scan, ev.key_line, reading, when=when, exception_type=ev.exception)
             merged[key] = found
             weights[id(found)] = reading.weight
         found.count += 1
@@ -431,24 +443,7 @@ def _note_findings(scan: Scan, budget: LoggedBudget) -> list[BootFinding]:
     for hit in scan.notes:
         f = out.get(hit.sig.id)
         if f is None:
-            reading = sg.explain(hit.sig, hit.groups)
-            pos = scan.log.text.find(scan.line(hit.line))
-            f = BootFinding(
-                id=reading.id,
-                severity=hit.sig.severity,
-                signature=hit.sig.id,
-                kind=hit.sig.kind,
-                scope=hit.sig.scope,
-                title=reading.title,
-                cause=reading.cause,
-                fix=reading.fix,
-                source=reading.source,
-                count=0,
-                first_line=hit.line,
-                timestamp=_timestamp_near(scan.log, max(pos, 0)),
-                excerpt=_redact(scan.line(hit.line).strip()[:300]),
-                details=reading.details,
-            )
+            f = _finding_at(scan, hit.line, sg.explain(hit.sig, hit.groups), when=None)
             out[hit.sig.id] = f
         f.count += 1
         if len(f.lines) < MAX_FINDING_LINES:

@@ -30,7 +30,6 @@ fill the budget in rank order. A line that reads like an instruction to an AI ag
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -61,20 +60,6 @@ from tpu_devops.untrusted import (
 CHARS_PER_TOKEN = 1.9
 DEFAULT_TOKEN_BUDGET = 6000
 ERROR_RANK = SEVERITY_RANK["ERROR"]
-
-_NOISE = re.compile(
-    r"""^(?:[\^~\s]+$|File\s|Traceback \(most recent call last\)|-{3,}\s*$|For simplicity, JAX has removed"""
-    r"""|(?:return|raise|yield|await|async with|with|del|assert)\b|self\.|[\w.\[\]]+\s*(?::\s*[\w\[\], .]+)?\s*=\s*[\w.]+\("""
-    r"""|.*\($|[\w.]+(?:\(\))?(?:\.[\w]+)*\(.*\)$)"""
-)
-_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt)\b(?::|$)")
-
-
-def is_noise(template: str) -> bool:
-    """True for traceback furniture: frames, ``^^^`` markers, separators, code lines."""
-    text = template.strip()
-    return not text or (bool(_NOISE.match(text)) and not _EXCEPTION.match(text))
-
 
 FURNITURE_WEIGHT = -400
 TRACEBACK_WEIGHT = -399  # furniture, unless no exception or failure line exists at all (a cut-off log)
