@@ -18,7 +18,7 @@ from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError
 from tpu_devops.images import image_gate
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
-from tpu_devops.provisioning.failures import classify_failure
+from tpu_devops.provisioning.failures import classify_failed_data
 from tpu_devops.provisioning.plan import hourly_price, stops_text
 from tpu_devops.provisioning.requests import (
     CreateCall,
@@ -111,7 +111,7 @@ class QueuedResourceView(ToolResult):
         failed = qr.get("state", {}).get("failedData", {}).get("error", {}) or {}
         created = _parse_time(qr.get("createTime"))
         labels = labels_of(qr)
-        failure = classify_failure(failed.get("message", "")) if failed.get("message") else None
+        failure = classify_failed_data(failed, state) if failed else None
         return cls(
             id=str(qr.get("name", "")).rsplit("/", 1)[-1],
             zone=zone,

@@ -19,9 +19,10 @@ from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, TpuDevopsError
 from tpu_devops.images import image_gate
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
-from tpu_devops.provisioning.failures import Failure, classify_exception, classify_failure
+from tpu_devops.provisioning.failures import Failure, classify_exception, classify_failed_data
 from tpu_devops.provisioning.queued import (
     TERMINAL_STATES,
+    CreateResult,
     QueuedResourceView,
     create_queued_resource,
     ensure_hf_secret,
@@ -207,11 +208,7 @@ async def run_sweep(
             if existing is not None:
                 return already(existing)
         try:
-            created = await create_queued_resource(
-                settings, zone=zone, provisioning_model=model, max_run_duration_s=opts.max_run_duration_s,
-                valid_until_duration_s=opts.valid_until_duration_s, check_secret=False, check_other_zones=False,
-                allow_unsupported_image=opts.allow_unsupported_image,
-            )  # fmt: skip
+            created = await _create_backing_off(settings, record, zone, opts, lease)
         except TpuDevopsError as exc:
             if isinstance(exc, ConfigError):  # our own argument / setting errors: not the zone's
                 raise
@@ -286,6 +283,39 @@ async def run_sweep(
     )
 
 
+RATE_LIMIT_RETRIES = 3  # back-offs of 1, 2 and 4 poll intervals (15 / 30 / 60 s by default) per zone
+
+
+async def _create_backing_off(
+    settings: Settings, record: Any, zone: str, opts: SweepOptions, lease: SweepLease | None
+) -> CreateResult:
+    """The sweep's create in ``zone``; a per-minute request rate limit (`failures`: reason ``rate_limit``)
+    is waited out here, up to `RATE_LIMIT_RETRIES` times with doubling pauses, instead of being taken
+    as a verdict on the zone or the region.
+
+    Raises:
+        TpuDevopsError: the create failed for another reason, or still rate limited after the back-offs.
+    """
+    for attempt in range(RATE_LIMIT_RETRIES + 1):
+        try:
+            return await create_queued_resource(
+                settings, zone=zone, provisioning_model=opts.provisioning_model,
+                max_run_duration_s=opts.max_run_duration_s, valid_until_duration_s=opts.valid_until_duration_s,
+                check_secret=False, check_other_zones=False, allow_unsupported_image=opts.allow_unsupported_image,
+            )  # fmt: skip
+        except TpuDevopsError as exc:
+            if isinstance(exc, ConfigError) or attempt == RATE_LIMIT_RETRIES:
+                raise
+            if classify_exception(exc).reason != "rate_limit":
+                raise
+            pause = opts.poll_interval_s * 2**attempt
+            record.message = f"the TPU API rate-limited the create in {zone}: retrying in {pause:.0f}s"
+            if lease is not None:
+                lease.renew()
+            await anyio.sleep(pause)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 def _record_failure(
     store: ZoneStore,
     zone: str,
@@ -341,7 +371,7 @@ async def _wait_in_zone(
             return state, None, (f"http://{ip}:{settings.vllm_port}" if ip else None)
         if state in TERMINAL_STATES:
             err = qr.get("state", {}).get("failedData", {}).get("error", {}) or {}
-            return state, classify_failure(err.get("message", f"request ended {state}")), None
+            return state, classify_failed_data(err, state), None
         over = time.monotonic() - deadline
         if over >= 0 and (state != "PROVISIONING" or over >= max(PROVISIONING_GRACE_S, opts.zone_budget_s)):
             return (
