@@ -21,6 +21,7 @@ from tpu_devops.errors import ConfigError
 ROOT = Path(__file__).resolve().parent.parent
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 PLANTED = "hf_PLANTEDtokenValue0123456789"
+PLANTED_KEY = "PLANTEDvllmApiKey-0123456789_abcdefghijklm"
 
 
 def settings(**env: str):
@@ -86,14 +87,15 @@ def test_literal_braces_survive_rendering(tmp_path):
 def test_token_never_in_script_output_or_record(tmp_path):
     os.environ["HF_TOKEN"] = PLANTED
     try:
-        s = load_settings(Path("/nonexistent/tpu.env"), {"HF_TOKEN": PLANTED, "VLLM_API_KEY": PLANTED})
+        s = load_settings(Path("/nonexistent/tpu.env"), {"HF_TOKEN": PLANTED, "VLLM_API_KEY": PLANTED_KEY})
         rendered = startup.render_startup_script(s)
         config = startup.deployment_config(s)
     finally:
         del os.environ["HF_TOKEN"]
-    assert PLANTED not in rendered.model_dump_json()
-    assert PLANTED not in rendered.render_text()
-    assert PLANTED not in config.model_dump_json()
+    for secret in (PLANTED, PLANTED_KEY):
+        assert secret not in rendered.model_dump_json()
+        assert secret not in rendered.render_text()
+        assert secret not in config.model_dump_json() and secret not in config.render_text()
 
 
 @pytest.mark.parametrize(
@@ -169,7 +171,10 @@ case "$url" in
     echo "$url" >>"$FAKE_DIR/secret_urls"
     grep -q 'Authorization: Bearer ya29.fake-access' <<<"$config" || exit 22
     if (( n <= ${FAKE_SECRET_FAILURES:-0} )); then exit 22; fi
-    printf '{"name":"x","payload":{"data":"%s"}}\n' "$FAKE_TOKEN_B64" ;;
+    case "$url" in
+      */secrets/vllm-api-key/*) printf '{"name":"x","payload":{"data":"%s"}}\n' "$FAKE_KEY_B64" ;;
+      *) printf '{"name":"x","payload":{"data":"%s"}}\n' "$FAKE_TOKEN_B64" ;;
+    esac ;;
   *guest-attributes*) cat "${@: -2:1}" >/dev/null 2>&1; echo "$url" >>"$FAKE_DIR/guest_attributes" ;;
   *"/health") exit 0 ;;
   *) exit 22 ;;
@@ -217,6 +222,7 @@ def run_script(
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "FAKE_DIR": str(fake),
         "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
+        "FAKE_KEY_B64": base64.b64encode(PLANTED_KEY.encode()).decode(),
         "FAKE_SECRET_FAILURES": str(secret_failures),
         "FAKE_GCPLOGS_FAIL": "1" if gcplogs_fail else "",
         "TPU_DEVOPS_FS_ROOT": str(fs),
@@ -230,18 +236,24 @@ def test_script_run_fetches_secret_starts_vllm_and_keeps_token_off_command_lines
     assert proc.returncode == 0, proc.stderr
     argv = (fake / "argv.log").read_text()
     syslog = (fake / "syslog").read_text()
-    # the token reached only the 0600 env file handed to docker --env-file
-    assert PLANTED not in argv and PLANTED not in syslog and PLANTED not in proc.stdout + proc.stderr
+    # the token and the API key reached only the 0600 env file handed to docker --env-file
+    for secret in (PLANTED, PLANTED_KEY):
+        assert secret not in argv and secret not in syslog and secret not in proc.stdout + proc.stderr
+        assert secret not in (tmp_path / "startup.sh").read_text()
     assert (fake / "env_mode").read_text().strip() == "600"
-    assert f"HF_TOKEN={PLANTED}" in (fake / "env_copy").read_text()
+    env_file = (fake / "env_copy").read_text().splitlines()
+    assert f"HF_TOKEN={PLANTED}" in env_file and f"VLLM_API_KEY={PLANTED_KEY}" in env_file
     assert not (tmp_path / "fs" / "run" / "tpu-devops" / "vllm.env").exists()
-    # retried while IAM was not granted yet, then succeeded
-    assert (fake / "secret_calls").read_text().strip() == "3"
-    assert "STAGE waiting-for-secret attempt 1" in syslog and "STAGE secret-fetched attempt 3" in syslog
-    assert (
-        "projects/my-tpu-project/secrets/hf-token/versions/latest:access"
-        in (fake / "secret_urls").read_text()
-    )
+    # retried while IAM was not granted yet, then succeeded; then the API key on the first try
+    assert (fake / "secret_calls").read_text().strip() == "4"
+    assert "STAGE waiting-for-secret hf-token attempt 1" in syslog
+    assert "STAGE secret-fetched hf-token attempt 3" in syslog
+    assert "STAGE secret-fetched vllm-api-key attempt 1" in syslog
+    urls = (fake / "secret_urls").read_text()
+    assert "projects/my-tpu-project/secrets/hf-token/versions/latest:access" in urls
+    assert "projects/my-tpu-project/secrets/vllm-api-key/versions/latest:access" in urls
+    # no key on vLLM's command line: it reads VLLM_API_KEY from its environment
+    assert "--api-key" not in argv
     # pinned image, compile cache mount, gcplogs, the flags from vllm_serve_flags
     run_line = next(line for line in argv.splitlines() if line.startswith("docker run"))
     assert "--log-driver=gcplogs" in run_line
@@ -285,6 +297,7 @@ def run_script_text(tmp_path: Path, text: str) -> tuple[subprocess.CompletedProc
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "FAKE_DIR": str(fake),
         "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
+        "FAKE_KEY_B64": base64.b64encode(PLANTED_KEY.encode()).decode(),
         "FAKE_SECRET_FAILURES": "1000",
         "TPU_DEVOPS_FS_ROOT": str(fs),
     }

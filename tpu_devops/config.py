@@ -44,6 +44,7 @@ DEFAULTS: dict[str, str] = {
     "VALID_UNTIL_DURATION": "",
     "RESOURCE_ID": "gemma4-e2b",
     "HF_SECRET_ID": "hf-token",
+    "VLLM_API_KEY_SECRET_ID": "vllm-api-key",
     "MAX_MODEL_LEN": "16384",
     "MAX_NUM_BATCHED_TOKENS": "",
     "LIMIT_MM_PER_PROMPT": "",
@@ -52,6 +53,9 @@ DEFAULTS: dict[str, str] = {
     "VLLM_PORT": "8000",
     "TPU_NETWORK": "",
     "TPU_SUBNETWORK": "",
+    "TPU_EXTERNAL_IP": "1",
+    "ALLOWED_SOURCE_RANGES": "",
+    "PUBLIC_IP_LOOKUP_URL": "",
     "VLLM_URL": "",
     "VLLM_API_KEY": "",
     "MCP_SERVER_NAME": "",
@@ -104,6 +108,7 @@ class Settings(BaseModel):
     valid_until_duration_s: int | None
     resource_id: str
     hf_secret_id: str
+    vllm_api_key_secret_id: str
     max_model_len: int | None
     max_num_batched_tokens: int | None
     limit_mm_per_prompt: dict[str, int] | None
@@ -112,6 +117,9 @@ class Settings(BaseModel):
     vllm_port: int
     network: str
     subnetwork: str
+    external_ip: bool
+    allowed_source_ranges: tuple[str, ...]
+    public_ip_lookup_url: str
     vllm_url: str
     vllm_api_key: str
     server_name: str
@@ -227,6 +235,51 @@ def _url(env: Mapping[str, str], var: str) -> str:
     return raw
 
 
+def _secret_id(env: Mapping[str, str], var: str, example: str) -> str:
+    value = env[var].strip()
+    if not _SECRET_ID.match(value):
+        raise ConfigError(
+            "not a valid Secret Manager secret id",
+            field=var,
+            value=value,
+            fix=f"use letters, digits, '-' and '_' only, e.g. {example}",
+        )
+    return value
+
+
+def source_ranges_setting(raw: str, field: str = "ALLOWED_SOURCE_RANGES") -> tuple[str, ...]:
+    """Comma- or space-separated IPv4 CIDR ranges (``203.0.113.7/32, 198.51.100.0/24``), normalised.
+
+    An address without a prefix length is read as ``/32``. Empty means "detect the caller's public
+    IPv4 at plan time" (`tpu_devops.provisioning.access`). IPv6 is refused: the rule's
+    ``sourceRanges`` take IPv4 and IPv6 may not be mixed in one rule, and a TPU node's external address
+    is IPv4 (Compute Engine firewall rules reference, ``sourceRanges``).
+
+    Raises:
+        ConfigError: a value that is not an IPv4 address or CIDR range (named, with the fix).
+    """
+    import ipaddress
+
+    out: list[str] = []
+    for item in re.split(r"[\s,]+", raw.strip()):
+        if not item:
+            continue
+        try:
+            net = ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            net = None
+        if net is None or net.version != 4:
+            raise ConfigError(
+                "not an IPv4 address or CIDR range",
+                field=field,
+                value=item,
+                fix="write ranges like 203.0.113.7/32 or 198.51.100.0/24, separated by commas",
+            )
+        if str(net) not in out:
+            out.append(str(net))
+    return tuple(out)
+
+
 def merged_environment(
     env_file: Path | None = None, environ: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], str | None]:
@@ -339,13 +392,14 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             value=resource_id,
             fix="use lowercase letters, digits and hyphens, starting with a letter (max 61), e.g. gemma4-e2b",
         )
-    secret_id = env["HF_SECRET_ID"].strip()
-    if not _SECRET_ID.match(secret_id):
+    secret_id = _secret_id(env, "HF_SECRET_ID", "hf-token")
+    key_secret_id = _secret_id(env, "VLLM_API_KEY_SECRET_ID", "vllm-api-key")
+    if key_secret_id == secret_id:
         raise ConfigError(
-            "not a valid Secret Manager secret id",
-            field="HF_SECRET_ID",
-            value=secret_id,
-            fix="use letters, digits, '-' and '_' only, e.g. hf-token",
+            "the vLLM API key and the Hugging Face token cannot share one secret",
+            field="VLLM_API_KEY_SECRET_ID",
+            value=key_secret_id,
+            fix="use its own secret id, e.g. vllm-api-key",
         )
 
     max_model_len = _int(
@@ -398,6 +452,9 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
                 fix=f"use a VPC name such as default, or leave {var} empty",
             )
 
+    source_ranges = source_ranges_setting(env["ALLOWED_SOURCE_RANGES"])
+    lookup = _url(env, "PUBLIC_IP_LOOKUP_URL")
+
     state_dir = _directory(
         env,
         "TPU_DEVOPS_STATE_DIR",
@@ -421,6 +478,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         valid_until_duration_s=valid_until,
         resource_id=resource_id,
         hf_secret_id=secret_id,
+        vllm_api_key_secret_id=key_secret_id,
         max_model_len=max_model_len,
         max_num_batched_tokens=max_batched,
         limit_mm_per_prompt=limit_mm,
@@ -429,6 +487,9 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         vllm_port=port,
         network=env["TPU_NETWORK"].strip(),
         subnetwork=env["TPU_SUBNETWORK"].strip(),
+        external_ip=_bool(env, "TPU_EXTERNAL_IP"),
+        allowed_source_ranges=source_ranges,
+        public_ip_lookup_url=lookup,
         vllm_url=_url(env, "VLLM_URL"),
         vllm_api_key=env["VLLM_API_KEY"].strip(),
         server_name=env["MCP_SERVER_NAME"].strip() or f"tpu-devops-{resource_id}",

@@ -7,7 +7,8 @@ linted and deployed cannot drift apart.
 `render_startup_script` fills ``startup_script.sh.tmpl`` (repository root) with ``str.format``; every
 value is passed through `shlex.quote` first, and values with control characters (newline, NUL, ...)
 are refused because no quoting makes a multi-line setting safe to show in a log. The script itself
-never contains the Hugging Face token: the VM fetches it from Secret Manager at boot (DESIGN §2).
+never contains the Hugging Face token or the vLLM API key: the VM fetches both from Secret Manager at
+boot (DESIGN §2) and hands them to the container through a root-only env file.
 
 Where the serving flags are recorded on the VM (read later by endpoint tools): the guest attribute
 ``tpu-devops/serving-flags`` (TPU API ``nodes.getGuestAttributes``; JSON of `serving_flags_record`),
@@ -237,6 +238,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
     script = template.format(
         project_id=_q("GOOGLE_CLOUD_PROJECT", settings.project),
         hf_secret_id=_q("HF_SECRET_ID", settings.hf_secret_id),
+        vllm_api_key_secret_id=_q("VLLM_API_KEY_SECRET_ID", settings.vllm_api_key_secret_id),
         vllm_image=_q("VLLM_IMAGE", settings.vllm_image),
         model_name=_q("MODEL_NAME", settings.model_name),
         vllm_port=_q("VLLM_PORT", settings.vllm_port),
@@ -248,6 +250,9 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         "The Hugging Face token is not in this script: the VM reads secret "
         f"{settings.hf_secret_id!r} from Secret Manager at boot (retrying up to 30 min) with its service account, "
         "which needs roles/secretmanager.secretAccessor on that secret.",
+        f"The vLLM API key is not in this script either: the VM reads secret {settings.vllm_api_key_secret_id!r} "
+        "the same way and passes it to vLLM as VLLM_API_KEY through the container's env file, so vLLM answers "
+        "/v1/* only to requests that carry it (its service account needs secretAccessor on that secret too).",
         f"Image {settings.vllm_image}"
         + (
             " is a floating tag: pin a digest you have tested."
@@ -400,13 +405,21 @@ def deployment_config(settings: Settings) -> DeploymentConfig:
     create.append(f"--labels managed-by=tpu-devops,rig={q(rid)}")
     create.append("--metadata-from-file startup-script=startup.sh")
     secret = q(settings.hf_secret_id)
+    key_secret = q(settings.vllm_api_key_secret_id)
+    grant = (
+        "gcloud secrets add-iam-policy-binding {} --project {} "
+        "--member=serviceAccount:PROJECT_NUMBER-compute@developer.gserviceaccount.com "
+        "--role=roles/secretmanager.secretAccessor"
+    )
     gcloud = {
         "store_token": f'printf %s "$HF_TOKEN" | gcloud secrets create {secret} --data-file=- --project {q(project)}',
-        "grant_vm_access": (
-            f"gcloud secrets add-iam-policy-binding {secret} --project {q(project)} "
-            "--member=serviceAccount:PROJECT_NUMBER-compute@developer.gserviceaccount.com "
-            "--role=roles/secretmanager.secretAccessor"
+        "store_api_key": (
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(32), end=\"\")' | "
+            f"gcloud secrets create {key_secret} --data-file=- --project {q(project)}"
         ),
+        "grant_vm_access": grant.format(secret, q(project))
+        + " && \\\n  "
+        + grant.format(key_secret, q(project)),
         "render_startup_script": "use the render_startup_script tool and save its script as startup.sh",
         "create": " \\\n  ".join(create),
         "describe": f"gcloud alpha compute tpus queued-resources describe {q(rid)} --zone {q(zone)}",
@@ -414,8 +427,10 @@ def deployment_config(settings: Settings) -> DeploymentConfig:
         "container_logs": f"gcloud logging read 'logName=\"projects/{project}/logs/{CONTAINER_LOG_NAME}\"' --limit 200",
         "delete": f"gcloud alpha compute tpus queued-resources delete {q(rid)} --zone {q(zone)} --force",
     }
+    # curl reads the header from a file (-H @file, curl >= 7.55) so the key stays off the command line.
     health = (
         f"curl -s http://EXTERNAL_IP:{settings.vllm_port}/v1/chat/completions -H 'Content-Type: application/json' "
+        f"-H @<(printf 'Authorization: Bearer %s' \"$(gcloud secrets versions access latest --secret={key_secret})\") "
         f'-d \'{{"model": {json.dumps(settings.model_name)}, "messages": [{{"role": "user", "content": "ping"}}], "max_tokens": 8}}\''
     )
     notes = [

@@ -1,8 +1,9 @@
 """Thin adapter over Secret Manager (``google.cloud.secretmanager_v1``, REST transport).
 
-Only what the rig needs: does the Hugging Face token secret exist with an enabled ``latest`` version
-(checked through version metadata, never by reading the payload), and writing a new version. The
-token value is passed straight into the request payload and never logged, returned or stored.
+Only what the rig needs: does a secret exist with an enabled ``latest`` version (checked through
+version metadata, never by reading the payload), writing a new version, and reading the vLLM API key
+(`access_secret`: the one payload this server reads, for its own calls to its own endpoint). Values
+are passed straight into the request payload or back to the caller and never logged or stored.
 Sync; call via `common.run_blocking`.
 """
 
@@ -91,6 +92,27 @@ def add_secret_version(settings: Settings, secret_id: str, value: str) -> str:
             timeout=common.CALL_TIMEOUT_S,
         )
     return version.name
+
+
+def access_secret(settings: Settings, secret_id: str) -> str | None:
+    """The payload of ``secret_id``'s ``latest`` version as text (stripped), or None when the secret or
+    its version does not exist. REST ``GET .../versions/latest:access`` (Secret Manager v1 reference,
+    ``projects.secrets.versions.access``); the error messages raised never contain the payload.
+
+    Raises:
+        PermissionError_: the caller lacks ``secretmanager.versions.access`` on the secret.
+        CloudError: any other API failure.
+    """
+    project = require_project(settings)
+    name = f"projects/{project}/secrets/{secret_id}/versions/latest"
+    try:
+        with common.google_errors(f"read secret {secret_id}", SERVICE):
+            response = _client(settings).access_secret_version(
+                name=name, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            )
+    except NotFoundError:
+        return None
+    return response.payload.data.decode("utf-8", "replace").strip()
 
 
 def _client(settings: Settings) -> Any:
