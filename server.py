@@ -774,9 +774,12 @@ async def verify_model_health(
     """Check the serving endpoint end to end: /health, /v1/models, one short chat, one tool call.
 
     Each probe is timed. A failure is the answer, classified with its fix: no_endpoint,
-    connection_refused (node booting or vLLM exited), unresolvable_host (DNS), booting (503), timeout,
-    model_mismatch, empty_content, tool_parser_missing, tool_call_unparsed, tool_not_called,
-    not_openai_api (another service on that port), http_error.
+    connection_refused (nothing listens yet: booting, or vLLM exited), unresolvable_host (DNS), booting
+    (503), timeout (firewall or VM down; or a busy server), unauthorized (401: no key sent, or a key vLLM
+    does not hold), not_found (404: wrong path or port), redirect, refused_target (metadata or link-local
+    address), model_mismatch, empty_content, tool_parser_missing, tool_call_unparsed, tool_not_called,
+    not_openai_api (another service on that port), http_error. The API key goes only to this rig's
+    endpoint (VLLM_URL or the discovered node).
     """
     return await serving.health.verify_health(
         settings, model=model, base_url=base_url, tools=check_tool_calling

@@ -20,6 +20,13 @@ Endpoints (vLLM's OpenAI server, ``vllm/entrypoints/openai/api_server.py``):
   streamed as a first delta with ``index``/``id``/``type``/``function.name`` and ``arguments: ""`` then
   argument fragments; ``finish_reason: "tool_calls"``.
 
+API key (``api_key``: a string, or a callable read on every request, e.g. the fake Secret Manager's
+current version): like vLLM started with ``VLLM_API_KEY`` / ``--api-key``, every path starting with
+``/v1`` (except OPTIONS) needs ``Authorization: Bearer <key>`` and otherwise answers 401
+``{"error": "Unauthorized"}``; ``/health``, ``/version`` and ``/metrics`` stay open
+(vllm-project/vllm ``vllm/entrypoints/openai/server_utils.py``, ``AuthenticationMiddleware``).
+``unauthorized`` counts the refused requests.
+
 Errors use vLLM's body ``{"error": {"message", "type", "param", "code"}}``; the messages are vLLM's:
 ``"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`` (400,
 BadRequestError) and ``The model `X` does not exist.`` (404, NotFoundError).
@@ -67,7 +74,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +87,7 @@ from prometheus_client import (
     generate_latest,
 )
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -206,6 +214,9 @@ class FakeVllm:
     context_checks: list[tuple[int, int, int]] = field(default_factory=list)  # (prompt, max_tokens, ctx)
     requests: list[dict[str, Any]] = field(default_factory=list)
     scripted: deque[ScriptedTurn] = field(default_factory=deque)
+    api_key: str | Callable[[], str | None] | None = None
+    unauthorized: int = 0
+    auth_headers_seen: list[str | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         disable_created_metrics()
@@ -299,6 +310,7 @@ class FakeVllm:
             )
         }
         self.app = Starlette(
+            middleware=[Middleware(_KeyGate, fake=self)],
             routes=[
                 Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/apply-template", self._apply_template, methods=["POST"]),
@@ -308,7 +320,7 @@ class FakeVllm:
                 Route("/metrics", self._metrics, methods=["GET"]),
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/completions", self._completions, methods=["POST"]),
-            ]
+            ],
         )
 
     # ---- scripting -------------------------------------------------------------------------------
@@ -724,6 +736,27 @@ def dense_tokens(text: str) -> int:
     return n
 
 
+class _KeyGate:
+    """vLLM's API-key check as an ASGI middleware (see the module docstring)."""
+
+    def __init__(self, app: Any, fake: FakeVllm) -> None:
+        self.app = app
+        self.fake = fake
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            self.fake.auth_headers_seen.append(headers.get("authorization"))
+            key = self.fake.api_key() if callable(self.fake.api_key) else self.fake.api_key
+            if key and scope["method"] != "OPTIONS" and scope["path"].startswith("/v1"):
+                scheme, _, token = (headers.get("authorization") or "").partition(" ")
+                if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), key.encode()):
+                    self.fake.unauthorized += 1
+                    await JSONResponse({"error": "Unauthorized"}, status_code=401)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
 def _error(message: str, type_: str, code: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
@@ -802,8 +835,13 @@ def main() -> None:
     parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
     parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
     parser.add_argument("--max-model-len", type=int, default=16384)
+    parser.add_argument("--api-key-env", default="", help="require the key held by this environment variable")
     args = parser.parse_args()
     fake = FakeVllm(model=args.model, ttft_s=args.ttft, itl_s=args.itl, max_model_len=args.max_model_len)
+    if args.api_key_env:
+        import os
+
+        fake.api_key = os.environ.get(args.api_key_env) or None
     fake.start(port=args.port)
     print(f"fake vLLM serving {args.model} on {fake.url}", flush=True)
     try:

@@ -792,6 +792,7 @@ async def consult_model(
     model: str,
     limits: Limits,
     server: ServerInfo | None = None,
+    api_key: str = "",
 ) -> Consultation:
     """Run the tool-calling loop within the server's context and the deadline.
 
@@ -810,8 +811,8 @@ async def consult_model(
     from tpu_devops.serving.client import openai_client, timeouts
 
     server = server or ServerInfo("unknown", None, "unknown")
-    client = openai_client(url, settings.vllm_api_key)
-    counter = RequestCounter(url, model, server.kind, settings.vllm_api_key)
+    client = openai_client(url, api_key)
+    counter = RequestCounter(url, model, server.kind, api_key)
     context = server.context_tokens
     out = Consultation()
     if context is None:
@@ -1040,7 +1041,7 @@ async def analyze(
         from tpu_devops.serving.chat import choose_model, resolve_endpoint
 
         endpoint = await resolve_endpoint(settings, base_url)
-        choice = await choose_model(settings, endpoint.url)
+        choice = await choose_model(settings, endpoint.url, api_key=endpoint.api_key)
         base = base.model_copy(
             update={
                 "model": choice.model,
@@ -1059,6 +1060,7 @@ async def analyze(
             model=choice.model,
             limits=limits,
             server=choice.server,
+            api_key=endpoint.api_key,
         )
     except Exception as exc:  # any endpoint failure -> deterministic answer, said plainly
         if isinstance(exc, InputError) and exc.field == "base_url":

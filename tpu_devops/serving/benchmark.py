@@ -325,7 +325,7 @@ async def stream_timed(url: str, model: str, api_key: str, prompt: str, output_l
         "stream_options": {"include_usage": True},
         "ignore_eos": True,
     }
-    headers = {"Authorization": f"Bearer {api_key or 'EMPTY'}"}
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     marks: dict[str, float] = {}
 
     async def trace(event: str, info: dict[str, Any]) -> None:
@@ -603,6 +603,7 @@ async def run_sweep(
     record: Any,
     *,
     url: str,
+    api_key: str = "",
     model: str,
     concurrency: list[int],
     prompt_lengths: list[int],
@@ -619,7 +620,7 @@ async def run_sweep(
     """The job body: calibrate, run every cell (prompt length outer, concurrency inner), annotate,
     write the files. Progress goes to ``record.progress`` / ``record.message``. ``price``: the whole
     deployment's hourly price (scale-out), instead of looking up ACCELERATOR_TYPE's."""
-    prompter, more = await _calibrate(url, model, settings.vllm_api_key)
+    prompter, more = await _calibrate(url, model, api_key)
     notices.extend(more)
     if price is None and (rig or provisioning_model):
         price = await price_or_none(settings, provisioning_model, notices)
@@ -638,7 +639,7 @@ async def run_sweep(
             cell, _ = await measure_cell(
                 url,
                 model,
-                settings.vllm_api_key,
+                api_key,
                 prompter,
                 c,
                 p,
@@ -708,7 +709,7 @@ async def start_benchmark(
         replicas = engines_per_host(settings) if engines_per_host(settings) > 1 else None
     ep = await resolve_endpoint(settings, base_url)
     with attributed(ep):
-        choice = await choose_model(settings, ep.url, model)
+        choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
     out_dir = results_dir(settings, results_dir_path)
     notices = list(choice.notices)
     if choice.max_model_len and max(prompts) + output_len > choice.max_model_len:
@@ -723,6 +724,7 @@ async def start_benchmark(
             settings,
             record,
             url=ep.url,
+            api_key=ep.api_key,
             model=choice.model,
             concurrency=conc,
             prompt_lengths=prompts,

@@ -8,8 +8,17 @@ Everything that reaches vLLM goes through here so that failures are classified o
   ``/v1/models`` (with a notice);
 - chat completions only: ``/v1/completions`` returns empty text on ``-it`` models (DESIGN §3);
 - every transport or HTTP failure becomes a `ServingError` whose ``failure`` names the class
-  (``connection_refused``, ``unresolvable_host`` (DNS), ``booting``, ``timeout``, ``model_mismatch``,
-  ``tool_parser_missing``, ``not_openai_api``, ``http_error``, ``no_endpoint``) with the fix.
+  (``connection_refused``, ``unresolvable_host`` (DNS), ``booting``, ``timeout``, ``unauthorized``
+  (401), ``not_found`` (404 on a path), ``model_mismatch``, ``redirect``, ``refused_target``,
+  ``tool_parser_missing``, ``not_openai_api``, ``http_error``, ``no_endpoint``) with the fix; an error
+  body quoted back is trimmed to one line of `ERROR_TEXT_CHARS` and redacted (it is the server's text,
+  and a base_url may point anywhere).
+
+The API key (`tpu_devops.api_key`) goes only to this rig's endpoint: ``VLLM_URL`` when set, else the
+discovered node, or a ``base_url`` that is the same URL as one of them. Any other ``base_url`` is
+dialled without it (an ``Endpoint`` whose ``api_key`` is "" and whose ``key_note`` says why), every URL
+is checked by `tpu_devops.serving.egress` (no metadata servers or link-local addresses, no userinfo),
+and redirects are never followed.
 
 Streaming stats follow ``vllm bench serve``'s definitions: TTFT is the time from sending the request to
 the first chunk that carries output (content, reasoning or a tool call); TPOT is
@@ -28,7 +37,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -41,12 +50,14 @@ from tpu_devops.serving.server_kind import UNKNOWN, ServerInfo, identify
 from tpu_devops.untrusted import UntrustedContent, UntrustedData, fence, untrusted_data
 
 # A gap this much longer than the median inter-token gap (and at least STALL_MIN_MS) is a stall.
+T = TypeVar("T", bound=BaseException)
+
 STALL_FACTOR = 10.0
 STALL_MIN_MS = 500.0
 # Wall time for one query_gemma answer (seconds): hosts cancel a tool call after ~60 s (DESIGN §2);
 # a 20,000-token answer took 296 s on a CPU llama-server.
 QUERY_DEADLINE_S = 50.0
-_URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
+ERROR_TEXT_CHARS = 200  # characters of a server's error body quoted back (one line, redacted)
 _TOOL_PARSER_MISSING = "tool choice requires --enable-auto-tool-choice"
 _MODEL_MISSING = re.compile(r"The model `([^`]*)` does not exist")
 log = logging.getLogger(__name__)
@@ -76,20 +87,31 @@ class ServingError(EndpointError):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A resolved endpoint: ``url`` like ``http://10.0.0.5:8000`` and where it came from."""
+    """A resolved endpoint: ``url`` like ``http://10.0.0.5:8000`` and where it came from.
+
+    ``api_key``: the rig's key when this is the rig's endpoint and a key is available, else "" (then
+    ``key_note`` says why none is sent); ``key_source``: ``VLLM_API_KEY`` or ``secret <id>``.
+    """
 
     url: str
     source: str  # "argument", "VLLM_URL" or "discovery"
+    api_key: str = field(default="", repr=False)
+    key_source: str = ""
+    key_note: str | None = None
 
     @property
     def field(self) -> str:
         """The input a person would change: ``base_url``, ``VLLM_URL`` or the discovered endpoint."""
         return {"argument": "base_url", "discovery": "endpoint (discovered)"}.get(self.source, "VLLM_URL")
 
+    def auth_headers(self) -> dict[str, str]:
+        """``{"Authorization": "Bearer <key>"}`` for the rig's endpoint, ``{}`` for any other."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
 
 @contextlib.contextmanager
 def attributed(ep: Endpoint) -> Iterator[None]:
-    """Name the endpoint's real source in a `ServingError` (``classify`` says VLLM_URL by default)."""
+    """`for_endpoint` every `ServingError` raised inside the block for ``ep``."""
     try:
         yield
     except ServingError as err:
@@ -98,25 +120,56 @@ def attributed(ep: Endpoint) -> Iterator[None]:
 
 
 def for_endpoint(err: ServingError, ep: Endpoint) -> ServingError:
-    """``err`` with the endpoint's real source as its field and, for this rig's discovered TPU
-    endpoint only, the TPU-specific causes (a booting VM, the firewall rule): a laptop server or a
-    proxy named by ``VLLM_URL`` gets no TPU advice."""
+    """``err`` with the endpoint's real source as its field; for a 401, whether a key was sent and which
+    one, with the fix for that case; and, for this rig's discovered TPU endpoint only, the TPU-specific
+    causes (a booting VM, the rig's firewall rule): a laptop server or a proxy named by ``VLLM_URL``
+    gets no TPU advice."""
     if err.field == "VLLM_URL":
         err.field = ep.field
-    if (
-        ep.source == "discovery"
-        and err.failure in ("connection_refused", "timeout")
-        and "TPU" not in err.message
-    ):
+    if err.failure == "unauthorized":
+        _explain_unauthorized(err, ep)
+    if ep.source != "discovery" or "TPU" in err.message:
+        return err
+    port = _port(ep.url)
+    if err.failure == "connection_refused":
         err.message += (
-            "; on this rig's TPU VM that usually means it is still booting (cold start ~14 min: image pull, "
-            "weights, XLA compile) or the firewall rule for the port is missing"
+            "; on this rig's TPU VM that means vLLM is not listening yet (cold start ~14 min: image pull, "
+            "weights, XLA compile) or it exited"
+        )
+        err.fix = "wait and retry; if it persists past ~20 min, read the boot log (diagnose_vllm_boot)"
+    elif err.failure == "timeout" and getattr(err, "connect_phase", False):
+        err.message += (
+            f"; on this rig's TPU VM that means the firewall drops tcp:{port} from your address, or the VM is "
+            "not up yet"
         )
         err.fix = (
-            "wait and retry; if it persists past ~20 min, read the boot log (diagnose_vllm_boot) and check the "
-            f"firewall allows tcp:{_port(ep.url)} from here"
+            f"check_setup says whether this rig's firewall rule admits you: it admits only the ranges it was "
+            "created with, so if your public IP changed, recreate the TPU with allowed_source_ranges; a node "
+            "without an external IP is reached from inside the VPC (VLLM_URL) or through the IAP tunnel (README). "
+            f"Do not open tcp:{port} to 0.0.0.0/0"
         )
     return err
+
+
+def _explain_unauthorized(err: ServingError, ep: Endpoint) -> None:
+    if ep.api_key:
+        err.message = f"{ep.url} refused the API key from {ep.key_source} (401): it is not the key the server was started with"
+        err.fix = (
+            "unset VLLM_API_KEY in this server's environment (the secret's key is used then)"
+            if ep.key_source == "VLLM_API_KEY"
+            else f"vLLM reads the key once at boot: if {ep.key_source} got a new version since, recreate the TPU "
+            "(or restart its vLLM container) so both sides hold the same key"
+        )
+        return
+    err.message = (
+        f"{ep.url} requires an API key (401) and none was sent: {ep.key_note or 'no key is available'}"
+    )
+    err.fix = (
+        "omit base_url to use this rig's endpoint (the key is sent only there), or set VLLM_URL to it"
+        if ep.source == "argument" and ep.key_note and "only to this rig" in ep.key_note
+        else "set VLLM_API_KEY to the server's key, or create the TPU with this server (it stores the key in "
+        "Secret Manager, VLLM_API_KEY_SECRET_ID) and grant yourself roles/secretmanager.secretAccessor on it"
+    )
 
 
 def _port(url: str) -> int:
@@ -131,20 +184,82 @@ def _port(url: str) -> int:
 
 
 async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> Endpoint:
-    """The vLLM base URL: ``base_url``, else ``VLLM_URL``, else discovery of the ACTIVE TPU we own.
+    """The vLLM base URL: ``base_url``, else ``VLLM_URL``, else discovery of the ACTIVE TPU we own, with
+    the API key attached only when it is this rig's endpoint (module docstring).
 
     Raises:
-        InputError: ``base_url`` is not an http(s) URL.
+        InputError: ``base_url`` (or VLLM_URL, or a discovered address) is malformed, carries userinfo,
+            or is / resolves to a metadata server or link-local address.
         ServingError(failure="no_endpoint"): nothing configured and discovery unavailable or empty.
     """
+    from tpu_devops.serving import egress
+
     if base_url:
-        if not _URL.match(base_url.strip()):
-            raise InputError(
-                "not an http(s) URL", field="base_url", value=base_url, fix="pass e.g. http://10.0.0.5:8000"
+        await egress.check_url(base_url, "base_url")
+        url = normalize_base_url(base_url)
+        key = await _call_key(settings)
+        if not key.value:
+            return Endpoint(url, "argument", key_note=key.note)
+        rig = await _rig_url(settings)
+        if rig is None or not _same_endpoint(url, rig):
+            note = (
+                f"the API key goes only to this rig's endpoint ({rig or 'VLLM_URL or the discovered node'}); "
+                f"base_url {url} is not it"
             )
-        return Endpoint(normalize_base_url(base_url), "argument")
+            return Endpoint(url, "argument", key_note=note)
+        return Endpoint(url, "argument", key.value, key.source)
     if settings.vllm_url:
-        return Endpoint(normalize_base_url(settings.vllm_url), "VLLM_URL")
+        await egress.check_url(settings.vllm_url, "VLLM_URL")
+        return await _keyed(settings, normalize_base_url(settings.vllm_url), "VLLM_URL")
+    url = await _discovered_url(settings)
+    await egress.check_url(url, "endpoint (discovered)")
+    return await _keyed(settings, url, "discovery")
+
+
+async def _call_key(settings: Settings) -> Any:
+    from tpu_devops.api_key import key_for_calls
+
+    return await key_for_calls(settings)
+
+
+async def _keyed(settings: Settings, url: str, source: str) -> Endpoint:
+    key = await _call_key(settings)
+    return Endpoint(url, source, key.value, key.source, key.note)
+
+
+def _same_endpoint(a: str, b: str) -> bool:
+    """Same scheme, host, port (defaults filled in) and path: ``http://H:80/`` is ``http://h``."""
+    import httpx
+
+    def parts(url: str) -> tuple[str, str, int, str]:
+        u = httpx.URL(url)
+        return u.scheme, u.host.lower(), u.port or (443 if u.scheme == "https" else 80), u.path.rstrip("/")
+
+    try:
+        return parts(a) == parts(b)
+    except Exception:  # an unparsable URL is never the rig's
+        return False
+
+
+async def _rig_url(settings: Settings) -> str | None:
+    """This rig's endpoint: ``VLLM_URL``, else the discovered node's URL; None when there is none or
+    discovery fails (the key is then sent nowhere but to those two)."""
+    if settings.vllm_url:
+        return normalize_base_url(settings.vllm_url)
+    if not settings.project:
+        return None
+    try:
+        return await _discovered_url(settings)
+    except TpuDevopsError:
+        return None
+
+
+async def _discovered_url(settings: Settings) -> str:
+    """The discovered node's base URL.
+
+    Raises:
+        ServingError(failure="no_endpoint"): discovery unavailable, failed or found nothing ACTIVE.
+    """
     try:
         from tpu_devops.serving import endpoint as discovery
     except ImportError:
@@ -176,27 +291,51 @@ async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> E
             value="",
             fix=getattr(found, "next_step", None) or "create a TPU and wait for ACTIVE, or set VLLM_URL",
         )
-    return Endpoint(normalize_base_url(url), "discovery")
+    return normalize_base_url(url)
 
 
 def classify(exc: BaseException, url: str, model: str | None = None) -> ServingError:
     """Turn an openai / httpx exception into a `ServingError` with its failure class and fix.
 
     Error strings matched are vLLM's: ``"auto" tool choice requires --enable-auto-tool-choice and
-    --tool-call-parser to be set`` (400) and ``The model `X` does not exist.`` (404).
+    --tool-call-parser to be set`` (400), ``The model `X` does not exist.`` (404) and the
+    ``{"error": "Unauthorized"}`` 401 of its API-key middleware. A 401 is said generically here;
+    `for_endpoint` says whether a key was sent (it knows the `Endpoint`).
     """
     import httpx
     import openai
 
+    from tpu_devops.serving.egress import RefusedTarget
+
     if isinstance(exc, ServingError):
         return exc
-    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+    refused = _cause(exc, RefusedTarget)
+    if refused is not None:
         return ServingError(
-            f"{url} did not answer in time",
+            f"request to {url} refused: {refused.reason}",
+            failure="refused_target",
+            field="VLLM_URL",
+            value=url,
+            fix="point it at the vLLM server itself (its node's IP, a tunnel on 127.0.0.1, or VLLM_URL)",
+        )
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        if isinstance(exc, httpx.ConnectTimeout) or _caused_by(exc, httpx.ConnectTimeout):
+            err = ServingError(
+                f"{url} did not accept a connection in time: a firewall drops the packets, or the host is down",
+                failure="timeout",
+                field="VLLM_URL",
+                value=url,
+                fix=f"check that the host is up and that port {_port(url)} is reachable from here (a firewall rule "
+                "for your address, or a tunnel); never open it to everyone on a server without an API key",
+            )
+            err.connect_phase = True  # type: ignore[attr-defined]
+            return err
+        return ServingError(
+            f"{url} accepted the connection but did not answer in time",
             failure="timeout",
             field="VLLM_URL",
             value=url,
-            fix=f"check that the server is up and that port {_port(url)} is reachable from here; a busy server answers slowly under a benchmark",
+            fix="the server is busy (a benchmark or long generations) or stuck: retry; get_metrics shows its queue",
         )
     if _caused_by(exc, socket.gaierror):
         host = httpx.URL(url).host
@@ -221,7 +360,26 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
     status = getattr(exc, "status_code", None)
     if status is None and isinstance(exc, httpx.HTTPStatusError):
         status = exc.response.status_code
-    text = _error_text(exc)
+    text = _error_text(exc)  # matched in full below; quoted back only through quoted_text
+    if status == 401:
+        return ServingError(
+            f"{url} answered 401 Unauthorized: it requires an API key",
+            failure="unauthorized",
+            field="VLLM_URL",
+            value=url,
+            fix="the key this server sends must be the one vLLM read at boot (secret VLLM_API_KEY_SECRET_ID)",
+        )
+    if status is not None and 300 <= status < 400:
+        location = _response_header(exc, "location")
+        where = f" to {_origin_of(location)}" if location else ""
+        return ServingError(
+            f"{url} answered {status}, redirecting{where}: redirects are not followed (the API key goes only to "
+            "this rig's endpoint)",
+            failure="redirect",
+            field="VLLM_URL",
+            value=url,
+            fix="point it at the vLLM server itself, not a proxy or login page that redirects",
+        )
     if status == 503:
         return ServingError(
             f"{url} answered 503: the engine is starting or unhealthy",
@@ -238,6 +396,16 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             field="MODEL_NAME",
             value=m.group(1),
             fix="set MODEL_NAME (or the model argument) to the id listed by /v1/models",
+        )
+    if status == 404:
+        path = _request_path(exc)
+        return ServingError(
+            f"{url} answered 404 for {path or 'the request'}: no such path on this server ({quoted_text(text)})",
+            failure="not_found",
+            field="VLLM_URL",
+            value=url,
+            fix="use the server's root as the URL (http://HOST:PORT, without /v1 or another path; a proxy that "
+            "serves vLLM under a prefix needs that prefix), and check the port is vLLM's (vllm serve --port)",
         )
     if status == 400 and _TOOL_PARSER_MISSING in text:
         return ServingError(
@@ -260,7 +428,7 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
         return err
     answered = f"answered HTTP {status}" if status is not None else f"failed ({type(exc).__name__})"
     return ServingError(
-        f"{url} {answered}: {text[:300]}",
+        f"{url} {answered}: {quoted_text(text)}",
         failure="http_error",
         field="VLLM_URL",
         value=url,
@@ -289,41 +457,89 @@ def context_overflow(text: str) -> tuple[int | None, int | None] | None:
     return (int(found.group(1)) if found else None), context
 
 
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    """True when ``kind`` is anywhere in the exception's cause / context chain."""
+def _cause(exc: BaseException, kind: type[T]) -> T | None:
+    """The first exception of ``kind`` in the exception's cause / context chain, or None."""
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         if isinstance(cur, kind):
-            return True
+            return cur
         seen.add(id(cur))
         cur = cur.__cause__ or cur.__context__
-    return False
+    return None
 
 
-def _error_text(exc: BaseException) -> str:
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """True when ``kind`` is anywhere in the exception's cause / context chain."""
+    return _cause(exc, kind) is not None
+
+
+def quoted_text(text: str, limit: int = ERROR_TEXT_CHARS) -> str:
+    """A server's text made safe to quote back: redacted (`tpu_devops.logs.redact`), control characters
+    and runs of whitespace folded to one space, cut to ``limit`` characters."""
+    from tpu_devops.logs.redact import redact_text
+
+    flat = " ".join(re.sub(r"[\x00-\x1f\x7f]", " ", text).split())
+    # redact before cutting, so a secret is never cut into a piece no pattern recognises
+    flat = redact_text(flat)
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _error_text(exc: BaseException, limit: int = 65536) -> str:
+    """The server's error message (vLLM's ``error.message`` when present), at most ``limit`` characters
+    (matched against known messages; never quoted back as is: see `quoted_text`)."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
+            return str(inner["message"])[:limit]
     response = getattr(exc, "response", None)
     if response is not None:
         try:
-            return response.text
+            return response.text[:limit]
         except Exception:  # a streamed response may not be readable
             pass
-    return str(exc)
+    return str(exc)[:limit]
 
 
-async def served_models(url: str) -> list[dict[str, Any]]:
+def _response_header(exc: BaseException, name: str) -> str | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    return headers.get(name) if headers is not None else None
+
+
+def _origin_of(location: str) -> str:
+    """``scheme://host[:port]`` of a redirect target (never its path or query), quoted safely."""
+    import httpx
+
+    try:
+        u = httpx.URL(location)
+    except Exception:
+        return "an unparsable location"
+    if not u.host:
+        return "another path on the same server"
+    return quoted_text(f"{u.scheme}://{u.host}" + (f":{u.port}" if u.port else ""), 80)
+
+
+def _request_path(exc: BaseException) -> str | None:
+    request = getattr(exc, "request", None) or getattr(getattr(exc, "response", None), "request", None)
+    try:
+        return quoted_text(request.url.path, 80) if request is not None else None
+    except Exception:
+        return None
+
+
+async def served_models(url: str, *, api_key: str = "") -> list[dict[str, Any]]:
     """The model cards of ``GET /v1/models`` (vLLM adds ``max_model_len`` to each).
+
+    ``api_key``: `Endpoint.api_key` (vLLM guards ``/v1/*`` when started with a key).
 
     Raises:
         ServingError: classified transport or HTTP failure.
     """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        response = await http_client(url).get("/v1/models", timeout=probe_timeout())
+        response = await http_client(url).get("/v1/models", headers=headers, timeout=probe_timeout())
         response.raise_for_status()
     except Exception as exc:
         raise classify(exc, url) from exc
@@ -343,7 +559,7 @@ def model_cards(response: Any, url: str) -> list[dict[str, Any]]:
     cards = body.get("data") if isinstance(body, dict) else None
     if not isinstance(cards, list) or not all(isinstance(c, dict) and "id" in c for c in cards):
         raise ServingError(
-            f"GET {url}/v1/models did not return an OpenAI model list (got {response.text[:80]!r})",
+            f"GET {url}/v1/models did not return an OpenAI model list (got {quoted_text(response.text, 80)!r})",
             failure="not_openai_api",
             field="VLLM_URL",
             value=url,
@@ -371,14 +587,18 @@ def looks_instruction_tuned(model: str) -> bool:
     return bool(re.search(r"(-it\b|-it-|instruct|chat)", name))
 
 
-async def choose_model(settings: Settings, url: str, model: str | None = None) -> ModelChoice:
+async def choose_model(
+    settings: Settings, url: str, model: str | None = None, *, api_key: str = ""
+) -> ModelChoice:
     """Pick the model: ``model`` argument, else ``MODEL_NAME`` if served, else the first served one.
+
+    ``api_key``: `Endpoint.api_key` of ``url`` ("" for an endpoint that is not the rig's).
 
     Raises:
         ServingError: ``/v1/models`` failed, or an explicitly requested model is not served
             (failure ``model_mismatch``).
     """
-    cards = await served_models(url)
+    cards = await served_models(url, api_key=api_key)
     served = [str(c.get("id")) for c in cards]
     notices: list[str] = []
     if model:
@@ -693,7 +913,7 @@ async def query(
         raise InputError("out of range", field="temperature", value=temperature, fix="use 0..2")
     ep = await resolve_endpoint(settings, base_url)
     with attributed(ep):
-        choice = await choose_model(settings, ep.url, model)
+        choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}
         ]
@@ -701,7 +921,7 @@ async def query(
             ep.url,
             choice.model,
             messages,
-            api_key=settings.vllm_api_key,
+            api_key=ep.api_key,
             max_tokens=max_tokens,
             temperature=temperature,
             deadline_s=QUERY_DEADLINE_S,

@@ -3,6 +3,12 @@
 Connection reuse matters for benchmarks (a new TCP connection per request would be measured as TTFT)
 and timeouts matter for MCP (a hung endpoint must not hang a tool call). Both clients are created
 lazily, so importing this module does not import ``openai``.
+
+Each client talks to its one endpoint only (`tpu_devops.serving.egress`): redirects are not followed,
+a request to another origin is refused, connections go only to checked addresses (never a metadata
+server or a link-local address), and proxy variables from the environment are ignored (a proxy would
+dial on our behalf, past that check). The API key is never a client default: each request that may
+carry it gets it from the resolved `Endpoint` (`tpu_devops.serving.chat`).
 """
 
 from __future__ import annotations
@@ -51,10 +57,16 @@ def http_client(base_url: str) -> httpx.AsyncClient:
     if client is None or client.is_closed:
         import httpx
 
+        from tpu_devops.serving.egress import pinned_transport
+
+        limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
         client = httpx.AsyncClient(
             base_url=key,
             timeout=timeouts(),
-            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
+            limits=limits,
+            transport=pinned_transport(httpx.URL(key), limits),
+            follow_redirects=False,
+            trust_env=False,
         )
         _http[key] = client
     return client
@@ -63,7 +75,8 @@ def http_client(base_url: str) -> httpx.AsyncClient:
 def openai_client(base_url: str, api_key: str = "") -> AsyncOpenAI:
     """The shared `AsyncOpenAI` for this endpoint; it reuses `http_client`'s connection pool.
 
-    vLLM ignores the key unless started with ``--api-key``; ``EMPTY`` is the conventional placeholder.
+    ``api_key``: the rig's key only when the endpoint is the rig's (`chat.Endpoint.api_key`), else "".
+    vLLM ignores the key unless started with one; ``EMPTY`` is the conventional placeholder.
     Retries are off: the caller classifies failures (a retry would hide a booting node).
     """
     from openai import AsyncOpenAI

@@ -76,7 +76,7 @@ async def get_details(settings: Settings, base_url: str | None = None) -> ModelD
     """
     ep = await resolve_endpoint(settings, base_url)
     with attributed(ep):
-        cards = await served_models(ep.url)
+        cards = await served_models(ep.url, api_key=ep.api_key)
     notices: list[str] = []
     served = [str(c.get("id")) for c in cards]
     card = next((c for c in cards if c.get("id") == settings.model_name), cards[0] if cards else None)

@@ -11,11 +11,13 @@ Four probes in order, each timed; the first failure stops the ones that depend o
    (``<|tool_call>call:NAME{...}<tool_call|>``) in ``content`` is ``tool_call_unparsed`` (wrong or no
    parser; Gemma 4 needs ``--tool-call-parser gemma4``).
 
-Failure classes (``failure``): ``no_endpoint``, ``connection_refused`` (booting or crashed),
-``unresolvable_host`` (the URL's host name does not resolve), ``booting``
-(503), ``timeout``, ``model_mismatch``, ``empty_content``, ``tool_parser_missing``,
-``tool_call_unparsed``, ``tool_not_called``, ``not_openai_api`` (another service answers),
-``http_error``. Each comes with the fix.
+Failure classes (``failure``): ``no_endpoint``, ``connection_refused`` (nothing listens yet: booting,
+or vLLM exited), ``unresolvable_host`` (the URL's host name does not resolve), ``booting`` (503),
+``timeout`` (no connection: a firewall drops it or the VM is not up; or no answer: busy),
+``unauthorized`` (401: no key sent, or not the key vLLM read at boot), ``not_found`` (404: wrong path
+or port), ``redirect``, ``refused_target`` (a metadata / link-local address), ``model_mismatch``,
+``empty_content``, ``tool_parser_missing``, ``tool_call_unparsed``, ``tool_not_called``,
+``not_openai_api`` (another service answers), ``http_error``. Each comes with the fix for that case.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from tpu_devops.config import Settings
 from tpu_devops.results import ToolResult
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.chat import (
+    Endpoint,
     ServingError,
     classify,
+    for_endpoint,
     looks_instruction_tuned,
     model_cards,
     resolve_endpoint,
@@ -154,17 +158,19 @@ async def verify_health(
             Probe(name="health", ok=True, latency_ms=_ms(started), detail=f"HTTP {response.status_code}")
         )
     except Exception as exc:
-        probes.append(_failed("health", classify(exc, ep.url), started))
+        probes.append(_failed("health", for_endpoint(classify(exc, ep.url), ep), started))
         return result(ep.url, ep.source)
 
     # 2. /v1/models
     started = time.perf_counter()
     try:
-        response = await http_client(ep.url).get("/v1/models", timeout=probe_timeout())
+        response = await http_client(ep.url).get(
+            "/v1/models", headers=ep.auth_headers(), timeout=probe_timeout()
+        )
         response.raise_for_status()
         cards = model_cards(response, ep.url)
     except Exception as exc:
-        probes.append(_failed("models", classify(exc, ep.url), started))
+        probes.append(_failed("models", for_endpoint(classify(exc, ep.url), ep), started))
         return result(ep.url, ep.source)
     served = [str(c.get("id")) for c in cards]
     if want not in served:
@@ -200,13 +206,13 @@ async def verify_health(
             ep.url,
             want,
             [{"role": "user", "content": CHAT_PROBE}],
-            api_key=settings.vllm_api_key,
+            api_key=ep.api_key,
             max_tokens=32,
             temperature=0,
             timeout_s=PROBE_CHAT_TIMEOUT_S,
         )
     except ServingError as err:
-        probes.append(_failed("chat", err, started))
+        probes.append(_failed("chat", for_endpoint(err, ep), started))
         return result(ep.url, ep.source)
     if not answer.content.strip():
         probes.append(
@@ -246,7 +252,7 @@ async def verify_health(
 
     # 4. tool-calling probe
     if tools:
-        probes.append(await _tool_probe(settings, ep.url, want, server.kind))
+        probes.append(await _tool_probe(ep, want, server.kind))
     return result(ep.url, ep.source)
 
 
@@ -274,14 +280,14 @@ def _parser_fix(kind: str) -> str:
     return "enable the server's tool-call parsing for this model (its chat template must support tools)"
 
 
-async def _tool_probe(settings: Settings, url: str, model: str, kind: str = UNKNOWN) -> Probe:
+async def _tool_probe(ep: Endpoint, model: str, kind: str = UNKNOWN) -> Probe:
     started = time.perf_counter()
     try:
         answer = await stream_chat(
-            url,
+            ep.url,
             model,
             [{"role": "user", "content": "What time is it in UTC? Use the tool."}],
-            api_key=settings.vllm_api_key,
+            api_key=ep.api_key,
             max_tokens=128,
             temperature=0,
             tools=[PROBE_TOOL],
@@ -289,7 +295,7 @@ async def _tool_probe(settings: Settings, url: str, model: str, kind: str = UNKN
             timeout_s=PROBE_CHAT_TIMEOUT_S,
         )
     except ServingError as err:
-        return _failed("tool_call", err, started)
+        return _failed("tool_call", for_endpoint(err, ep), started)
     if GEMMA_TOOL_CALL_OPEN in answer.content or "call:get_current_time" in answer.content:
         return Probe(
             name="tool_call",
