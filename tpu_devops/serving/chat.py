@@ -133,10 +133,13 @@ def for_endpoint(err: ServingError, ep: Endpoint) -> ServingError:
     port = _port(ep.url)
     if err.failure == "connection_refused":
         err.message += (
-            "; on this rig's TPU VM that means vLLM is not listening yet (cold start ~14 min: image pull, "
-            "weights, XLA compile) or it exited"
+            f"; on this rig's TPU VM that means vLLM is not listening on tcp:{port} yet (the VM is still booting: "
+            "cold start ~14 min of image pull, weights, XLA compile) or it exited; a firewall would not refuse, "
+            "it drops (a timeout)"
         )
-        err.fix = "wait and retry; if it persists past ~20 min, read the boot log (diagnose_vllm_boot)"
+        err.fix = (
+            f"wait and retry; if tcp:{port} still refuses past ~20 min, read the boot log (diagnose_vllm_boot)"
+        )
     elif err.failure == "timeout" and getattr(err, "connect_phase", False):
         err.message += (
             f"; on this rig's TPU VM that means the firewall drops tcp:{port} from your address, or the VM is "
