@@ -209,7 +209,9 @@ async def test_401_says_which_case_applies(tmp_path: Path, rig: FakeVllm) -> Non
     assert [p.name for p in no_key.probes] == ["health", "models"]  # /health is open, /v1/models is not
     wrong = await verify_health(settings_for(tmp_path, VLLM_URL=rig.url, VLLM_API_KEY=OTHER_KEY))
     assert wrong.failure == "unauthorized"
-    assert "not the key the server was started with" in (wrong.probes[-1].detail or "") and "unset VLLM_API_KEY" in (wrong.fix or "")
+    assert "not the key the server was started with" in (
+        wrong.probes[-1].detail or ""
+    ) and "unset VLLM_API_KEY" in (wrong.fix or "")
     assert OTHER_KEY not in wrong.model_dump_json() + wrong.render_text()
 
 
@@ -334,7 +336,11 @@ async def test_timeouts_name_the_firewall_only_when_no_connection_was_made(tmp_p
         err = chat.classify(httpx.ReadTimeout("read"), url)
     assert err.failure == "timeout" and "accepted the connection" in err.message
     err = chat.classify(httpx.ConnectTimeout("connect"), "http://203.0.113.10:8000")
-    assert err.failure == "timeout" and "firewall" in err.message and "never open it to everyone" in (err.fix or "")
+    assert (
+        err.failure == "timeout"
+        and "firewall" in err.message
+        and "never open it to everyone" in (err.fix or "")
+    )
     # the rig's discovered TPU gets the rig's firewall advice, never "open the port"
     tpu = chat.for_endpoint(err, chat.Endpoint("http://203.0.113.10:8000", "discovery"))
     assert "check_setup" in (tpu.fix or "") and "Do not open tcp:8000 to 0.0.0.0/0" in (tpu.fix or "")

@@ -137,9 +137,7 @@ def for_endpoint(err: ServingError, ep: Endpoint) -> ServingError:
             "cold start ~14 min of image pull, weights, XLA compile) or it exited; a firewall would not refuse, "
             "it drops (a timeout)"
         )
-        err.fix = (
-            f"wait and retry; if tcp:{port} still refuses past ~20 min, read the boot log (diagnose_vllm_boot)"
-        )
+        err.fix = f"wait and retry; if tcp:{port} still refuses past ~20 min, read the boot log (diagnose_vllm_boot)"
     elif err.failure == "timeout" and getattr(err, "connect_phase", False):
         err.message += (
             f"; on this rig's TPU VM that means the firewall drops tcp:{port} from your address, or the VM is "
