@@ -363,6 +363,20 @@ ValidUntilArg = Annotated[
         description="seconds the request may wait for capacity before it fails; default VALID_UNTIL_DURATION",
     ),
 ]
+SourceRangesArg = Annotated[
+    list[str] | None,
+    Field(
+        description="IPv4 ranges allowed to reach vLLM's port through the rig's firewall rule, e.g. "
+        "['203.0.113.7/32']; default ALLOWED_SOURCE_RANGES, else your public IPv4 (detected)"
+    ),
+]
+OpenToInternetArg = Annotated[
+    bool,
+    Field(
+        description="allow a source range that admits a large part of the internet (e.g. 0.0.0.0/0); "
+        "only the API key then protects the TPU"
+    ),
+]
 
 
 @tools.tool(title="Zones with TPU quota", open_world=True, **READ)
@@ -386,13 +400,17 @@ async def plan_queued_resource(
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
     queued_resource_id: QrIdArg = None,
+    allowed_source_ranges: SourceRangesArg = None,
+    open_to_internet: OpenToInternetArg = False,
 ) -> tpu_devops.provisioning.plan.QueuedResourcePlan:
     """Show exactly what create_tpu_queued_resource would send (REST JSON, startup script summarised), the
     equivalent gcloud command, the hourly price, when billing stops (or a loud warning that spot and
-    on-demand never stop by themselves) and warnings. Sends nothing: the dry run gcloud does not have."""
+    on-demand never stop by themselves), the firewall rule that will admit vLLM's port (your public IPv4,
+    detected now: check it) and warnings. Creates nothing: the dry run gcloud does not have."""
     return await tpu_devops.provisioning.plan.plan_queued_resource(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id,
+        allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet,
     )  # fmt: skip
 
 
@@ -423,9 +441,13 @@ async def create_tpu_queued_resource(
         ),
     ] = False,
     allow_unsupported_image: AllowOldImageArg = False,
+    allowed_source_ranges: SourceRangesArg = None,
+    open_to_internet: OpenToInternetArg = False,
 ) -> tpu_devops.provisioning.queued.CreateResult:
     """Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
     and rig=<id>, with the rendered startup script. Touches only its own id: if it exists, reports it instead.
+    First puts the endpoint's access in place: the vLLM API key in Secret Manager (generated when missing)
+    and the rig's firewall rule admitting vLLM's port from your public IPv4 only (or allowed_source_ranges).
     Refuses when the Hugging Face token secret is missing, and when the rig already has a live queued resource
     in another zone (unless allow_second=true), and when VLLM_IMAGE is too old for the model (unless
     allow_unsupported_image=true). Returns at once; waiting is a job (wait=true: poll get_job with the
@@ -435,6 +457,7 @@ async def create_tpu_queued_resource(
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id, wait=wait,
         wait_timeout_s=wait_timeout_s, poll_interval_s=poll_interval_s, allow_second=allow_second,
         allow_unsupported_image=allow_unsupported_image,
+        allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet,
     )  # fmt: skip
 
 
@@ -483,13 +506,17 @@ async def find_tpu(
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
     allow_unsupported_image: AllowOldImageArg = False,
+    allowed_source_ranges: SourceRangesArg = None,
+    open_to_internet: OpenToInternetArg = False,
 ) -> tpu_devops.provisioning.sweep.SweepStarted:
     """Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
-    past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
-    model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
-    found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
-    starts; only one sweep per rig runs at a time (a second call names the running job), and the sweep stops
-    instead of creating when the rig already has a live queued resource in any zone. Poll get_job."""
+        past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
+        model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
+        found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
+        starts; only one sweep per rig runs at a time (a second call names the running job), and the sweep stops
+        instead of creating when the rig already has a live queued resource in any zone. Before the first create it
+    puts the endpoint's access in place (API key secret, firewall rule for your public IPv4 or
+    allowed_source_ranges). Poll get_job."""
     model = tpu_devops.provisioning.requests.check_provisioning_model(provisioning_model, settings)
     return await tpu_devops.provisioning.sweep.start_sweep(
         settings,
@@ -497,6 +524,7 @@ async def find_tpu(
             provisioning_model=model, zones=zones, zone_budget_s=zone_budget_s, poll_interval_s=poll_interval_s,
             max_zones=max_zones, max_run_duration_s=max_run_duration_s, valid_until_duration_s=valid_until_duration_s,
             allow_unsupported_image=allow_unsupported_image,
+            allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet,
         ),
     )  # fmt: skip
 

@@ -24,6 +24,39 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def _loopback(host: object) -> bool:
+    import ipaddress
+
+    if host is None or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(str(host).strip("[]").split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed if any code under test tries to resolve or dial anything but loopback (a public-IP
+    lookup, a metadata server, a real Google host): tests send traffic only to 127.0.0.1."""
+    import socket
+
+    real_getaddrinfo, real_connect = socket.getaddrinfo, socket.socket.connect
+
+    def getaddrinfo(host, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not _loopback(host):
+            raise socket.gaierror(socket.EAI_NONAME, f"tests resolve only loopback names, not {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    def connect(sock, address):  # type: ignore[no-untyped-def]
+        if isinstance(address, tuple) and not _loopback(address[0]):
+            raise ConnectionRefusedError(f"tests dial only loopback, not {address[0]}")
+        return real_connect(sock, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+
+
 # ---- Google Cloud fakes (capacity and provisioning area) -------------------------------------
 
 PROJECT = "demo-project"

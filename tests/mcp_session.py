@@ -29,6 +29,8 @@ def server_env(**overrides: str) -> dict[str, str]:
     env["NO_GCE_CHECK"] = "true"  # no probe of the GCE metadata server from a test
     env["TPU_DEVOPS_CACHE_DIR"] = TEST_CACHE_DIR
     env.update(overrides)
+    if "TPU_DEVOPS_GCP_ENDPOINT" not in env:  # a plan's public-IP lookup must not leave the machine
+        env.setdefault("PUBLIC_IP_LOOKUP_URL", "http://127.0.0.1:9/public-ip")
     return env
 
 

@@ -86,17 +86,17 @@ async def test_flex_sweep_unsupported_twice_stockout_then_success(fake_gcp, tmp_
     assert (tmp_path / "zone_attempts.sqlite3").exists()
 
 
-async def test_sweep_stops_after_first_zone_on_network_not_found(fake_gcp, tmp_path) -> None:
+async def test_sweep_stops_before_any_create_on_network_not_found(fake_gcp, tmp_path) -> None:
     fake_gcp.secrets.put("hf-token", TOKEN)
     async with server(fake_gcp, tmp_path, TPU_NETWORK="no-such-vpc") as client:
-        started = await call(
-            client, "find_tpu", {"poll_interval_s": 0.05, "zone_budget_s": 5, "provisioning_model": "spot"}
+        # the rig's firewall rule is made before the first create: Compute names the missing network there,
+        # so the call itself fails with the setting to fix and no TPU request is ever sent
+        result = await client.call_tool(
+            "find_tpu", {"poll_interval_s": 0.05, "zone_budget_s": 5, "provisioning_model": "spot"}
         )
-        job = await wait_job(client, started["job_id"])
-    result = job["result"]
-    assert result["found"] is False and len(result["attempts"]) == 1
-    assert result["attempts"][0]["reach"] == "config" and "configuration error" in result["stopped_because"]
-    assert len(fake_gcp.tpu.creates()) == 1
+    text = result.content[0].text
+    assert result.is_error and "TPU_NETWORK" in text and "no-such-vpc" in text, text
+    assert fake_gcp.tpu.creates() == [] and fake_gcp.compute.firewalls == {}
 
 
 async def test_spot_sweep_reads_the_preemptible_quota_family(fake_gcp, tmp_path) -> None:

@@ -34,6 +34,7 @@ PUBLIC_HOSTS = {
     "logging": "logging.googleapis.com",
     "cloudbilling": "cloudbilling.googleapis.com",
     "container": "container.googleapis.com",
+    "compute": "compute.googleapis.com",
 }
 
 # Bounded so that one tool call stays well inside an MCP client's ~60 s timeout.
@@ -49,6 +50,7 @@ PERMISSION_FIXES = {
     "cloudquotas": "grant the caller cloudquotas.quotas.get (the permission quotaInfos.list requires) on the project",
     "secretmanager": "grant the caller roles/secretmanager.admin (or the secretmanager permission named) on the project",
     "container": "grant the caller roles/container.admin (or the container.* permission named) on the project",
+    "compute": "grant the caller roles/compute.securityAdmin (compute.firewalls.* permissions) on the project",
 }
 # google.api_core prefixes REST error messages with "METHOD URL: "; the URL adds nothing for a person.
 _URL_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")

@@ -10,6 +10,7 @@ from typing import Any
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.images import image_gate
+from tpu_devops.provisioning.access import EndpointAccess, plan_access
 from tpu_devops.provisioning.requests import (
     PLACEHOLDER_PROJECT,
     build_request,
@@ -74,12 +75,13 @@ class QueuedResourcePlan(ToolResult):
     stops_billing: str
     max_cost_usd: float | None
     warnings: list[str]
+    endpoint_access: EndpointAccess
 
     def headline(self) -> str:
         price = f"${self.usd_per_hour:.2f}/h" if self.usd_per_hour is not None else "price unknown"
         return (
             f"plan: {self.provisioning_model} {self.accelerator_type} '{self.queued_resource_id}' in {self.zone}, "
-            f"{price}; {self.stops_billing}; {len(self.warnings)} warning(s)"
+            f"{price}; {self.stops_billing}; {len(self.warnings)} warning(s); {self.endpoint_access.summary()}"
         )
 
 
@@ -92,11 +94,16 @@ async def plan_queued_resource(
     valid_until_duration_s: int | None = None,
     queued_resource_id: str | None = None,
     store: Any = None,
+    allowed_source_ranges: list[str] | None = None,
+    open_to_internet: bool = False,
 ) -> QueuedResourcePlan:
-    """Build the exact create request, gcloud equivalent, price and warnings. Makes no cloud call.
+    """Build the exact create request, gcloud equivalent, price, warnings and endpoint access (the
+    firewall rule create would make, with your public IPv4 detected for it). Makes no cloud call
+    besides the price lookup and that detection.
 
     Raises:
-        ConfigError: bad zone / model / durations, or no startup-script renderer.
+        ConfigError: bad zone / model / durations / source ranges, no startup-script renderer, or a
+            public IP that could not be detected (pass allowed_source_ranges).
     """
 
     zone = check_zone(or_default(zone, settings.zone, "zone"))
@@ -119,8 +126,11 @@ async def plan_queued_resource(
         max_run_duration_s=max_run,
         valid_until_duration_s=valid,
     )
+    access = await plan_access(
+        settings, allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet, preview=True
+    )
     per_hour, source = await hourly_price(settings, model, zone)
-    warnings: list[str] = []
+    warnings: list[str] = list(access.warnings)
     if per_hour is None:
         warnings.append(source)
     if model == "flex-start":
@@ -190,4 +200,5 @@ async def plan_queued_resource(
         stops_billing=stops,
         max_cost_usd=max_cost,
         warnings=warnings,
+        endpoint_access=access,
     )

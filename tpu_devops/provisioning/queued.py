@@ -17,6 +17,7 @@ from pydantic import Field
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError
 from tpu_devops.images import image_gate
+from tpu_devops.provisioning.access import EndpointAccess
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import classify_failed_data
 from tpu_devops.provisioning.plan import hourly_price, stops_text
@@ -147,6 +148,7 @@ class CreateResult(ToolResult):
     job_id: str | None = None  # the same wait job, under the name other job-starting tools use
     next_step: str
     warnings: list[str] = Field(default_factory=list)
+    endpoint_access: EndpointAccess | None = None
 
     def headline(self) -> str:
         verb = "created" if self.created else "already exists"
@@ -216,6 +218,8 @@ async def create_queued_resource(
     allow_second: bool = False,
     check_other_zones: bool = True,
     allow_unsupported_image: bool = False,
+    allowed_source_ranges: list[str] | None = None,
+    open_to_internet: bool = False,
 ) -> CreateResult:
     """Create the queued resource (non-destructive: touches only its own id) and return at once.
 
@@ -223,6 +227,9 @@ async def create_queued_resource(
     instead of failing. If the rig already has a live queued resource in another zone, refuses unless
     ``allow_second`` (then creates with a loud warning): two TPUs of one rig bill twice.
     ``check_other_zones=False`` skips that listing (the sweep does its own check before each create).
+    Before the create, the rig's endpoint access is put in place (`access.ensure_access`: the API key
+    secret and the firewall rule admitting ``allowed_source_ranges``, default your public IPv4);
+    ``check_secret=False`` skips that with the HF secret check (the sweep does both once).
 
     Raises:
         ConfigError: bad arguments (empty values, durations, max_run_duration_s with spot /
@@ -282,8 +289,16 @@ async def create_queued_resource(
     if per_hour is None:
         warnings.append(source)
     stops = stops_text(model, max_run)
+    endpoint_access = None
     if check_secret:
+        from tpu_devops.provisioning.access import ensure_access, plan_access
+
+        planned = await plan_access(
+            settings, allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet
+        )
         await ensure_hf_secret(settings)
+        endpoint_access = await ensure_access(settings, planned)
+        warnings.extend(endpoint_access.warnings)
     body = build_request(
         settings,
         zone=zone,
@@ -328,6 +343,7 @@ async def create_queued_resource(
         usd_per_hour=per_hour,
         stops_billing=stops,
         next_step="poll get_reservation_status (or the wait job) until ACTIVE; then get_vllm_endpoint",
+        endpoint_access=endpoint_access,
     )
 
 
@@ -494,6 +510,7 @@ class ReservationStatus(ToolResult):
     cost_so_far_usd: float | None = None
     failed_error: str | None = None
     rig_queued_resources: list[str] = Field(default_factory=list)
+    firewall: str | None = Field(None, description="the rig's firewall rule: who may reach the vLLM port")
     several: bool = False
     warnings: list[str] = Field(default_factory=list)
     next_step: str
@@ -600,6 +617,10 @@ async def reservation_status(
         status.external_ip = ip
         if ip:
             status.endpoint_url = f"http://{ip}:{settings.vllm_port}"
+    if view.ours:
+        from tpu_devops.provisioning.access import firewall_state
+
+        status.firewall = (await firewall_state(settings)).line()
     status.next_step = next_step_for(view.state, status.endpoint_url)
     return status
 

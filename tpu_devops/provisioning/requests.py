@@ -4,8 +4,9 @@ The one place the request's shape lives, checked in tests against Google's TPU d
 (v2 and v2alpha1, revision 20261001, bundled in google-api-python-client as
 ``googleapiclient/discovery_cache/documents/tpu.v2alpha1.json``). The body is the REST JSON of a
 QueuedResource (``projects.locations.queuedResources.create``): ``tpu.nodeSpec[].{parent,nodeId,node}``;
-the node's ``acceleratorType``, ``runtimeVersion``, ``labels``, ``metadata["startup-script"]`` and
-``networkConfig``; the queued resource's ``queueingPolicy.validUntilDuration``. Per provisioning model:
+the node's ``acceleratorType``, ``runtimeVersion``, ``labels``, ``tags`` (the rig's network tag, which
+its firewall rule targets: `tpu_devops.provisioning.access`), ``metadata["startup-script"]`` and
+``networkConfig`` (``enableExternalIps`` from TPU_EXTERNAL_IP); the queued resource's ``queueingPolicy.validUntilDuration``. Per provisioning model:
 
 - flex-start: ``provisioningModel = "FLEX_START"`` and ``runDuration.maxRunDuration`` on the *queued
   resource* (v2alpha1 only). The node's ``schedulingConfig.provisioningModel`` enum has no FLEX_START
@@ -34,6 +35,7 @@ from typing import Any
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError
+from tpu_devops.provisioning.access import network_tag
 
 API_PROVISIONING = {"flex-start": "FLEX_START", "spot": "SPOT", "on-demand": "STANDARD"}
 
@@ -288,8 +290,9 @@ def build_request(
         "acceleratorType": settings.accelerator_type,
         "runtimeVersion": settings.runtime_version,
         "labels": dict(settings.rig_labels) | {"rig": qr_id},
+        "tags": [network_tag(settings.resource_id)],
         "metadata": {"startup-script": script},
-        "networkConfig": {"enableExternalIps": True},
+        "networkConfig": {"enableExternalIps": settings.external_ip},
     }
     if settings.network:
         node["networkConfig"]["network"] = settings.network
@@ -384,6 +387,7 @@ def gcloud_command(settings: Settings, *, zone: str, qr_id: str, body: dict[str,
         f"--accelerator-type={node['acceleratorType']}",
         f"--runtime-version={node['runtimeVersion']}",
         "--labels=" + ",".join(f"{k}={v}" for k, v in node["labels"].items()),
+        "--tags=" + ",".join(node.get("tags", [])),
         "--metadata-from-file=startup-script=startup_script.sh",
     ]
     if provisioning_model == "flex-start":
@@ -396,6 +400,8 @@ def gcloud_command(settings: Settings, *, zone: str, qr_id: str, body: dict[str,
     if "queueingPolicy" in body:
         parts.append(f"--valid-until-duration={body['queueingPolicy']['validUntilDuration']}")
     net = node.get("networkConfig", {})
+    if net.get("enableExternalIps") is False:
+        parts.append("--internal-ips")
     if net.get("network"):
         parts.append(f"--network={shlex.quote(net['network'])}")
     if net.get("subnetwork"):

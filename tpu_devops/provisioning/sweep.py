@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, TpuDevopsError
 from tpu_devops.images import image_gate
+from tpu_devops.provisioning.access import EndpointAccess, ensure_access, plan_access
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import Failure, classify_exception, classify_failed_data
 from tpu_devops.provisioning.queued import (
@@ -82,6 +83,9 @@ class SweepOptions:
     max_run_duration_s: int | None
     valid_until_duration_s: int | None
     allow_unsupported_image: bool = False
+    allowed_source_ranges: list[str] | None = None
+    open_to_internet: bool = False
+    access: EndpointAccess | None = None  # planned by start_sweep, put in place once before the first create
 
 
 async def candidate_zones(settings: Settings, opts: SweepOptions, store: ZoneStore) -> list[str]:
@@ -413,6 +417,7 @@ class SweepStarted(ToolResult):
     queued_resource_id: str
     zone_budget_s: float
     message: str
+    endpoint_access: EndpointAccess | None = None
 
     def headline(self) -> str:
         return f"sweep started as job {self.job_id}; poll get_job('{self.job_id}')"
@@ -467,6 +472,9 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
                 fix="use zones from get_zones_with_available_quota (or list_queued_resources zone='all'), "
                 "or omit zones",
             )
+    opts.access = await plan_access(
+        settings, allowed_source_ranges=opts.allowed_source_ranges, open_to_internet=opts.open_to_internet
+    )
     store = open_store(settings)
     name = f"sweep:{settings.project}:{settings.resource_id}"
     owner = uuid.uuid4().hex
@@ -484,6 +492,12 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
             + ("" if holder.pid == os.getpid() else " (in that server)"),
         )
     lease = SweepLease(store, name, owner, ttl)
+    try:  # before the job starts, so a missing network or permission is this call's error
+        await ensure_hf_secret(settings)
+        opts.access = await ensure_access(settings, opts.access)
+    except BaseException:
+        lease.release()
+        raise
 
     async def body(record: Any) -> SweepResult:
         try:
@@ -505,4 +519,5 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
         queued_resource_id=settings.resource_id,
         zone_budget_s=opts.zone_budget_s,
         message="one create at a time; failures are classified and recorded in tpu_zones_status.md",
+        endpoint_access=opts.access,
     )

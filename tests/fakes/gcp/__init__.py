@@ -9,7 +9,8 @@ Register a surface by adding it to `_default_surfaces` below.
 Every request passes `tests.fakes.gcp.discovery.DiscoveryValidator` first: checked against Google's
 published discovery documents, so no surface can accept what Google would refuse (400
 INVALID_ARGUMENT / 404 in Google's error shape). A new surface is validated with no code of its own.
-Refused requests are listed in ``FakeGcp.rejections``.
+Refused requests are listed in ``FakeGcp.rejections``. A surface that is not a Google API (the
+"what is my public IP" lookup a plan uses) sets ``google = False`` and is served beside the validator.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ class FakeGcp:
         for name, factory in _default_surfaces().items():
             self.surfaces[name] = surfaces.pop(name, None) or factory()
         self.surfaces.update(surfaces)
-        routes = []
+        routes, plain = [], []
         for surface in self.surfaces.values():
-            routes.extend(surface.routes())
+            # a surface that is not a Google API (the public-IP lookup) says so with google = False
+            (routes if getattr(surface, "google", True) else plain).extend(surface.routes())
         self.validator = DiscoveryValidator(Starlette(routes=routes))
-        self.app = self.validator
+        self.app = self.validator if not plain else _Dispatch(Starlette(routes=plain), self.validator, plain)
         self._thread: ServerThread | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -68,6 +70,18 @@ class FakeGcp:
         self.stop()
 
 
+class _Dispatch:
+    """Requests for the non-Google routes go to ``plain``; everything else through the validator."""
+
+    def __init__(self, plain: Any, validated: Any, routes: list[Any]) -> None:
+        self.plain, self.validated = plain, validated
+        self.paths = {r.path for r in routes}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        target = self.plain if scope["type"] == "http" and scope["path"] in self.paths else self.validated
+        await target(scope, receive, send)
+
+
 def _default_surfaces() -> dict[str, Any]:
     """name -> factory of every surface module present (modules are added by their issues)."""
     import importlib
@@ -80,6 +94,8 @@ def _default_surfaces() -> dict[str, Any]:
         ("logging", "tests.fakes.gcp.logging", "FakeLogging"),
         ("billing", "tests.fakes.gcp.billing", "FakeBilling"),
         ("container", "tests.fakes.gcp.container", "FakeContainer"),
+        ("compute", "tests.fakes.gcp.compute", "FakeCompute"),
+        ("public_ip", "tests.fakes.gcp.compute", "FakePublicIp"),
     ):
         try:
             mod = importlib.import_module(module)
