@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import gcp_environ
+from tests.fakes.openai_server import FakeVllm
 from tpu_devops import setup_check
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, InputError
 
 pytestmark = pytest.mark.anyio
 TOKEN = "hf_PlantedTokenValue9876543210zyxwvu"
+KEY = "setupCheckKey-0123456789abcdefghijklmnopq"
 
 
 async def test_check_setup_names_each_failure_with_its_fix(fake_gcp, gcp_settings) -> None:
@@ -23,8 +25,22 @@ async def test_check_setup_names_each_failure_with_its_fix(fake_gcp, gcp_setting
     fake_gcp.tpu.add_foreign(
         "us-west4-a", "gemma4-e2b", labels={"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
     )
-    report = await setup_check.check_setup(gcp_settings)
-    assert report.ready and [t["id"] for t in report.our_tpus] == ["gemma4-e2b"]
+    fake_gcp.secrets.put("vllm-api-key", KEY)
+    with FakeVllm(api_key=KEY) as vllm:  # the node's endpoint: the fake hands out 127.0.0.1
+        settings = gcp_settings.model_copy(update={"vllm_port": int(vllm.url.rsplit(":", 1)[1])})
+        report = await setup_check.check_setup(settings)
+        assert report.ready and [t["id"] for t in report.our_tpus] == ["gemma4-e2b"], report.render_text()
+        endpoint = next(c for c in report.checks if c.name == "endpoint")
+        assert "answers /health and /v1/models; API key from secret vllm-api-key accepted" in endpoint.detail
+    # nothing listens there any more: the check says so, with the fix for that case
+    report = await setup_check.check_setup(settings)
+    endpoint = next(c for c in report.checks if c.name == "endpoint")
+    assert (
+        not endpoint.ok
+        and "not listening" in endpoint.detail
+        and "diagnose_vllm_boot" in (endpoint.fix or "")
+    )
+    assert KEY not in report.model_dump_json() + report.render_text()
 
 
 async def test_check_setup_without_project(fake_gcp, tmp_path) -> None:

@@ -22,7 +22,10 @@ async def test_destroy_refuses_foreign_and_deletes_ours_node_first(fake_gcp, gcp
         )
     await create_queued_resource(gcp_settings)
     plan = await teardown.destroy_queued_resource(gcp_settings)
-    assert plan.dry_run and [s.action for s in plan.steps] == ["delete_node", "delete_queued_resource"]
+    assert plan.dry_run and [s.action for s in plan.steps] == [
+        "delete_node", "delete_queued_resource", "delete_firewall_rule",  # the rig's last TPU: its rule goes too
+    ]  # fmt: skip
+    assert fake_gcp.compute.firewalls  # the dry run deleted nothing
     assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
     with pytest.raises(ConfigError) as err:
         await teardown.destroy_queued_resource(gcp_settings, dry_run=False, confirmed=False)
@@ -31,6 +34,7 @@ async def test_destroy_refuses_foreign_and_deletes_ours_node_first(fake_gcp, gcp
     assert done.executed and all(s.done for s in done.steps)
     assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
     assert fake_gcp.tpu.state_of(ZONE, "foreign") == "ACTIVE"
+    assert fake_gcp.compute.firewalls == {}
 
 
 async def test_manage_cleanup_deletes_only_our_failed_requests(fake_gcp, gcp_settings) -> None:

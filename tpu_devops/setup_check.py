@@ -3,7 +3,8 @@
 Each check is independent: one failing never hides the others, and each failure carries its fix.
 Checks: Application Default Credentials, project set, TPU API reachable, Cloud Quotas API reachable,
 Hugging Face secret present (metadata only: the token is never read), quota for the configured
-accelerator and provisioning model in the configured zone, and our current TPUs with cost so far.
+accelerator and provisioning model in the configured zone, our current TPUs with cost so far, and
+whether the rig's endpoint is reachable from here with its API key (`serving.endpoint`).
 """
 
 from __future__ import annotations
@@ -163,7 +164,16 @@ async def check_setup(settings: Settings) -> SetupReport:
             checks.append(Check(name="our_tpus", ok=True, detail=f"{len(ours)} queued resource(s) of ours"))
     except TpuDevopsError as exc:
         checks.append(_failed("our_tpus", exc))
+    checks.append(await _endpoint_check(settings))
     return SetupReport(ready=all(c.ok for c in checks), checks=checks, our_tpus=ours)
+
+
+async def _endpoint_check(settings: Settings) -> Check:
+    """Is the rig's endpoint reachable from here, and is the API key accepted (`access`)?"""
+    from tpu_devops.serving.endpoint import endpoint_reachability
+
+    seen = await endpoint_reachability(settings)
+    return Check(name="endpoint", ok=seen.ok, detail=seen.detail, fix=seen.fix)
 
 
 class SystemStatus(ToolResult):

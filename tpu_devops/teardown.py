@@ -31,7 +31,8 @@ NODE_GONE_TIMEOUT_S = 60.0
 
 
 class DeletionStep(BaseModel):
-    """One step: ``action`` delete_node / delete_queued_resource; ``done`` after execution."""
+    """One step: ``action`` delete_node / delete_queued_resource / delete_firewall_rule (the rig's rule,
+    once its last TPU goes); ``done`` after execution."""
 
     action: str
     target: str
@@ -123,7 +124,9 @@ async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
     tpu = api(settings)
     for step in steps:
         try:
-            if step.action == "delete_node":
+            if step.action == "delete_firewall_rule":
+                await _delete_firewall_rule(settings)
+            elif step.action == "delete_node":
                 try:
                     await call(tpu.delete_node, step.zone, step.target)
                 except NotFoundError:
@@ -185,6 +188,7 @@ async def destroy_queued_resource(
             message="a PROVISIONING request cannot be deleted; try again once it is ACTIVE or FAILED",
         )  # fmt: skip
     steps = _steps_for(qr, zone, with_node=state in ("ACTIVE", "SUSPENDING"))
+    steps += await firewall_steps(settings, steps)
     return await _dry_run_or_execute(settings, steps, dry_run=dry_run, confirmed=confirmed)
 
 
@@ -242,10 +246,51 @@ async def manage_queued_resources(
                 refused.append(f"{qr_id} in {z}: PROVISIONING (cannot be deleted now)")
                 continue
             steps.extend(_steps_for(qr, z, with_node=state in ("ACTIVE", "SUSPENDING")))
+    steps += await firewall_steps(settings, steps)
     return await _dry_run_or_execute(
         settings, steps, dry_run=dry_run, confirmed=confirmed, left_alone=left, refused=refused,
         still_running=running,
     )  # fmt: skip
+
+
+# ---- endpoint access (added by helper endpoint-access; issue 11 §4) ------------------------------------
+
+
+async def firewall_steps(settings: Settings, steps: list[DeletionStep]) -> list[DeletionStep]:
+    """The step that deletes the rig's firewall rule (`tpu_devops.provisioning.access`) when ``steps``
+    delete the rig's last live queued resource, so the rule goes with the TPU; [] otherwise (another
+    live TPU of the rig still needs it, or there is no rule of ours). Fails closed: when the rig's
+    queued resources cannot be listed, the rule is kept.
+    """
+    from tpu_devops.provisioning import access
+    from tpu_devops.provisioning.queued import list_queued_resources
+
+    deleting = {(s.zone, s.target) for s in steps if s.action == "delete_queued_resource"}
+    if not deleting:
+        return []
+    try:
+        listing = await list_queued_resources(settings, "all", only_ours=True)
+    except TpuDevopsError:
+        return []
+    if listing.errors:  # a zone we could not see may hold a live TPU that still needs the rule
+        return []
+    live = [
+        q
+        for q in listing.queued_resources
+        if q.rig == settings.resource_id and q.state not in NOT_LIVE_STATES
+    ]
+    if any((q.zone, q.id) not in deleting for q in live):
+        return []
+    state = await access.firewall_state(settings)
+    if not (state.exists and state.ours):
+        return []
+    return [DeletionStep(action="delete_firewall_rule", target=state.name, zone="global")]
+
+
+async def _delete_firewall_rule(settings: Settings) -> None:
+    from tpu_devops.provisioning import access
+
+    await access.delete_rig_rule(settings)
 
 
 class Confirmation(BaseModel):

@@ -135,7 +135,8 @@ class FakeTpu:
         self.scripts: dict[str, str] = {}
         self.latency_s = 0.0
         self.locations_page_size: int | None = None  # None: every location on one page
-        self.external_ip = "203.0.113.10"
+        # loopback: whatever dials a node's external IP (endpoint discovery, check_setup) stays on this machine
+        self.external_ip = "127.0.0.1"
         self.queued: dict[tuple[str, str], QueuedRecord] = {}
         self.nodes: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []  # every call: method, path, query, headers, body text
