@@ -1,0 +1,189 @@
+"""Endpoint access (issue 11 §4): the rig's firewall rule and API key, through the real
+google-cloud-compute / secret-manager clients against the fakes (Compute's own error payloads)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import gcp_environ
+from tpu_devops.config import load_settings
+from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError, PermissionError_
+from tpu_devops.gcp.compute import ComputeApi
+from tpu_devops.provisioning import access
+from tpu_devops.provisioning.plan import plan_queued_resource
+from tpu_devops.provisioning.queued import create_queued_resource
+from tpu_devops.provisioning.requests import build_request
+
+pytestmark = pytest.mark.anyio
+TOKEN = "hf_PlantedTokenValue9876543210zyxwvu"
+
+
+def settings_for(fake_gcp, tmp_path, **extra: str):
+    return load_settings(environ=gcp_environ(fake_gcp, tmp_path, **extra))
+
+
+def test_rule_name_and_tag_fit_rfc1035_and_stay_distinct_for_long_rigs() -> None:
+    assert access.rule_name("gemma4-e2b") == "tpu-devops-gemma4-e2b" == access.network_tag("gemma4-e2b")
+    a, b = access.rule_name("a" * 60 + "x"), access.rule_name("a" * 60 + "y")
+    assert len(a) <= 63 and len(b) <= 63 and a != b and a[-1].isalnum()
+
+
+async def test_plan_detects_your_ip_and_shows_the_exact_rule(fake_gcp, tmp_path) -> None:
+    fake_gcp.public_ip.address = "198.51.100.23"
+    plan = await plan_queued_resource(settings_for(fake_gcp, tmp_path))
+    acc = plan.endpoint_access
+    assert acc.source_ranges == ["198.51.100.23/32"] and "detected" in acc.ranges_from
+    assert acc.firewall_request == {
+        "name": "tpu-devops-gemma4-e2b",
+        "description": access.description("gemma4-e2b"),
+        "network": "projects/demo-project/global/networks/default",
+        "direction": "INGRESS",
+        "priority": 1000,
+        "allowed": [{"IPProtocol": "tcp", "ports": ["8000"]}],
+        "sourceRanges": ["198.51.100.23/32"],
+        "targetTags": ["tpu-devops-gemma4-e2b"],
+    }
+    node = plan.request["tpu"]["nodeSpec"][0]["node"]
+    assert node["tags"] == ["tpu-devops-gemma4-e2b"] and node["networkConfig"]["enableExternalIps"] is True
+    assert "--tags=tpu-devops-gemma4-e2b" in plan.gcloud_command
+    assert (
+        "198.51.100.23/32" in plan.render_text() and "firewall rule tpu-devops-gemma4-e2b" in plan.headline()
+    )
+    assert fake_gcp.compute.firewalls == {}  # a plan creates nothing
+
+
+@pytest.mark.parametrize("ranges", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["8.0.0.0/7"]])
+async def test_ranges_open_to_the_internet_need_the_explicit_argument(fake_gcp, tmp_path, ranges) -> None:
+    s = settings_for(fake_gcp, tmp_path)
+    with pytest.raises(ConfigError) as err:
+        await plan_queued_resource(s, allowed_source_ranges=ranges)
+    assert err.value.field == "allowed_source_ranges" and "open_to_internet" in (err.value.fix or "")
+    plan = await plan_queued_resource(s, allowed_source_ranges=ranges, open_to_internet=True)
+    assert any(w.startswith("WARNING: tcp:8000 OPEN TO THE INTERNET") for w in plan.warnings)
+    # the setting is no way around it either
+    with pytest.raises(ConfigError) as err:
+        await plan_queued_resource(settings_for(fake_gcp, tmp_path, ALLOWED_SOURCE_RANGES=",".join(ranges)))
+    assert err.value.field == "ALLOWED_SOURCE_RANGES"
+
+
+@pytest.mark.parametrize("bad", [["not-an-ip"], ["2001:db8::/32"], ["10.0.0.0/33"], []])
+async def test_malformed_ranges_name_the_field(fake_gcp, tmp_path, bad) -> None:
+    with pytest.raises(ConfigError) as err:
+        await plan_queued_resource(settings_for(fake_gcp, tmp_path), allowed_source_ranges=bad)
+    assert err.value.field == "allowed_source_ranges"
+
+
+async def test_private_ranges_need_no_flag_and_the_setting_is_used(fake_gcp, tmp_path) -> None:
+    plan = await plan_queued_resource(
+        settings_for(fake_gcp, tmp_path, ALLOWED_SOURCE_RANGES="10.0.0.0/8 192.0.2.1")
+    )
+    assert plan.endpoint_access.source_ranges == ["10.0.0.0/8", "192.0.2.1/32"]
+    assert fake_gcp.public_ip.calls == 0  # nothing detected when ranges are given
+
+
+async def test_no_external_ip_means_internal_only_and_no_rule_by_default(fake_gcp, tmp_path) -> None:
+    s = settings_for(fake_gcp, tmp_path, TPU_EXTERNAL_IP="0")
+    plan = await plan_queued_resource(s)
+    node = plan.request["tpu"]["nodeSpec"][0]["node"]
+    assert node["networkConfig"]["enableExternalIps"] is False and "--internal-ips" in plan.gcloud_command
+    assert plan.endpoint_access.firewall_rule is None and "IAP tunnel" in " ".join(plan.endpoint_access.notes)
+    assert fake_gcp.public_ip.calls == 0
+
+
+async def test_an_undetectable_ip_is_a_plan_warning_and_a_create_error(fake_gcp, tmp_path) -> None:
+    s = settings_for(fake_gcp, tmp_path, PUBLIC_IP_LOOKUP_URL="http://127.0.0.1:9/ip")
+    plan = await plan_queued_resource(s)
+    assert plan.endpoint_access.firewall_rule is None
+    assert any("could not detect your public IPv4" in w for w in plan.endpoint_access.warnings)
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    with pytest.raises(ConfigError) as err:
+        await create_queued_resource(s)
+    assert err.value.field == "allowed_source_ranges"
+    assert fake_gcp.tpu.creates() == [] and fake_gcp.compute.firewalls == {}
+
+
+async def test_create_makes_the_key_and_the_rule_then_updates_the_rule(fake_gcp, tmp_path) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    s = settings_for(fake_gcp, tmp_path)
+    created = await create_queued_resource(s)
+    acc = created.endpoint_access
+    assert acc is not None and acc.action == "created"
+    rule = fake_gcp.compute.firewalls["tpu-devops-gemma4-e2b"]
+    assert rule["sourceRanges"] == ["203.0.113.7/32"] and rule["targetTags"] == ["tpu-devops-gemma4-e2b"]
+    assert rule["allowed"] == [{"IPProtocol": "tcp", "ports": ["8000"]}] and rule["direction"] == "INGRESS"
+    key = fake_gcp.secrets.secrets["vllm-api-key"][-1].decode()
+    assert len(key) >= 43 and key not in created.model_dump_json() + created.render_text()
+    body = fake_gcp.tpu.creates()[0]["body"]
+    assert body["tpu"]["nodeSpec"][0]["node"]["tags"] == ["tpu-devops-gemma4-e2b"]
+    assert key not in json.dumps(body)  # never in the request or the node's metadata
+    # the caller moved to another network: the next access update patches the same rule
+    fake_gcp.public_ip.address = "198.51.100.9"
+    again = await access.ensure_access(s, await access.plan_access(s))
+    assert again.action == "updated" and rule["sourceRanges"] == ["198.51.100.9/32"]
+    assert (await access.ensure_access(s, await access.plan_access(s))).action == "unchanged"
+    assert fake_gcp.secrets.secrets["vllm-api-key"][-1].decode() == key  # the key is kept, not rotated
+
+
+async def test_a_foreign_rule_with_our_name_is_never_touched(fake_gcp, tmp_path) -> None:
+    s = settings_for(fake_gcp, tmp_path)
+    body = {**access.firewall_body(s, ["0.0.0.0/0"]), "description": "someone else's"}
+    ComputeApi(s).insert_firewall(body)
+    with pytest.raises(OwnershipError):
+        await access.ensure_access(s, await access.plan_access(s))
+    with pytest.raises(OwnershipError):
+        await access.delete_rig_rule(s)
+    assert fake_gcp.compute.firewalls["tpu-devops-gemma4-e2b"]["description"] == "someone else's"
+
+
+async def test_missing_network_names_the_setting(fake_gcp, tmp_path) -> None:
+    s = settings_for(fake_gcp, tmp_path, TPU_NETWORK="no-such-vpc")
+    with pytest.raises(ConfigError) as err:
+        await access.ensure_access(s, await access.plan_access(s))
+    assert err.value.field == "TPU_NETWORK" and "no-such-vpc" in err.value.message
+
+
+def test_compute_adapter_gets_googles_errors_typed(fake_gcp, tmp_path) -> None:
+    s = settings_for(fake_gcp, tmp_path)
+    api = ComputeApi(s)
+    body = access.firewall_body(s, ["203.0.113.7/32"])
+    api.insert_firewall(body)
+    with pytest.raises(Exception) as dup:
+        api.insert_firewall(body)
+    assert getattr(dup.value, "status", None) == "ALREADY_EXISTS" or "already exists" in str(dup.value)
+    with pytest.raises(NotFoundError):
+        api.get_firewall("tpu-devops-nothing")
+    assert [r["name"] for r in api.list_firewalls("tpu-devops-")] == ["tpu-devops-gemma4-e2b"]
+    fake_gcp.compute.denied.add("delete")
+    with pytest.raises(PermissionError_) as denied:
+        api.delete_firewall("tpu-devops-gemma4-e2b")
+    assert "compute.firewalls.delete" in denied.value.message and "roles/compute.securityAdmin" in (
+        denied.value.fix or ""
+    )
+    fake_gcp.compute.denied.clear()
+    api.delete_firewall("tpu-devops-gemma4-e2b")
+    with pytest.raises(NotFoundError):
+        api.delete_firewall("tpu-devops-gemma4-e2b")
+    # every write carried a requestId (a retried write is not applied twice)
+    writes = [r for r in fake_gcp.compute.requests if r["method"] in ("POST", "DELETE", "PATCH")]
+    assert writes and all(r["query"].get("requestId") for r in writes)
+
+
+def test_a_write_repeated_with_its_request_id_is_applied_once(fake_gcp, tmp_path) -> None:
+    import httpx
+
+    s = settings_for(fake_gcp, tmp_path)
+    body = access.firewall_body(s, ["203.0.113.7/32"])
+    url = f"{fake_gcp.url}/compute/v1/projects/demo-project/global/firewalls?requestId=abc"
+    first = httpx.post(url, json=body).json()
+    second = httpx.post(url, json=body).json()  # the "lost response" retry
+    assert first["name"] == second["name"] and len(fake_gcp.compute.firewalls) == 1
+
+
+def test_build_request_keeps_the_access_shape_in_one_place(fake_gcp, tmp_path) -> None:
+    s = settings_for(fake_gcp, tmp_path, RESOURCE_ID="other-rig", TPU_EXTERNAL_IP="0")
+    node = build_request(
+        s, zone="us-west4-a", qr_id="other-rig", provisioning_model="spot", startup_script="#"
+    )["tpu"]["nodeSpec"][0]["node"]
+    assert node["tags"] == ["tpu-devops-other-rig"] and node["networkConfig"] == {"enableExternalIps": False}
