@@ -127,7 +127,11 @@ async def test_teardown_deletes_ours_and_leaves_a_foreign_resource(fake_gcp, tmp
         assert refused.is_error and "not created by tpu-devops" in refused.content[0].text
         plan = await call(client, "manage_queued_resource", {"action": "delete_all"})
         assert plan["dry_run"] is True and any("neighbours-tpu" in x for x in plan["left_alone"])
-        assert [s["action"] for s in plan["steps"]] == ["delete_node", "delete_queued_resource"]
+        assert [s["action"] for s in plan["steps"]] == [
+            "delete_node",
+            "delete_queued_resource",
+            "delete_firewall_rule",
+        ]
         unconfirmed = await client.call_tool(
             "manage_queued_resource", {"action": "delete_all", "dry_run": False}
         )
@@ -137,6 +141,7 @@ async def test_teardown_deletes_ours_and_leaves_a_foreign_resource(fake_gcp, tmp
         assert done["executed"] and all(s["done"] for s in done["steps"])
     assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
     assert fake_gcp.tpu.state_of("us-west4-a", "neighbours-tpu") == "ACTIVE"
+    assert fake_gcp.compute.firewalls == {}  # the rig's rule went with its TPU
 
 
 async def test_429_and_503_are_retried_until_success(fake_gcp, tmp_path) -> None:

@@ -31,6 +31,9 @@ class FakeGcp:
         for name, factory in _default_surfaces().items():
             self.surfaces[name] = surfaces.pop(name, None) or factory()
         self.surfaces.update(surfaces)
+        if "tpu" in self.surfaces and "compute" in self.surfaces:
+            # VPC networks are Compute resources that the TPU API checks too: one set for both fakes
+            self.surfaces["compute"].networks = self.surfaces["tpu"].networks
         routes, plain = [], []
         for surface in self.surfaces.values():
             # a surface that is not a Google API (the public-IP lookup) says so with google = False
