@@ -317,12 +317,12 @@ async def test_reflected_error_bodies_are_trimmed_and_redacted(tmp_path: Path, l
     detail = result.probes[0].detail or ""
     assert result.failure == "http_error"
     assert (
-        "hf_aaaa" not in detail and "bbbbbbbb" not in detail and "\x1b" not in detail and "\n" not in detail
+        "hf_Qw3rTy" not in detail and "b7Xqb7Xq" not in detail and "\x1b" not in detail and "\n" not in detail
     )
     assert len(detail) < len(leaky) + chat.ERROR_TEXT_CHARS + 40
     with pytest.raises(chat.ServingError) as err:
         await chat.served_models(leaky)
-    assert "hf_aaaa" not in str(err.value) and len(err.value.message) < 200
+    assert "hf_Qw3rTy" not in str(err.value) and len(err.value.message) < 200
 
 
 async def test_404_on_a_wrong_path_says_so(tmp_path: Path, rig: FakeVllm) -> None:
