@@ -121,3 +121,101 @@ def test_directories_expand_home_and_refuse_relative_paths(tmp_path: Path, monke
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path / "missing.env", environ={var: "relative/dir"})
     assert var in str(err.value) and "relative/dir" in str(err.value) and "absolute path" in str(err.value)
+
+
+# ---- Starting with an invalid configuration (issue #11 §6) and the project from ADC (issue #17 §2) ----
+
+
+def test_every_variable_says_which_settings_it_sets() -> None:
+    from tpu_devops.config import VARIABLE_FIELDS, Settings
+
+    missing = sorted(set(DEFAULTS) - set(VARIABLE_FIELDS))
+    assert missing == [], f"add {missing} to config.VARIABLE_FIELDS (the Settings fields each one sets)"
+    for var, fields in VARIABLE_FIELDS.items():
+        assert set(fields) <= set(Settings.model_fields), var
+
+
+def test_an_invalid_variable_is_recorded_and_only_its_fields_refuse(tmp_path: Path) -> None:
+    from tpu_devops.config import load_settings_or_errors
+
+    env_file = write_env(tmp_path, "GOOGLE_CLOUD_ZONE=europe-west4-a\nGOOGLE_CLOUD_REGION=us-west4\n")
+    s = load_settings_or_errors(
+        env_file, environ={"VLLM_PORT": "80000", "GOOGLE_CLOUD_PROJECT": "demo-project"}
+    )
+    assert [e.variable for e in s.config_errors] == ["GOOGLE_CLOUD_ZONE", "VLLM_PORT"]
+    assert (
+        s.config_errors[0].value == "europe-west4-a"
+        and "GOOGLE_CLOUD_REGION=europe-west4" in s.config_errors[0].fix
+    )
+    for field in ("zone", "region", "vllm_port"):
+        with pytest.raises(ConfigError) as err:
+            getattr(s, field)
+        assert err.value.field in ("GOOGLE_CLOUD_ZONE", "VLLM_PORT") and "restart the server" in err.value.fix
+    assert s.model_name == "google/gemma-4-E2B-it" and s.project == "demo-project"  # the rest works
+    summary = s.public_summary()
+    assert list(summary)[0] == "configuration_errors" and summary["zone"] == "(invalid: GOOGLE_CLOUD_ZONE)"
+    with pytest.raises(ConfigError):  # the strict loader is unchanged
+        load_settings(env_file, environ={})
+
+
+def test_read_only_and_cache_fail_closed_and_a_valid_configuration_has_no_errors(tmp_path: Path) -> None:
+    from tpu_devops.config import load_settings_or_errors
+
+    s = load_settings_or_errors(
+        tmp_path / "none", environ={"TPU_DEVOPS_READ_ONLY": "maybe", "TPU_DEVOPS_CACHE_DIR": "rel"}
+    )
+    assert s.read_only is True and s.cache_dir is None
+    assert {e.variable for e in s.config_errors} == {"TPU_DEVOPS_READ_ONLY", "TPU_DEVOPS_CACHE_DIR"}
+    clean = load_settings_or_errors(tmp_path / "none", environ={})
+    assert clean.config_errors == () and clean == load_settings(tmp_path / "none", environ={})
+
+
+def test_project_falls_back_to_application_default_credentials_and_says_so(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Gemini CLI strips GOOGLE_CLOUD_PROJECT and GOOGLE_APPLICATION_CREDENTIALS: the ADC file gcloud wrote
+    still names the project (here a service-account key in the gcloud config directory)."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from tpu_devops.config import require_project
+    from tpu_devops.gcp.project import detected_project
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    gcloud = tmp_path / "gcloud"
+    gcloud.mkdir()
+    (gcloud / "application_default_credentials.json").write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "adc-project-42",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": "sa@adc-project-42.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": "https://oauth2.googleapis.com/token",
+            }
+        )
+    )
+    for var in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(gcloud))
+    detected_project.cache_clear()
+    try:
+        s = load_settings(tmp_path / "none", environ={})
+        assert s.project == "adc-project-42" and require_project(s) == "adc-project-42"
+        assert (
+            s.project_source
+            == f"Application Default Credentials ({gcloud / 'application_default_credentials.json'})"
+        )
+        assert s.public_summary()["project_source"] == s.project_source
+        explicit = load_settings(tmp_path / "none", environ={"GOOGLE_CLOUD_PROJECT": "my-own-project"})
+        assert explicit.project == "my-own-project"
+        assert explicit.project_source == "the environment (GOOGLE_CLOUD_PROJECT)"
+    finally:
+        detected_project.cache_clear()

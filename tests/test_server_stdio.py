@@ -136,9 +136,56 @@ def test_stdout_carries_only_json_rpc() -> None:
     assert "get_job" in stderr  # the refusal was logged, to stderr
 
 
-def test_invalid_setting_stops_the_server_with_the_fix_on_stderr() -> None:
-    lines, stderr, code = _raw_session([], GOOGLE_CLOUD_ZONE="uswest4a")
-    assert code == 2
-    assert lines == []
-    assert "GOOGLE_CLOUD_ZONE" in stderr and "uswest4a" in stderr and "Fix:" in stderr
+@pytest.mark.anyio
+async def test_an_invalid_setting_is_shown_inside_the_host_and_the_server_still_starts(tmp_path) -> None:
+    """Issue #11 §6: the server no longer exits before initialize; the error reaches the host."""
+    env_file = tmp_path / "tpu.env"
+    env_file.write_text("GOOGLE_CLOUD_ZONE=europe-west4-a\nGOOGLE_CLOUD_REGION=us-west4\n")
+    errlog = tmp_path / "stderr.log"
+    with open(errlog, "w") as err:
+        async with mcp_client(
+            errlog=err,
+            TPU_DEVOPS_ENV_FILE=str(env_file),
+            TPU_DEVOPS_STATE_DIR=str(tmp_path),
+            GOOGLE_CLOUD_PROJECT="demo-project",
+        ) as client:
+            assert len((await client.list_tools()).tools) > 30
+            help_ = await client.call_tool("get_help", {})
+            text = help_.content[0].text
+            assert not help_.is_error and text.startswith("CONFIGURATION ERROR")
+            assert (
+                "GOOGLE_CLOUD_ZONE = 'europe-west4-a'" in text.splitlines()[0]
+                and "Fix:" in text.splitlines()[0]
+            )
+            assert help_.structured_content["summary"].startswith("CONFIGURATION ERROR")
+            setup = await client.call_tool("check_setup", {})
+            assert setup.content[0].text.startswith("CONFIGURATION ERROR: GOOGLE_CLOUD_ZONE")
+            assert setup.structured_content["checks"][0]["name"] == "configuration"
+            plan = await client.call_tool("plan_queued_resource", {})  # needs the zone
+            assert plan.is_error and "GOOGLE_CLOUD_ZONE = 'europe-west4-a'" in plan.content[0].text
+            assert "restart the server" in plan.content[0].text
+            capacity = await client.call_tool("plan_capacity", {})  # needs no zone
+            assert not capacity.is_error, capacity.content[0].text
+    stderr = errlog.read_text()
+    assert (
+        "tpu-devops: invalid configuration: GOOGLE_CLOUD_ZONE = 'europe-west4-a'" in stderr
+        and "Fix:" in stderr
+    )
     assert "Traceback" not in stderr
+
+
+def test_check_config_still_refuses_an_invalid_setting() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tpu_devops.main", "--check-config"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(GOOGLE_CLOUD_ZONE="uswest4a"),
+        timeout=60,
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert (
+        "tpu-devops: invalid configuration: GOOGLE_CLOUD_ZONE = 'uswest4a'" in out.stderr
+        and "Fix:" in out.stderr
+    )
+    assert "Traceback" not in out.stderr

@@ -4,6 +4,14 @@ Precedence (DESIGN §2): a real environment variable always beats `tpu.env`, whi
 below. `tpu.env` is read with python-dotenv without overriding anything. Invalid values raise
 `ConfigError` naming the variable, the value and the fix; prose spellings of accelerator types
 (``v5e-1``) are translated to the API spelling with a notice instead of being rejected.
+
+The server itself starts even when the configuration is invalid (issue #11 §6: a server that exits
+before ``initialize`` shows up in an MCP host as a bare "Disconnected"): `load_settings_or_errors`
+records each invalid variable, loads the rest, and marks the settings fields that came from a bad
+variable (`VARIABLE_FIELDS`). Reading such a field raises its `ConfigError`, so a tool that depends on a
+bad setting answers with it while the others work; `get_help` and `check_setup` lead with the errors.
+Two settings fail closed instead: an invalid ``TPU_DEVOPS_READ_ONLY`` starts read-only, an invalid
+``TPU_DEVOPS_CACHE_DIR`` starts without the schema cache.
 """
 
 from __future__ import annotations
@@ -63,7 +71,10 @@ DEFAULTS: dict[str, str] = {
     "TPU_DEVOPS_GCP_ENDPOINT": "",
     "TPU_DEVOPS_STATE_DIR": "",
     "TPU_DEVOPS_CACHE_DIR": "",
+    "TPU_DEVOPS_LOG_LEVEL": "INFO",
 }
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-([a-z])$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -91,8 +102,34 @@ _FALSE = {"0", "false", "no", "off", ""}
 _DISABLED = (_FALSE - {""}) | {"none"}
 
 
+class SettingError(BaseModel):
+    """One invalid variable the server started with (see the module docstring)."""
+
+    variable: str
+    value: str | None
+    message: str
+    fix: str | None
+
+    def error(self) -> ConfigError:
+        """The `ConfigError` a tool that reads this setting raises."""
+        return ConfigError(
+            f"{self.message} (the server started with this invalid setting; tools that need it refuse)",
+            field=self.variable,
+            value=self.value,
+            fix=f"{self.fix.rstrip('.') + '; then ' if self.fix else ''}fix it in tpu.env or the MCP server's "
+            "environment and restart the server (make check-config shows the result)",
+        )
+
+    def __str__(self) -> str:
+        return str(ConfigError(self.message, field=self.variable, value=self.value, fix=self.fix))
+
+
 class Settings(BaseModel):
-    """Validated deployment parameters. Durations in seconds, lengths in tokens."""
+    """Validated deployment parameters. Durations in seconds, lengths in tokens.
+
+    ``config_errors``: the invalid variables the server started with; ``invalid_fields``: the fields they
+    set, which raise the error when read (module docstring).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -128,7 +165,44 @@ class Settings(BaseModel):
     state_dir: str
     cache_dir: str | None
     env_file: str | None
+    project_origin: str = ""  # "the environment" or "tpu.env (path)" when GOOGLE_CLOUD_PROJECT is set
+    log_level: str = "INFO"
     notices: tuple[str, ...] = ()
+    config_errors: tuple[SettingError, ...] = ()
+    invalid_fields: frozenset[str] = frozenset()
+
+    def __getattribute__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "__dict__")
+        invalid = values.get("invalid_fields")
+        if invalid and name in invalid:
+            raise object.__getattribute__(self, "error_for")(name)
+        if name == "project" and not values.get("project") and not values.get("gcp_endpoint"):
+            from tpu_devops.gcp.project import detected_project  # google-auth loads only when asked
+
+            found = detected_project()
+            return found.project if found else ""
+        return object.__getattribute__(self, name)
+
+    @property
+    def project_source(self) -> str:
+        """Where `project` came from, in words (the environment, tpu.env, or what google-auth found)."""
+        if self.__dict__["project"]:
+            return self.__dict__["project_origin"]
+        if not self.gcp_endpoint:
+            from tpu_devops.gcp.project import detected_project
+
+            found = detected_project()
+            if found:
+                return found.source
+        return "none configured, and Application Default Credentials name none"
+
+    def error_for(self, field: str) -> ConfigError:
+        """The `ConfigError` of the invalid variable that set ``field``."""
+        errors = object.__getattribute__(self, "__dict__")["config_errors"]
+        for err in errors:
+            if field in VARIABLE_FIELDS.get(err.variable, ()) or err.variable not in VARIABLE_FIELDS:
+                return err.error()
+        return errors[0].error()
 
     @property
     def accelerator(self) -> AcceleratorType:
@@ -141,9 +215,18 @@ class Settings(BaseModel):
         return {"managed-by": "tpu-devops", "rig": self.resource_id}
 
     def public_summary(self) -> dict[str, Any]:
-        """Every setting safe to show (the API key is reduced to set / not set)."""
-        data = self.model_dump()
-        data["vllm_api_key"] = "(set)" if self.vllm_api_key else "(not set)"
+        """Every setting safe to show (the API key is reduced to set / not set); invalid ones say so, and
+        ``configuration_errors`` (variable, value, fix) comes first when there are any."""
+        data = self.model_dump(exclude={"config_errors", "invalid_fields", "project_origin"})
+        data["vllm_api_key"] = "(set)" if self.__dict__["vllm_api_key"] else "(not set)"
+        if "project" not in self.invalid_fields:
+            data["project"] = self.project
+            data = {"project": data.pop("project"), "project_source": self.project_source, **data}
+        for err in self.config_errors:
+            for field in VARIABLE_FIELDS.get(err.variable, ()):
+                data[field] = f"(invalid: {err.variable})"
+        if self.config_errors:
+            data = {"configuration_errors": [str(e) for e in self.config_errors], **data}
         return data
 
 
@@ -498,14 +581,133 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         state_dir=state_dir,
         cache_dir=cache_dir,
         env_file=read_from,
+        project_origin=_project_origin(project, environ, read_from),
+        log_level=_log_level(env),
         notices=tuple(notices),
     )
 
 
+def _project_origin(project: str, environ: Mapping[str, str] | None, env_file: str | None) -> str:
+    if not project:
+        return ""
+    if (os.environ if environ is None else environ).get("GOOGLE_CLOUD_PROJECT", "").strip():
+        return "the environment (GOOGLE_CLOUD_PROJECT)"
+    return f"tpu.env ({env_file})"
+
+
+def _log_level(env: Mapping[str, str]) -> str:
+    level = env["TPU_DEVOPS_LOG_LEVEL"].strip().upper() or "INFO"
+    if level not in LOG_LEVELS:
+        raise ConfigError(
+            "not a log level",
+            field="TPU_DEVOPS_LOG_LEVEL",
+            value=env["TPU_DEVOPS_LOG_LEVEL"],
+            fix=f"use one of {', '.join(LOG_LEVELS)}",
+        )
+    return level
+
+
+# Which `Settings` fields each variable sets: an invalid variable makes these fields raise its error.
+# Every variable in DEFAULTS has an entry (tests/test_config.py); one without an entry would taint every field.
+VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "GOOGLE_CLOUD_PROJECT": ("project",),
+    "GOOGLE_CLOUD_REGION": ("region", "zone"),
+    "GOOGLE_CLOUD_ZONE": ("zone", "region"),
+    "MODEL_NAME": ("model_name",),
+    "ACCELERATOR_TYPE": ("accelerator_type", "runtime_version", "tensor_parallel_size"),
+    "TPU_RUNTIME_VERSION": ("runtime_version",),
+    "TENSOR_PARALLEL_SIZE": ("tensor_parallel_size",),
+    "PROVISIONING_MODEL": ("provisioning_model",),
+    "MAX_RUN_DURATION": ("max_run_duration_s",),
+    "VALID_UNTIL_DURATION": ("valid_until_duration_s",),
+    "RESOURCE_ID": ("resource_id",),
+    "HF_SECRET_ID": ("hf_secret_id",),
+    "MAX_MODEL_LEN": ("max_model_len",),
+    "MAX_NUM_BATCHED_TOKENS": ("max_num_batched_tokens",),
+    "LIMIT_MM_PER_PROMPT": ("limit_mm_per_prompt",),
+    "GPU_MEMORY_UTILIZATION": ("gpu_memory_utilization",),
+    "VLLM_IMAGE": ("vllm_image",),
+    "VLLM_PORT": ("vllm_port",),
+    "TPU_NETWORK": ("network",),
+    "TPU_SUBNETWORK": ("subnetwork",),
+    "VLLM_URL": ("vllm_url",),
+    "VLLM_API_KEY": ("vllm_api_key",),
+    "MCP_SERVER_NAME": (),
+    "TPU_DEVOPS_READ_ONLY": (),  # fails closed: read-only (FAIL_CLOSED)
+    "TPU_DEVOPS_GCP_ENDPOINT": ("gcp_endpoint",),
+    "TPU_DEVOPS_STATE_DIR": ("state_dir",),
+    "TPU_DEVOPS_CACHE_DIR": (),  # fails closed: no schema cache (FAIL_CLOSED)
+    "TPU_DEVOPS_LOG_LEVEL": (),  # INFO
+}
+# Variables replaced by a safe value instead of their default when invalid.
+FAIL_CLOSED = {"TPU_DEVOPS_READ_ONLY": "1", "TPU_DEVOPS_CACHE_DIR": "off"}
+# Variables whose error may be the other's fault: both are reset together.
+_RESET_TOGETHER = {
+    "GOOGLE_CLOUD_ZONE": ("GOOGLE_CLOUD_REGION",),
+    "GOOGLE_CLOUD_REGION": ("GOOGLE_CLOUD_ZONE",),
+}
+# Fields a start needs whatever is wrong (they take safe values, never raise).
+_ALWAYS_READABLE = {
+    "read_only",
+    "cache_dir",
+    "server_name",
+    "log_level",
+    "env_file",
+    "notices",
+    "project_origin",
+}
+
+
+def load_settings_or_errors(
+    env_file: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """`load_settings`, but an invalid variable is recorded instead of raised (module docstring).
+
+    Each invalid variable is replaced by its default (or a fail-closed value, or empty when the default
+    fails too) and loading is retried; the fields it sets are marked invalid. If no replacement works,
+    every field but the few a start needs is marked invalid.
+    """
+    env = dict(os.environ if environ is None else environ)
+    errors: list[SettingError] = []
+    invalid: set[str] = set()
+    tries: dict[str, int] = {}
+    settings: Settings | None = None
+    while settings is None:
+        try:
+            settings = load_settings(env_file, env)
+        except ConfigError as exc:
+            variable = exc.field or ""
+            if variable not in DEFAULTS or tries.get(variable, 0) >= 2:
+                break
+            if variable not in tries:
+                errors.append(
+                    SettingError(variable=variable, value=_shown(exc.value), message=exc.message, fix=exc.fix)
+                )
+                invalid.update(VARIABLE_FIELDS.get(variable, set(Settings.model_fields) - _ALWAYS_READABLE))
+            tries[variable] = tries.get(variable, 0) + 1
+            env[variable] = "" if tries[variable] == 2 else FAIL_CLOSED.get(variable, DEFAULTS[variable])
+            for other in _RESET_TOGETHER.get(variable, ()):
+                env[other] = DEFAULTS[other]
+    if settings is None:  # no replacement helped: safe defaults, and nothing that came from them is usable
+        settings = load_settings(env_file=Path(os.devnull), environ={**DEFAULTS, **FAIL_CLOSED})
+        invalid = set(Settings.model_fields) - _ALWAYS_READABLE
+        if not errors:
+            errors.append(SettingError(variable="(configuration)", value=None, message="invalid", fix=None))
+    if not errors:
+        return settings
+    invalid -= {"config_errors", "invalid_fields"}
+    return settings.model_copy(update={"config_errors": tuple(errors), "invalid_fields": frozenset(invalid)})
+
+
+def _shown(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide `Settings`, loaded once (tests call `get_settings.cache_clear()`)."""
-    return load_settings()
+    """The process-wide `Settings`, loaded once (tests call `get_settings.cache_clear()`); never raises:
+    invalid variables are in ``config_errors`` (`load_settings_or_errors`)."""
+    return load_settings_or_errors()
 
 
 def require_project(settings: Settings) -> str:
@@ -515,6 +717,8 @@ def require_project(settings: Settings) -> str:
             "no Google Cloud project is configured",
             field="GOOGLE_CLOUD_PROJECT",
             value="",
-            fix="set GOOGLE_CLOUD_PROJECT in tpu.env or the environment (gcloud config get-value project shows yours)",
+            fix="set GOOGLE_CLOUD_PROJECT in tpu.env or in the MCP server's env (hosts such as Gemini CLI do not "
+            "pass your shell's), or name one for Application Default Credentials: gcloud config set project "
+            "PROJECT_ID (gcloud config get-value project shows yours)",
         )
     return settings.project

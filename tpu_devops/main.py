@@ -1,35 +1,21 @@
 """Entry point of the ``tpu-devops-mcp`` console script: the stdio MCP server.
 
-stdout carries JSON-RPC only; every log line goes to stderr. An invalid setting stops the server
-before it answers ``initialize``, with the variable, the value and the fix on stderr (exit code 2).
-``--check-config`` validates the settings the same way, prints them and exits (``make check-config``).
+stdout carries JSON-RPC only; every log line goes to stderr. An invalid setting is printed to stderr
+with the variable, the value and the fix, and the server starts anyway (issue #11 §6): an MCP host then
+shows the error through `get_help`, `check_setup` and every tool that needs the bad setting, instead of
+a bare "Disconnected" (`tpu_devops.config.load_settings_or_errors`). ``--check-config`` validates the
+settings the same way, prints them and exits, with exit code 2 when one is invalid (``make
+check-config``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
-
-def configure_logging() -> None:
-    """Log to stderr at ``TPU_DEVOPS_LOG_LEVEL`` (default INFO).
-
-    Raises:
-        ConfigError: the level is not one of `LOG_LEVELS`.
-    """
-    from tpu_devops.errors import ConfigError
-
-    level = os.environ.get("TPU_DEVOPS_LOG_LEVEL", "INFO").strip().upper() or "INFO"
-    if level not in LOG_LEVELS:
-        raise ConfigError(
-            "not a log level",
-            field="TPU_DEVOPS_LOG_LEVEL",
-            value=os.environ.get("TPU_DEVOPS_LOG_LEVEL"),
-            fix=f"use one of {', '.join(LOG_LEVELS)}",
-        )
+def configure_logging(level: str) -> None:
+    """Log to stderr at ``level`` (one of `tpu_devops.config.LOG_LEVELS`)."""
     logging.basicConfig(
         stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -38,22 +24,26 @@ def configure_logging() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Load and validate settings, then serve MCP over stdio until stdin closes."""
+    """Load settings (reporting invalid ones on stderr), then serve MCP over stdio until stdin closes."""
     from tpu_devops.config import get_settings
-    from tpu_devops.errors import ConfigError
 
     args = sys.argv[1:] if argv is None else argv
-    try:
-        configure_logging()
-        settings = get_settings()
-    except ConfigError as exc:
-        print(f"tpu-devops: invalid configuration: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    for error in settings.config_errors:
+        print(f"tpu-devops: invalid configuration: {error}", file=sys.stderr)
     if "--check-config" in args:
+        if settings.config_errors:
+            raise SystemExit(2)
         from tpu_devops.results import render_mapping
 
         print(render_mapping(settings.public_summary(), "tpu-devops: configuration is valid"))
         return
+    if settings.config_errors:
+        logging.getLogger("tpu_devops").warning(
+            "starting anyway: get_help and check_setup show the error, and tools that need the invalid "
+            "setting refuse with it"
+        )
     for notice in settings.notices:
         logging.getLogger("tpu_devops").warning("%s", notice)
 

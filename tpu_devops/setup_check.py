@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
-from tpu_devops.errors import TpuDevopsError
+from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.plan import hourly_price
 from tpu_devops.provisioning.queued import (
@@ -45,6 +45,9 @@ class SetupReport(ToolResult):
 
     def headline(self) -> str:
         bad = [c.name for c in self.checks if not c.ok]
+        if bad and bad[0] == "configuration":
+            first = self.checks[0]
+            return f"CONFIGURATION ERROR: {first.detail}. Fix: {first.fix}; {len(bad)} problem(s): {', '.join(bad)}"
         return "setup OK" if not bad else f"{len(bad)} problem(s): {', '.join(bad)}"
 
 
@@ -79,19 +82,37 @@ def _failed(name: str, exc: TpuDevopsError, fix: str | None = None) -> Check:
 
 
 async def check_setup(settings: Settings) -> SetupReport:
-    """Run every check (see the module docstring). Never raises for a failed check."""
+    """Run every check (see the module docstring), invalid settings first. Never raises for a failed
+    check: a check that needs an invalid setting fails with that setting's error."""
+    config = [
+        Check(name="configuration", ok=False, detail=str(e).split(". Fix: ")[0], fix=e.fix)
+        for e in settings.config_errors
+    ]
+    try:
+        report = await _run_checks(settings)
+    except ConfigError as exc:  # a later check read an invalid setting
+        report = SetupReport(ready=False, checks=[_failed("settings", exc)])
+    if not config:
+        return report
+    return SetupReport(ready=False, checks=config + report.checks, our_tpus=report.our_tpus)
+
+
+async def _run_checks(settings: Settings) -> SetupReport:
     checks: list[Check] = [await call(_adc_check, settings)]
     if not settings.project:
         checks.append(
             Check(
                 name="project",
                 ok=False,
-                detail="GOOGLE_CLOUD_PROJECT is not set",
-                fix="set GOOGLE_CLOUD_PROJECT in tpu.env",
+                detail="GOOGLE_CLOUD_PROJECT is not set, and Application Default Credentials name no project",
+                fix="set GOOGLE_CLOUD_PROJECT in tpu.env or in the MCP server's env (hosts such as Gemini CLI do "
+                "not pass your shell's), or run: gcloud config set project PROJECT_ID",
             )
         )
         return SetupReport(ready=False, checks=checks)
-    checks.append(Check(name="project", ok=True, detail=settings.project))
+    checks.append(
+        Check(name="project", ok=True, detail=f"{settings.project} (from {settings.project_source})")
+    )
     try:
         zones = await call(api(settings).list_zones)
         ok = settings.zone in zones

@@ -15,44 +15,56 @@ from tpu_devops.results import ToolResult
 
 
 class ToolSummary(BaseModel):
-    """One tool as a client sees it."""
+    """One tool as a client sees it: its name, kind and the first paragraph of its description."""
 
     name: str
-    title: str | None
+    kind: str  # read-only, changes state, destructive (see `kind_of`)
     summary: str
-    read_only: bool
-    destructive: bool
-    idempotent: bool
-    open_world: bool
-    arguments: list[str]
 
-    @property
-    def kind(self) -> str:
-        """``read-only``, ``destructive`` or ``changes state`` (creates or writes only what it names)."""
-        return "read-only" if self.read_only else ("destructive" if self.destructive else "changes state")
+
+def kind_of(annotations: Any) -> str:
+    """``read-only``, ``destructive`` or ``changes state`` (creates or writes only what it names)."""
+    if annotations is not None and annotations.read_only_hint:
+        return "read-only"
+    return "destructive" if annotations is not None and annotations.destructive_hint else "changes state"
 
 
 class HelpResult(ToolResult):
-    """Configuration (no secrets) and every registered tool."""
+    """Configuration (no secrets), where the project came from, any configuration error, every tool."""
 
     server: str
+    configuration_errors: list[str] = []
     read_only_mode: bool
+    project: str
+    project_source: str
     configuration: dict[str, Any]
     notices: list[str]
     tools: list[ToolSummary]
 
     def headline(self) -> str:
+        if self.configuration_errors:
+            more = len(self.configuration_errors) - 1
+            return f"CONFIGURATION ERROR ({self.server}): {self.configuration_errors[0]}" + (
+                f" (and {more} more below)" if more else ""
+            )
         mode = " (read-only mode: tools that change the cloud are hidden)" if self.read_only_mode else ""
-        return f"{self.server}: {len(self.tools)} tools{mode}"
+        project = f"project {self.project}" if self.project else "no project"
+        return f"{self.server}: {len(self.tools)} tools{mode}; {project} (from {self.project_source})"
 
     def render_text(self) -> str:
-        lines = [self.headline(), "", "Configuration:"]
+        lines = [self.headline(), ""]
+        if self.configuration_errors:
+            lines += ["Invalid settings (the server started anyway; tools that need them refuse):"]
+            lines += [f"  - {e}" for e in self.configuration_errors] + [""]
+            mode = " (read-only mode)" if self.read_only_mode else ""
+            lines += [f"{self.server}: {len(self.tools)} tools{mode}", ""]
+        lines += ["Configuration:", f"  project: {self.project or '(none)'} (from {self.project_source})"]
         lines += [f"  {k}: {v}" for k, v in self.configuration.items() if v not in (None, "")]
         if self.notices:
             lines += ["", "Notices:"] + [f"  - {n}" for n in self.notices]
-        lines += ["", "Tools:"]
+        lines += ["", "Tools (kind: read-only never changes anything; changes state; DESTRUCTIVE):"]
         for t in self.tools:
-            flag = t.kind.upper() if t.destructive else t.kind
+            flag = t.kind.upper() if t.kind == "destructive" else t.kind
             lines.append(f"  {t.name} [{flag}]: {t.summary}")
         return "\n".join(lines)
 
@@ -63,30 +75,26 @@ def _first_paragraph(text: str | None) -> str:
 
 def summarize_tools(tools: list[Any]) -> list[ToolSummary]:
     """``mcp_types.Tool`` list -> `ToolSummary` list, in registration order."""
-    out = []
-    for t in tools:
-        a = t.annotations
-        out.append(
-            ToolSummary(
-                name=t.name,
-                title=t.title,
-                summary=_first_paragraph(t.description),
-                read_only=bool(a and a.read_only_hint),
-                destructive=bool(a and a.destructive_hint),
-                idempotent=bool(a and a.idempotent_hint),
-                open_world=bool(a and a.open_world_hint),
-                arguments=list((t.input_schema or {}).get("properties", {})),
-            )
-        )
-    return out
+    return [
+        ToolSummary(name=t.name, kind=kind_of(t.annotations), summary=_first_paragraph(t.description))
+        for t in tools
+    ]
 
 
 def build_help(settings: Settings, tools: list[Any]) -> HelpResult:
-    """The `get_help` answer: settings (secrets reduced to set/not set) and the tool list."""
+    """The `get_help` answer: configuration errors first, the settings (secrets reduced to set / not set),
+    where the project came from, and the tool list."""
+    configuration = settings.public_summary()
+    errors = configuration.pop("configuration_errors", [])
+    project = configuration.pop("project", "")
+    source = configuration.pop("project_source", "(invalid)")
     return HelpResult(
         server=settings.server_name,
+        configuration_errors=errors,
         read_only_mode=settings.read_only,
-        configuration=settings.public_summary(),
+        project=project if not project.startswith("(invalid") else "",
+        project_source=source if not project.startswith("(invalid") else project,
+        configuration=configuration,
         notices=list(settings.notices),
         tools=summarize_tools(tools),
     )
