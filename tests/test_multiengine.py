@@ -119,3 +119,97 @@ async def test_status_reports_every_engine_and_the_totals(tmp_path: Path) -> Non
     with pytest.raises(InputError) as err:
         await engine_status.get_engine_status(s, engines=0)
     assert err.value.field == "engines"
+
+
+# ---- the rendered startup script on a v5litepod-4, run with stand-ins for curl, docker and logger -------
+
+
+def run_multi(tmp_path: Path, *, dead_engine: int | None = None) -> tuple[object, Path, Path]:
+    import base64
+    import os
+    import subprocess
+
+    from tests.test_startup import FAKE_CURL, FAKE_DOCKER, FAKE_LOGGER, PLANTED, render
+
+    script = render(tmp_path, GOOGLE_CLOUD_PROJECT="my-tpu-project", ACCELERATOR_TYPE="v5litepod-4")
+    bin_dir, fake, fs = tmp_path / "bin", tmp_path / "fake", tmp_path / "fs"
+    for d in (bin_dir, fake, fs):
+        d.mkdir()
+    curl, docker = FAKE_CURL, FAKE_DOCKER
+    if dead_engine is not None:  # that engine never answers and its container has exited
+        port = 8001 + dead_engine
+        curl = curl.replace(
+            '  *"/health") exit 0 ;;', f'  *":{port}/health") exit 7 ;;\n  *"/health") exit 0 ;;'
+        )
+        docker = docker.replace(
+            '[[ "$1" == inspect ]] && echo true',
+            f'[[ "$1" == inspect && "$*" == *vllm-{dead_engine}* ]] && {{ echo false; exit 0; }}\n[[ "$1" == inspect ]] && echo true',
+        )
+    for name, body in {
+        "curl": curl,
+        "docker": docker,
+        "logger": FAKE_LOGGER,
+        "sleep": "#!/bin/bash\n",
+    }.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_DIR": str(fake),
+        "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
+        "TPU_DEVOPS_FS_ROOT": str(fs),
+    }
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    return proc, fake, fs
+
+
+def test_rendered_multi_engine_script_is_shellcheck_clean(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.test_startup import SHELLCHECK, render
+
+    path = render(tmp_path, ACCELERATOR_TYPE="v5litepod-8", TENSOR_PARALLEL_SIZE="2")
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    result = subprocess.run([str(SHELLCHECK), "-S", "style", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_script_serves_one_engine_per_chip_behind_haproxy(tmp_path: Path) -> None:
+    from tests.test_startup import PLANTED
+    from tests.test_startup import settings as startup_settings
+
+    proc, fake, fs = run_multi(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    runs = [line for line in (fake / "argv.log").read_text().splitlines() if line.startswith("docker run")]
+    engines = [r for r in runs if "vllm/vllm-tpu" in r]
+    assert len(engines) == 4
+    for i, run in enumerate(engines):
+        assert f"--name vllm-{i} " in run and f"-e TPU_VISIBLE_CHIPS={i} " in run
+        assert "-e TPU_CHIPS_PER_PROCESS_BOUNDS=1,1,1" in run and "-e TPU_PROCESS_BOUNDS=1,1,1" in run
+        assert f"-e TPU_PROCESS_PORT={8476 + i} " in run
+        assert run.endswith(f"--port {8001 + i}") and run.count("--port") == 1
+        assert f"/root/.cache/vllm/engine-{i}:/root/.cache/vllm" in run
+        assert PLANTED not in run
+    lb = next(r for r in runs if "haproxy:3.2" in r)
+    assert "--name vllm-lb" in lb and "haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in lb
+    cfg = (fs / "var" / "lib" / "tpu-devops" / "haproxy.cfg").read_text()
+    expected = multiengine.haproxy_config(
+        startup_settings(GOOGLE_CLOUD_PROJECT="my-tpu-project", ACCELERATOR_TYPE="v5litepod-4")
+    )
+    assert cfg == expected
+    assert "docker pull haproxy:3.2" in (fake / "argv.log").read_text()
+    curls = (fake / "argv.log").read_text()
+    for port in (8001, 8002, 8003, 8004, 8000):
+        assert f"http://127.0.0.1:{port}/health" in curls
+    syslog = (fake / "syslog").read_text()
+    assert "4 engines of google/gemma-4-E2B-it on ports 8001 8002 8003 8004 behind HAProxy on 8000" in syslog
+    assert "STAGE ready vLLM answers on port 8000 (4 engine(s))" in syslog
+    record = (fs / "var" / "lib" / "tpu-devops" / "serving-flags.json").read_text()
+    assert '"engines":4' in record and '"engine_ports":[8001,8002,8003,8004]' in record
+
+
+def test_script_names_the_engine_that_died(tmp_path: Path) -> None:
+    proc, fake, _ = run_multi(tmp_path, dead_engine=2)
+    assert proc.returncode != 0
+    syslog = (fake / "syslog").read_text()
+    assert "STAGE failed vLLM engine 2 exited before serving" in syslog and "container vllm-2" in syslog

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tpu_devops import __version__
+from tpu_devops import __version__, multiengine
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, Settings
 from tpu_devops.errors import ConfigError
 from tpu_devops.results import ToolResult
@@ -109,6 +109,7 @@ def serving_flags_record(settings: Settings) -> dict[str, Any]:
         "port": settings.vllm_port,
         "argv": vllm_serve_argv(settings),
         "flags": vllm_serve_flags(settings),
+        "engines": multiengine.engines_record(settings),
         "rendered_by": f"tpu-devops {__version__}",
     }
 
@@ -235,6 +236,10 @@ def render_startup_script(settings: Settings) -> RenderedScript:
     for i, flag in enumerate(flags):
         _reject_control(f"vllm flag {i}", flag)
     record = json.dumps(serving_flags_record(settings), separators=(",", ":"))
+    ports = multiengine.engine_ports(settings)
+    tpu_envs = [
+        ";".join(f"{k}={v}" for k, v in multiengine.tpu_env(settings, i).items()) for i in range(len(ports))
+    ]
     script = template.format(
         project_id=_q("GOOGLE_CLOUD_PROJECT", settings.project),
         hf_secret_id=_q("HF_SECRET_ID", settings.hf_secret_id),
@@ -244,7 +249,15 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         vllm_port=_q("VLLM_PORT", settings.vllm_port),
         resource_id=_q("RESOURCE_ID", settings.resource_id),
         serving_flags_json=_q("serving flags", record),
-        vllm_args="\n".join(f"  {line}" for line in _paired(flags)),
+        # The port is per engine: the script adds --port for each (VLLM_PORT when there is one engine).
+        vllm_args="\n".join(f"  {line}" for line in _paired(_without_port(flags))),
+        engines=len(ports),
+        engine_ports=" ".join(str(p) for p in ports),
+        engine_tpu_env="\n".join(f"  {shlex.quote(e)}" for e in tpu_envs) if len(ports) > 1 else "",
+        lb_image=_q("LB_IMAGE", multiengine.LB_IMAGE),
+        lb_config="\n".join(
+            f"  {_q('LB_CONFIG', line)}" for line in multiengine.haproxy_config(settings).splitlines()
+        ),
     )
     notes = [
         "The Hugging Face token is not in this script: the VM reads secret "
@@ -268,6 +281,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         notes.append(
             "GOOGLE_CLOUD_PROJECT is not set: the script reads the project id from the metadata server."
         )
+    notes.extend(engines_note(settings))
     notes.extend(lint_notes(settings))
     return RenderedScript(
         script=script,
@@ -283,6 +297,18 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         },
         notes=notes,
     )
+
+
+def engines_note(settings: Settings) -> list[str]:
+    """One note on a multi-engine host (engines, their chips and ports, the balancer); none for one engine."""
+    ports = multiengine.engine_ports(settings)
+    if len(ports) == 1:
+        return []
+    return [
+        f"{len(ports)} engines, one per {settings.tensor_parallel_size} chip(s) (TPU_VISIBLE_CHIPS), on ports "
+        f"{ports[0]}-{ports[-1]} behind HAProxy ({multiengine.LB_IMAGE}, least connections, /health checks) on "
+        f"{settings.vllm_port}; /engines/<i>/ reaches engine i (get_engine_status reports each)."
+    ]
 
 
 def lint_notes(settings: Settings) -> list[str]:
@@ -304,6 +330,20 @@ def lint_notes(settings: Settings) -> list[str]:
         for f in result.findings
         if f.severity in ("error", "warning") and f.id != "image-unpinned"  # the image note says it already
     ]
+
+
+def _without_port(flags: list[str]) -> list[str]:
+    """``flags`` without the ``--port N`` pair."""
+    out: list[str] = []
+    skip = False
+    for token in flags:
+        if skip:
+            skip = False
+        elif token == "--port":
+            skip = True
+        else:
+            out.append(token)
+    return out
 
 
 def _paired(flags: list[str]) -> list[str]:
@@ -439,6 +479,7 @@ def deployment_config(settings: Settings) -> DeploymentConfig:
     ]
     if settings.provisioning_model != "flex-start":
         notes.append(f"{settings.provisioning_model} bills until deleted: delete when done.")
+    notes.extend(engines_note(settings))
     notes.extend(lint_notes(settings))
     return DeploymentConfig(
         model=settings.model_name,
