@@ -668,8 +668,9 @@ def plan_from_geometry(
         # One engine over `chips` chips: the rest of the slice is billed and idle (issue 15).
         warnings.append(
             f"this plan uses {chips} of the {accel.chips} chips of {accel.name}: one engine with "
-            f"--tensor-parallel-size {chips} leaves {accel.chips - chips} chip(s) paid for and idle; serve one "
-            "engine per chip (plan_scale_out compares the shapes) or use a smaller accelerator type"
+            f"--tensor-parallel-size {chips} alone leaves {accel.chips - chips} chip(s) paid for and idle; the "
+            f"startup script serves {accel.chips // chips} such engines, one per {chips} chip(s), behind a load "
+            "balancer (plan_scale_out compares the shapes), or use a smaller accelerator type"
         )
     total = per_chip * chips
     cap = total * gpu_memory_utilization
