@@ -17,7 +17,14 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
 from tpu_devops.results import ToolResult
-from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint
+from tpu_devops.serving.chat import (
+    Endpoint,
+    ServingError,
+    attributed,
+    classify,
+    for_endpoint,
+    resolve_endpoint,
+)
 from tpu_devops.serving.client import http_client, probe_timeout
 
 
@@ -74,21 +81,24 @@ class EngineStatusResult(ToolResult):
         return "\n".join(lines)
 
 
-async def _engine(url: str, i: int) -> EngineStatus:
+async def _engine(ep: Endpoint, i: int) -> EngineStatus:
     from tpu_devops.serving.metrics import fetch_samples, summarise
 
-    path = f"/engines/{i}"
+    url, path = ep.url, f"/engines/{i}"
     started = time.perf_counter()
     try:
         response = await http_client(url).get(f"{path}/health", timeout=probe_timeout())
         response.raise_for_status()
     except Exception as exc:
-        return EngineStatus(engine=i, path=path, healthy=False, error=str(classify(exc, f"{url}{path}")))
+        err = for_endpoint(classify(exc, f"{url}{path}"), ep)
+        return EngineStatus(engine=i, path=path, healthy=False, error=str(err))
     health_ms = round((time.perf_counter() - started) * 1000, 1)
     try:
         m = summarise(f"{url}{path}", await fetch_samples(f"{url}{path}"))
     except ServingError as err:
-        return EngineStatus(engine=i, path=path, healthy=True, health_ms=health_ms, error=f"metrics: {err}")
+        return EngineStatus(
+            engine=i, path=path, healthy=True, health_ms=health_ms, error=f"metrics: {for_endpoint(err, ep)}"
+        )
     return EngineStatus(
         engine=i,
         path=path,
@@ -122,7 +132,7 @@ async def get_engine_status(
         )
     ep = await resolve_endpoint(settings, base_url)
     with attributed(ep):
-        found = await asyncio.gather(*(_engine(ep.url, i) for i in range(n)))
+        found = await asyncio.gather(*(_engine(ep, i) for i in range(n)))
     rates = [e.generation_tokens_per_s for e in found if e.generation_tokens_per_s is not None]
     return EngineStatusResult(
         endpoint=ep.url,
