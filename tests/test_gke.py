@@ -5,12 +5,13 @@ google-cloud-container against the fake GKE surface."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
 import pytest
 
-from tests.fakes.gcp.container import schema_errors
+from tests.fakes.gcp import discovery
 from tests.fakes.kube_api import FakeKube
 from tpu_devops.errors import ConfigError, InputError, OwnershipError, PermissionError_
 from tpu_devops.gke import deploy, manifests
@@ -69,17 +70,25 @@ def test_manifests_follow_the_flag_builder_and_validate_offline(gcp_settings) ->
 def test_node_pool_request_matches_the_discovery_document(gcp_settings, pm: str) -> None:
     settings = gcp_settings.model_copy(update={"provisioning_model": pm})
     body = manifests.node_pool_body(settings, replicas=3, max_replicas=5)
-    assert schema_errors({"nodePool": body}, {"$ref": "CreateNodePoolRequest"}, "request") == []
+    path = f"/v1/projects/demo-project/locations/{LOCATION}/clusters/gemma/nodePools"
+
+    def verdict(pool: dict) -> discovery.Verdict:
+        return discovery.validate(
+            "POST", path, "", json.dumps({"nodePool": pool}).encode(), "application/json"
+        )
+
+    accepted = verdict(body)
+    assert accepted.status == 0 and accepted.method_ids == [
+        "container.projects.locations.clusters.nodePools.create"
+    ]
     config = body["config"]
     assert config["machineType"] == "ct5lp-hightpu-1t" and "placementPolicy" not in body
     assert config["resourceLabels"] == {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
     assert config.get("spot") is (True if pm == "spot" else None)
     assert config.get("flexStart") is (True if pm == "flex-start" else None)
     assert body["initialNodeCount"] == (0 if pm == "flex-start" else 3)
-    bad = {**body, "config": {**config, "flexstart": True}}
-    assert any(
-        "Unknown name" in e for e in schema_errors({"nodePool": bad}, {"$ref": "CreateNodePoolRequest"}, "r")
-    )
+    refused = verdict({**body, "config": {**config, "flexstart": True}})
+    assert refused.status == 400 and "flexstart" in refused.error_body(path)["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -172,6 +181,11 @@ async def test_apply_checks_first_then_creates_and_waits(
         while job.state == "running":
             await anyio.sleep(0.02)
     assert job.state == "succeeded" and job.result["ready_pods"] == 2
+    assert fake_gcp.rejections == []
+    assert {
+        "container.projects.locations.clusters.nodePools.create",
+        "container.projects.locations.operations.get",
+    } <= set(fake_gcp.validator.accepted)
 
 
 async def test_apply_refuses_when_a_same_named_object_is_not_ours(
@@ -221,6 +235,7 @@ async def test_teardown_deletes_only_what_carries_our_labels(
         ("services", "default", "unrelated"),
     ]
     assert fake_gcp.container.clusters[f"projects/demo-project/locations/{LOCATION}/clusters/gemma"] == {}
+    assert fake_gcp.rejections == []
 
 
 async def test_teardown_leaves_a_node_pool_without_our_labels(
