@@ -763,8 +763,9 @@ async def benchmark_gke_deployment(
     output_len: OutputLenArg = 128,
     requests_per_cell: RequestsPerCellArg = None,
 ) -> tpu_devops.serving.benchmark.BenchmarkStarted:
-    """run_benchmark's sweep driven at our GKE Service: total and mean per-replica output tok/s, TTFT, TPOT,
-    and $/M output tokens for the whole deployment (ready replicas x chip price + the GKE cluster fee). A job."""
+    """run_benchmark's sweep driven at our GKE Service: total output tok/s, TTFT, TPOT and $/M output tokens
+    for the whole deployment (ready replicas x chip price + the GKE cluster fee), and each replica's own
+    share from its token counter (read through the pod proxy). A job: poll get_job."""
     return await tpu_devops.gke.deploy.benchmark_gke_deployment(
         settings, kubeconfig=kubeconfig, context=context, namespace=namespace, base_url=base_url,
         concurrency=concurrency, prompt_lengths=prompt_lengths, output_len=output_len,

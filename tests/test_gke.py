@@ -264,12 +264,11 @@ async def test_wrong_credentials_and_missing_kubeconfig_are_clear(
     assert err.value.field == "kubeconfig"
 
 
-async def test_benchmark_at_the_service_prices_the_whole_deployment(
+async def test_benchmark_at_the_service_prices_the_deployment_and_measures_each_replica(
     gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
 ) -> None:
     from tests.fakes.openai_server import FakeVllm
     from tpu_devops import pricing
-    from tpu_devops.serving.benchmark import start_benchmark  # noqa: F401  (the sweep the tool reuses)
 
     pricing.clear_cache()
     config = kube.kubeconfig(tmp_path / "kubeconfig")
@@ -284,28 +283,38 @@ async def test_benchmark_at_the_service_prices_the_whole_deployment(
     with pytest.raises(ConfigError) as err:  # ClusterIP: reach it through a port-forward
         await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config)
     assert err.value.field == "base_url" and "port-forward" in err.value.fix
-    with FakeVllm(ttft_s=0.005, itl_s=0.001) as fake:
+    with FakeVllm(ttft_s=0.005, itl_s=0.001) as pod0, FakeVllm() as pod1:
+        # a port-forward reaches one pod: pod 0 serves the whole sweep, pod 1 stays idle
+        kube.pod_backends[("default", "vllm-gemma4-e2b-0")] = pod0.url
+        kube.pod_backends[("default", "vllm-gemma4-e2b-1")] = pod1.url
         started = await deploy.benchmark_gke_deployment(
-            gcp_settings,
-            kubeconfig=config,
-            base_url=fake.url,
-            concurrency=[2],
-            prompt_lengths=[16],
-            output_len=4,
-            requests_per_cell=2,
-        )
+            gcp_settings, kubeconfig=config, base_url=pod0.url, concurrency=[2], prompt_lengths=[16],
+            output_len=4, requests_per_cell=2,
+        )  # fmt: skip
         job = JOBS.get(started.job_id)
+        assert job.kind == "gke-benchmark"
         with anyio.fail_after(30):
             while job.state == "running":
                 await anyio.sleep(0.05)
     assert job.state == "succeeded", job.error
     result = job.result
-    assert result["replicas"] == 2
-    price = result["price"]
+    sweep = result["benchmark"]
+    assert sweep["replicas"] == 2
+    price = sweep["price"]
     assert price["chips"] == 2 and price["usd_per_hour"] == pytest.approx(
         2 * price["usd_per_chip_hour"] + 0.10
     )
-    assert "per replica, mean of 2" in job.result_text
+    by_pod = {r["pod"]: r for r in result["replicas"]}
+    # every generated token of the sweep (calibration probes included) was counted on pod 0, none on pod 1
+    assert (
+        by_pod["vllm-gemma4-e2b-0"]["generated_tokens"] >= 2 * 4 and by_pod["vllm-gemma4-e2b-0"]["share"] == 1
+    )
+    assert by_pod["vllm-gemma4-e2b-1"]["generated_tokens"] == 0
+    assert any("uneven load" in f for f in result["findings"])
+    assert (
+        "per replica, mean of 2" in job.result_text
+        and "vllm-gemma4-e2b-1: 0 tokens (0% of all)" in job.result_text
+    )
     pricing.clear_cache()
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.http_runner import ServerThread
@@ -59,6 +59,7 @@ class FakeKube:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.pods: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (ns, deployment) -> pods
+        self.pod_backends: dict[tuple[str, str], str] = {}  # (ns, pod) -> URL its proxy forwards to
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (method, path, query)
         self._uid = itertools.count(1)
         self.app = Starlette(routes=self.routes())
@@ -207,6 +208,22 @@ class FakeKube:
         ]  # fmt: skip
         return JSONResponse({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 
+    async def pod_proxy(self, request: Request) -> Response:
+        """``GET /api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/{path}``: forwarded to the pod's backend
+        (``pod_backends[(ns, pod)]``, a loopback URL), as the API server proxies to the pod's IP."""
+        if denied := self._auth(request):
+            return denied
+        ns, target, path = (request.path_params[k] for k in ("namespace", "name", "path"))
+        pod = target.split(":", 1)[0]
+        backend = self.pod_backends.get((ns, pod))
+        if backend is None:
+            return status(503, "ServiceUnavailable", f'no endpoints available for pod "{pod}"')
+        import httpx
+
+        async with httpx.AsyncClient() as client:
+            r = await client.get(f"{backend}/{path}")
+        return Response(r.content, status_code=r.status_code, media_type=r.headers.get("content-type"))
+
     async def secret(self, request: Request) -> JSONResponse:
         if denied := self._auth(request):
             return denied
@@ -222,6 +239,11 @@ class FakeKube:
     def routes(self) -> list[Route]:
         routes = [
             Route("/api/v1/namespaces/{namespace}/pods", self.pods_list, methods=["GET"]),
+            Route(
+                "/api/v1/namespaces/{namespace}/pods/{name}/proxy/{path:path}",
+                self.pod_proxy,
+                methods=["GET"],
+            ),
             Route("/api/v1/namespaces/{namespace}/secrets/{name}", self.secret, methods=["GET"]),
         ]
         for prefix in sorted({p for p, _, _ in RESOURCES.values()}):

@@ -346,6 +346,75 @@ def _service_url(service: dict[str, Any], port: int) -> str | None:
     return f"http://{host}:{port}" if host else None
 
 
+class ReplicaThroughput(BaseModel):
+    """One pod's share of the sweep, from its own ``vllm:generation_tokens_total`` (read through the pod
+    proxy before and after). Tokens; tokens per second over the window; share of all pods' tokens 0..1."""
+
+    pod: str
+    generated_tokens: float | None
+    output_tokens_per_s: float | None
+    share: float | None
+    error: str | None = None
+
+
+class GkeBenchmarkResult(ToolResult):
+    """The sweep at the Service (total figures, $/M for the whole deployment) plus each replica's share."""
+
+    benchmark: dict[str, Any]
+    benchmark_text: str
+    replicas: list[ReplicaThroughput]
+    window_s: float = Field(description="seconds between the two counter reads (calibration included)")
+    counted_tokens_per_s: float | None = Field(description="all pods' counters over the window")
+    findings: list[str]
+
+    def headline(self) -> str:
+        per = ", ".join(
+            f"{r.pod} {r.output_tokens_per_s:,.1f} tok/s"
+            if r.output_tokens_per_s is not None
+            else f"{r.pod} ?"
+            for r in self.replicas
+        )
+        return f"{len(self.replicas)} replica(s) over {self.window_s:,.0f} s: {per}"
+
+    def render_text(self) -> str:
+        """Per replica first, then the sweep's own table."""
+        lines = [self.headline()]
+        for r in self.replicas:
+            if r.error:
+                lines.append(f"{r.pod}: counters unreadable: {r.error}")
+            else:
+                lines.append(f"{r.pod}: {r.generated_tokens or 0:,.0f} tokens ({(r.share or 0):.0%} of all)")
+        if self.counted_tokens_per_s is not None:
+            lines.append(
+                f"all replicas by their counters: {self.counted_tokens_per_s:,.1f} output tok/s over the window"
+            )
+        lines.extend(f"finding: {f}" for f in self.findings)
+        return "\n".join([*lines, "", self.benchmark_text])
+
+
+def _service_url(service: dict[str, Any], port: int) -> str | None:
+    """``http://IP:port`` of a LoadBalancer Service with an ingress address, else None."""
+    ingress = (((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
+    host = (ingress[0].get("ip") or ingress[0].get("hostname")) if ingress else None
+    return f"http://{host}:{port}" if host else None
+
+
+def _generated(kube: Kube, namespace: str, pods: list[str], port: int) -> dict[str, float | str]:
+    """Each pod's ``vllm:generation_tokens_total`` (or the error reading it), through the pod proxy."""
+    from tpu_devops.serving.metrics import parse
+
+    out: dict[str, float | str] = {}
+    for pod in pods:
+        try:
+            samples = parse(kube.pod_get(namespace, pod, port, "metrics"))
+        except TpuDevopsError as exc:
+            out[pod] = str(exc)
+            continue
+        rows = samples.get("vllm:generation_tokens_total") or []
+        out[pod] = sum(v for _, v in rows) if rows else "no vllm:generation_tokens_total in /metrics"
+    return out
+
+
 async def benchmark_gke_deployment(
     settings: Settings,
     *,
@@ -355,16 +424,18 @@ async def benchmark_gke_deployment(
     base_url: str | None = None,
     **sweep: Any,
 ) -> Any:
-    """Drive `run_benchmark`'s sweep at our GKE Service, priced for the whole deployment: ready replicas x
-    the one-chip price + the GKE cluster fee; the result adds the mean per-replica throughput.
+    """Drive `run_benchmark`'s sweep at our GKE Service, priced for the whole deployment (ready replicas x
+    the one-chip price + the GKE cluster fee), and measure each replica's share from its own token counter
+    (read through the Kubernetes pod proxy before and after the sweep). Returns at once with a job id.
 
     ``base_url`` is needed for a ClusterIP Service (e.g. ``kubectl port-forward svc/vllm-<rig> 8000``);
-    a LoadBalancer Service's address is read from its status.
+    a LoadBalancer Service's address is read from its status. ``sweep``: run_benchmark's arguments.
 
     Raises:
         NotFoundError: no Deployment / Service of ours. ConfigError: no ready pod, or no address to reach.
     """
     from tpu_devops import pricing
+    from tpu_devops.jobs import JOBS
     from tpu_devops.serving.benchmark import start_benchmark
 
     n = manifests.names(settings)
@@ -380,8 +451,12 @@ async def benchmark_gke_deployment(
                 fix="deploy first with apply_gke_deployment (or pass the namespace it used)",
             )
         objs[kind] = obj
-    ready, _ = await common.run_blocking(kube.ready_pods, namespace, manifests.selector(settings))
-    if ready < 1:
+    pods = [
+        p
+        for p, ready in await common.run_blocking(kube.pods, namespace, manifests.selector(settings))
+        if ready
+    ]
+    if not pods:
         raise ConfigError(
             "no vLLM pod is ready yet",
             field="replicas",
@@ -397,16 +472,76 @@ async def benchmark_gke_deployment(
             fix=f"run `kubectl -n {namespace} port-forward svc/{n['service']} {settings.vllm_port}` and pass "
             f"base_url=http://127.0.0.1:{settings.vllm_port}, or deploy with service_type=LoadBalancer",
         )
-    usd_per_hour, label = await _price(settings, ready, ready)
+    usd_per_hour, label = await _price(settings, len(pods), len(pods))
     price = None
     if usd_per_hour is not None:
         gen = resolve_accelerator_type(settings.accelerator_type).generation
         one = await pricing.get_price(settings, accelerator_type=f"{gen.api_prefix}-{gen.cores_per_chip}")
         price = one.model_copy(
-            update={"accelerator_type": f"{ready} x {one.accelerator_type} (GKE)", "chips": ready,
+            update={"accelerator_type": f"{len(pods)} x {one.accelerator_type} (GKE)", "chips": len(pods),
                     "usd_per_hour": usd_per_hour, "notes": [*one.notes, label]}
         )  # fmt: skip
-    return await start_benchmark(settings, base_url=url, price=price, replicas=ready, **sweep)
+    before = await common.run_blocking(_generated, kube, namespace, pods, settings.vllm_port)
+    t0 = time.monotonic()
+    started = await start_benchmark(settings, base_url=url, price=price, replicas=len(pods), **sweep)
+    inner = JOBS.get(started.job_id)
+
+    async def body(record: Any) -> GkeBenchmarkResult:
+        try:
+            while inner.state == "running":
+                record.message, record.progress = inner.message, dict(inner.progress)
+                await anyio.sleep(0.2)
+        except BaseException:
+            await JOBS.cancel(inner.id)  # cancelling this job stops the sweep it drives
+            raise
+        if inner.state != "succeeded":
+            raise TpuDevopsError(f"the sweep {inner.state}: {inner.message}", field="job_id", value=inner.id)
+        after = await common.run_blocking(_generated, kube, namespace, pods, settings.vllm_port)
+        window = max(time.monotonic() - t0, 1e-6)
+        deltas = {
+            p: after[p] - before[p]
+            for p in pods
+            if isinstance(before[p], float) and isinstance(after[p], float)
+        }
+        total = sum(deltas.values())
+        replicas = [
+            ReplicaThroughput(
+                pod=p,
+                generated_tokens=deltas.get(p),
+                output_tokens_per_s=round(deltas[p] / window, 2) if p in deltas else None,
+                share=round(deltas[p] / total, 4) if p in deltas and total else None,
+                error=None
+                if p in deltas
+                else str(after[p] if not isinstance(after[p], float) else before[p]),
+            )
+            for p in pods
+        ]
+        findings = []
+        shares = [r.share for r in replicas if r.share is not None]
+        if len(shares) > 1 and max(shares) - min(shares) > 0.5 / len(shares):
+            findings.append(
+                "uneven load: "
+                + ", ".join(f"{r.pod} {r.share:.0%}" for r in replicas if r.share is not None)
+                + " (a port-forward goes to one pod; the Service spreads only in-cluster or LoadBalancer traffic)"
+            )
+        return GkeBenchmarkResult(
+            benchmark=inner.result,
+            benchmark_text=inner.result_text or "",
+            replicas=replicas,
+            window_s=round(window, 2),
+            counted_tokens_per_s=round(total / window, 2) if deltas else None,
+            findings=findings,
+        )
+
+    record = JOBS.start(
+        "gke-benchmark", f"sweep at {url} over {len(pods)} pod(s) of {settings.resource_id}", body
+    )
+    return started.model_copy(
+        update={
+            "job_id": record.id,
+            "message": f"poll get_job('{record.id}'): per-replica shares come with the result",
+        }
+    )
 
 
 __all__ = [

@@ -197,12 +197,27 @@ class Kube:
             return None
         return set((secret.data or {}).keys()) | set((secret.string_data or {}).keys())
 
-    def ready_pods(self, namespace: str, label_selector: str) -> tuple[int, int]:
-        """(ready, total) pods matching the selector."""
+    def pods(self, namespace: str, label_selector: str) -> list[tuple[str, bool]]:
+        """(name, ready) of every pod matching the selector."""
         api = self._client.CoreV1Api(self.api_client)
         pods = self._call("list pods", api.list_namespaced_pod, namespace, label_selector=label_selector)
-        ready = 0
+        found = []
         for pod in pods.items:
             conditions = (pod.status.conditions or []) if pod.status else []
-            ready += any(c.type == "Ready" and c.status == "True" for c in conditions)
-        return ready, len(pods.items)
+            found.append(
+                (pod.metadata.name, any(c.type == "Ready" and c.status == "True" for c in conditions))
+            )
+        return found
+
+    def ready_pods(self, namespace: str, label_selector: str) -> tuple[int, int]:
+        """(ready, total) pods matching the selector."""
+        found = self.pods(namespace, label_selector)
+        return sum(ready for _, ready in found), len(found)
+
+    def pod_get(self, namespace: str, pod: str, port: int, path: str) -> str:
+        """``GET path`` on one pod through the API server's pod proxy (``pods/<name>:<port>/proxy/<path>``):
+        reaches a single replica behind the Service, from outside the cluster."""
+        api = self._client.CoreV1Api(self.api_client)
+        return self._call(
+            f"read {path} of pod {pod}", api.connect_get_namespaced_pod_proxy_with_path, f"{pod}:{port}", namespace, path.lstrip("/")
+        )  # fmt: skip
