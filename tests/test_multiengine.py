@@ -129,7 +129,7 @@ def run_multi(tmp_path: Path, *, dead_engine: int | None = None) -> tuple[object
     import os
     import subprocess
 
-    from tests.test_startup import FAKE_CURL, FAKE_DOCKER, FAKE_LOGGER, PLANTED, render
+    from tests.test_startup import FAKE_CURL, FAKE_DOCKER, FAKE_LOGGER, PLANTED, PLANTED_KEY, render
 
     script = render(tmp_path, GOOGLE_CLOUD_PROJECT="my-tpu-project", ACCELERATOR_TYPE="v5litepod-4")
     bin_dir, fake, fs = tmp_path / "bin", tmp_path / "fake", tmp_path / "fs"
@@ -157,6 +157,7 @@ def run_multi(tmp_path: Path, *, dead_engine: int | None = None) -> tuple[object
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "FAKE_DIR": str(fake),
         "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
+        "FAKE_KEY_B64": base64.b64encode(PLANTED_KEY.encode()).decode(),
         "TPU_DEVOPS_FS_ROOT": str(fs),
     }
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
@@ -175,7 +176,7 @@ def test_rendered_multi_engine_script_is_shellcheck_clean(tmp_path: Path) -> Non
 
 
 def test_script_serves_one_engine_per_chip_behind_haproxy(tmp_path: Path) -> None:
-    from tests.test_startup import PLANTED
+    from tests.test_startup import PLANTED, PLANTED_KEY
     from tests.test_startup import settings as startup_settings
 
     proc, fake, fs = run_multi(tmp_path)
@@ -189,7 +190,8 @@ def test_script_serves_one_engine_per_chip_behind_haproxy(tmp_path: Path) -> Non
         assert f"-e TPU_PROCESS_PORT={8476 + i} " in run
         assert run.endswith(f"--port {8001 + i}") and run.count("--port") == 1
         assert f"/root/.cache/vllm/engine-{i}:/root/.cache/vllm" in run
-        assert PLANTED not in run
+        assert PLANTED not in run and PLANTED_KEY not in run  # both reach the engines by the env file only
+        assert "--env-file" in run
     lb = next(r for r in runs if "haproxy:3.2" in r)
     assert "--name vllm-lb" in lb and "haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in lb
     cfg = (fs / "var" / "lib" / "tpu-devops" / "haproxy.cfg").read_text()

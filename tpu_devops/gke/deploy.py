@@ -399,6 +399,20 @@ def _service_url(service: dict[str, Any], port: int) -> str | None:
     return f"http://{host}:{port}" if host else None
 
 
+def _is_loopback(url: str) -> bool:
+    """True for http(s) URLs whose host is a loopback address or ``localhost``."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _generated(kube: Kube, namespace: str, pods: list[str], port: int) -> dict[str, float | str]:
     """Each pod's ``vllm:generation_tokens_total`` (or the error reading it), through the pod proxy."""
     from tpu_devops.serving.metrics import parse
@@ -472,6 +486,11 @@ async def benchmark_gke_deployment(
             fix=f"run `kubectl -n {namespace} port-forward svc/{n['service']} {settings.vllm_port}` and pass "
             f"base_url=http://127.0.0.1:{settings.vllm_port}, or deploy with service_type=LoadBalancer",
         )
+    # The pods' API key goes only to this deployment: its own LoadBalancer address, or a local
+    # port-forward (kubectl binds it to loopback); any other base_url gets no key.
+    key = None
+    if base_url is None or _is_loopback(url):
+        key = await common.run_blocking(kube.secret_value, namespace, n["secret"], "api_key")
     usd_per_hour, label = await _price(settings, len(pods), len(pods))
     price = None
     if usd_per_hour is not None:
@@ -483,7 +502,9 @@ async def benchmark_gke_deployment(
         )  # fmt: skip
     before = await common.run_blocking(_generated, kube, namespace, pods, settings.vllm_port)
     t0 = time.monotonic()
-    started = await start_benchmark(settings, base_url=url, price=price, replicas=len(pods), **sweep)
+    started = await start_benchmark(
+        settings, base_url=url, price=price, replicas=len(pods), endpoint_key=key, **sweep
+    )
     inner = JOBS.get(started.job_id)
 
     async def body(record: Any) -> GkeBenchmarkResult:

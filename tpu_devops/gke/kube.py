@@ -188,6 +188,19 @@ class Kube:
             body=body,
         )
 
+    def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        """One value of a Secret (base64-decoded), or None when the Secret or the key is missing. The
+        caller sends it only where it belongs and never shows it."""
+        import base64
+
+        api = self._client.CoreV1Api(self.api_client)
+        try:
+            secret = self._call(f"read secret {name}", api.read_namespaced_secret, name, namespace)
+        except NotFoundError:
+            return None
+        raw = (secret.data or {}).get(key)
+        return base64.b64decode(raw).decode() if raw else None
+
     def secret_keys(self, namespace: str, name: str) -> set[str] | None:
         """The key names of a Secret (values are dropped at once, never returned), or None when missing."""
         api = self._client.CoreV1Api(self.api_client)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import json
 import logging
 import math
@@ -683,12 +684,14 @@ async def start_benchmark(
     base_url: str | None = None,
     price: PriceQuote | None = None,
     replicas: int | None = None,
+    endpoint_key: str | None = None,
 ) -> BenchmarkStarted:
     """Validate, resolve the endpoint and model, then start the sweep as a job (returns at once).
 
     ``price`` and ``replicas`` describe a scaled-out deployment behind ``base_url`` (GKE Service, or the
     load balancer of a multi-engine host): $/M tokens then use the whole deployment's price, and the
-    result adds the mean per-replica throughput.
+    result adds the mean per-replica throughput. ``endpoint_key``: the key of a deployment this server
+    owns, sent to ``base_url`` (the caller has checked that ``base_url`` is that deployment).
 
     Raises:
         InputError: bad sweep values or results directory. ServingError: no endpoint / unreachable /
@@ -708,6 +711,11 @@ async def start_benchmark(
         # This rig's own endpoint: a multi-chip host serves one engine per chip behind its balancer.
         replicas = engines_per_host(settings) if engines_per_host(settings) > 1 else None
     ep = await resolve_endpoint(settings, base_url)
+    if endpoint_key is not None:
+        # A deployment this server owns vouches for its own key (GKE: the Secret its pods read).
+        ep = dataclasses.replace(
+            ep, api_key=endpoint_key, key_source="the deployment's Secret", key_note=None
+        )
     with attributed(ep):
         choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
     out_dir = results_dir(settings, results_dir_path)
