@@ -285,7 +285,9 @@ async def test_benchmark_at_the_service_prices_the_deployment_and_measures_each_
     assert err.value.field == "base_url" and "port-forward" in err.value.fix
     # the pods require the key from their Secret ("k"): it goes to a local port-forward, never elsewhere
     assert deploy._is_loopback("http://127.0.0.1:8000") and deploy._is_loopback("http://localhost:8000")
-    assert not deploy._is_loopback("http://10.0.0.5:8000") and not deploy._is_loopback("http://[fe80::1]:8000")
+    assert not deploy._is_loopback("http://10.0.0.5:8000") and not deploy._is_loopback(
+        "http://[fe80::1]:8000"
+    )
     with FakeVllm(ttft_s=0.005, itl_s=0.001, api_key="k") as pod0, FakeVllm() as pod1:
         # a port-forward reaches one pod: pod 0 serves the whole sweep, pod 1 stays idle
         kube.pod_backends[("default", "vllm-gemma4-e2b-0")] = pod0.url
