@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -71,3 +73,48 @@ def test_missing_venv_names_the_fix(tmp_path: Path) -> None:
     assert out.returncode == 127
     assert "make setup" in out.stderr
     assert out.stdout == ""
+
+
+def _run_on_a_terminal(keys: bytes) -> tuple[int | None, str]:
+    """Start ./mcp-run.sh with a pseudo-terminal as its controlling terminal (a person in a shell), wait
+    for its hint, type ``keys``; return (exit code, everything it printed)."""
+    import os
+    import pty
+    import select
+    import signal
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: becomes the server
+        os.chdir(str(Path(__file__).resolve().parent.parent))
+        os.environ["NO_GCE_CHECK"] = "true"
+        os.execv("/bin/bash", ["bash", "./mcp-run.sh"])
+    out, typed, deadline = b"", False, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal (it exited)
+                chunk = b""
+            if not chunk:
+                break
+            out += chunk
+        if not typed and b"Ctrl-D quits" in out:
+            os.write(fd, keys)
+            typed = True
+    for _ in range(100):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None, out.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize(("keys", "code"), [(b"\x03", 130), (b"\x04", 0)], ids=["ctrl-c", "ctrl-d"])
+def test_on_a_terminal_it_says_what_it_is_and_quits_cleanly(keys: bytes, code: int) -> None:
+    status, out = _run_on_a_terminal(keys)
+    assert "waiting for an MCP client" in out and "make demo" in out and "inspector --cli" in out
+    assert status == code, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out

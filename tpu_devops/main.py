@@ -11,7 +11,10 @@ check-config``).
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
+from collections.abc import Callable
 
 
 def configure_logging(level: str) -> None:
@@ -49,7 +52,43 @@ def main(argv: list[str] | None = None) -> None:
 
     import server
 
-    server.mcp.run("stdio")
+    serve(lambda: server.mcp.run("stdio"))
+
+
+TTY_HINT = (
+    "tpu-devops: an MCP server on stdio, waiting for an MCP client (it does not take typed commands). "
+    "To try it: `make demo`, or `node_modules/.bin/inspector --cli ./mcp-run.sh --method tools/list`. "
+    "Ctrl-C or Ctrl-D quits."
+)
+
+
+def serve(run: Callable[[], None]) -> None:
+    """``run()`` the stdio server; when stdin is a terminal (a person, not an MCP host), first say what
+    this is on stderr, and quit cleanly on Ctrl-C (exit 130) or Ctrl-D (exit 0) without a traceback.
+
+    Ctrl-C needs its own handler there: the stdio reader blocks in a worker thread that SIGINT cannot
+    interrupt, and interpreter shutdown would wait for it; with no client connected nothing is lost.
+    """
+    if not sys.stdin.isatty():
+        run()
+        return
+
+    def quit_now(signum: int, frame: object) -> None:
+        print("\ntpu-devops: stopped (Ctrl-C).", file=sys.stderr, flush=True)
+        os._exit(130)
+
+    signal.signal(
+        signal.SIGINT, quit_now
+    )  # before the hint: a person may press Ctrl-C as soon as they read it
+    print(TTY_HINT, file=sys.stderr, flush=True)
+    try:
+        run()
+    except KeyboardInterrupt:
+        quit_now(signal.SIGINT, None)
+    except BaseExceptionGroup as group:  # anyio wraps an interrupt that lands inside the task group
+        if not group.subgroup(KeyboardInterrupt):
+            raise
+        quit_now(signal.SIGINT, None)
 
 
 if __name__ == "__main__":
