@@ -31,6 +31,8 @@ def test_fresh_clone_setup_and_demo(tmp_path: Path) -> None:
         ["make", "setup"], cwd=clone, env=env, capture_output=True, text=True, timeout=1500
     )
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    # the package layout gives setuptools a plain path entry: no "Editable installation" banner
+    assert "Editable installation" not in setup.stdout + setup.stderr
     demo = subprocess.run(["make", "demo"], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     assert demo.returncode == 0, demo.stdout[-5000:] + demo.stderr[-3000:]
     assert "demo: all steps passed" in demo.stdout
