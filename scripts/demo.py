@@ -24,6 +24,14 @@ DATA = ROOT / "tests" / "data"
 MAX_LINES = int(os.environ.get("DEMO_MAX_LINES", "28"))
 
 SEED_COMMAND = (DATA / "seed_serve_command.txt").read_text().strip()
+IMAGE = next(
+    (
+        line.split("=", 1)[1].strip()
+        for line in (ROOT / "tpu.env").read_text().splitlines()
+        if line.startswith("VLLM_IMAGE=")
+    ),
+    "the pinned image",
+)
 BROKEN_COMMAND = (
     "vllm serve google/gemma-4-E2B-it --gpu-memory-utilization 0.95 --kv-cache-dtype fp8 "
     "--max-num-batched-tokens 2000 --disable-chunked-mm-input --block-size 16 --tensor-parallel-size 4"
@@ -38,6 +46,7 @@ class Step:
     tool: str
     args: dict[str, Any]
     check: Callable[[dict[str, Any]], str | None] | None = None  # returns a failure reason or None
+    notes: Callable[[dict[str, Any]], list[str]] | None = None  # lines always shown, never cut off
 
 
 def expect(condition: bool, reason: str) -> str | None:
@@ -64,10 +73,10 @@ def steps() -> list[Step]:
             {"accelerator_type": "v5litepod-1", "gpu_memory_utilization": 0.95, "max_model_len": 16384},
         ),
         Step(
-            "Lint the seed article's serve command",
+            "Lint the serve command of the build log this project started from (xbill9/gemma4-dev)",
             "lint_vllm_flags",
             {"command": SEED_COMMAND, "accelerator_type": "v5litepod-1"},
-            lambda r: expect(r["errors"] == 0, "the seed command has lint errors"),
+            lambda r: expect(r["errors"] == 0, "the build log's command has lint errors"),
         ),
         Step(
             "Lint a broken serve command",
@@ -81,6 +90,11 @@ def steps() -> list[Step]:
             "diagnose_vllm_boot",
             {"path": oom_log},
             lambda r: expect("0.92" in str(r), "no fix to 0.92 in the diagnosis"),
+            notes=lambda r: [
+                f"note: this log is from a vLLM {r.get('vllm_version') or '0.26.x'} build (the real boot logs we "
+                f"have are 0.26.x); tpu.env pins {IMAGE}, the release that served Gemma 4 E2B on v5e-1 in the "
+                "build log (0.19.0 is the first vLLM with Gemma 4). The HBM arithmetic and the 0.92 fix are the same."
+            ],
         ),
         Step(
             "Summarise a Cloud Logging export of that failure",
@@ -94,14 +108,28 @@ def steps() -> list[Step]:
             {"results_path": bench, "provisioning_model": "spot"},
         ),
         Step(
-            "What a spot v5litepod-1 costs at the seed's best run, 1,496.5 tok/s (the fixture above: 1,381.5)",
+            "What a spot v5litepod-1 costs at the build log's best run, 1,496.5 tok/s (the file above: 1,381.5)",
             "estimate_deployment_cost",
             {"accelerator_type": "v5litepod-1", "provisioning_model": "spot", "tokens_per_s": 1496.5},
         ),
         Step(
-            "Dry run: a flex-start queued resource in us-west4-a",
+            "Dry run: a flex-start queued resource in us-west4-a, its endpoint open to one address only",
             "plan_queued_resource",
-            {"zone": "us-west4-a", "provisioning_model": "flex-start"},
+            # a real plan detects your public IPv4; the demo names one (TEST-NET-3) so it asks nobody
+            {
+                "zone": "us-west4-a",
+                "provisioning_model": "flex-start",
+                "allowed_source_ranges": ["203.0.113.7/32"],
+            },
+            lambda r: expect(r["endpoint_access"]["source_ranges"] == ["203.0.113.7/32"], "no firewall rule"),
+            notes=lambda r: (
+                [f"warning: {w}" for w in r.get("warnings", [])]
+                + [
+                    f"endpoint access: {r['endpoint_access']['firewall_rule']} admits tcp:{r['endpoint_access']['port']} "
+                    f"from {', '.join(r['endpoint_access']['source_ranges'])}; API key in secret "
+                    f"{r['endpoint_access']['api_key_secret']}"
+                ]
+            ),
         ),
     ]
 
@@ -136,6 +164,9 @@ async def run_step(client: Client, n: int, step: Step) -> bool:
     result = await client.call_tool(step.tool, step.args)
     text = "\n".join(getattr(c, "text", "") for c in result.content)
     show(text)
+    if step.notes and not result.is_error:
+        for line in step.notes(result.structured_content or {}):
+            print(textwrap.indent(line, "    "))
     if result.is_error:
         print(f"  FAILED: {step.tool} returned a tool error")
         return False
@@ -157,8 +188,10 @@ async def main() -> int:
     env.setdefault("TPU_DEVOPS_STATE_DIR", str(state))
     env.setdefault("TPU_DEVOPS_CACHE_DIR", str(state / "cache"))
     env.setdefault("TPU_DEVOPS_LOG_LEVEL", "WARNING")
-    # The demo promises no cloud: without credentials google-auth would probe the GCE metadata server.
+    # The demo promises no cloud: without credentials google-auth would probe the GCE metadata server,
+    # and a plan without source ranges would ask a public service for your IP (loopback port 9 refuses).
     env.setdefault("NO_GCE_CHECK", "true")
+    env.setdefault("PUBLIC_IP_LOOKUP_URL", "http://127.0.0.1:9/public-ip")
     params = StdioServerParameters(command=str(ROOT / "mcp-run.sh"), args=[], env=env, cwd=str(ROOT))
     plan = steps()
     vllm_url = env.get("VLLM_URL", "").strip()
@@ -166,6 +199,11 @@ async def main() -> int:
         plan += model_steps()
     failed = 0
     print("tpu-devops demo: an MCP client session over stdio on bundled real inputs")
+    print(
+        "Sources in the answers: 'DESIGN §N' is a section of docs/DESIGN.md (the domain facts, with their own "
+        "sources);\n'seed' is the public build log this project was specified from (xbill9/gemma4-dev: Gemma 4 "
+        "E2B on a v5e-1, measured)."
+    )
     async with Client(params, read_timeout_seconds=180) as client:
         for n, step in enumerate(plan, 1):
             failed += not await run_step(client, n, step)

@@ -219,6 +219,11 @@ class Settings(BaseModel):
         ``configuration_errors`` (variable, value, fix) comes first when there are any."""
         data = self.model_dump(exclude={"config_errors", "invalid_fields", "project_origin"})
         data["vllm_api_key"] = "(set)" if self.__dict__["vllm_api_key"] else "(not set)"
+        # tuples would print as Python reprs ("()") in text views
+        data["allowed_source_ranges"] = (
+            ", ".join(data["allowed_source_ranges"]) or "(your public IPv4, detected)"
+        )
+        data["notices"] = list(data["notices"]) or "none"
         if "project" not in self.invalid_fields:
             data["project"] = self.project
             data = {"project": data.pop("project"), "project_source": self.project_source, **data}

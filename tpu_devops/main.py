@@ -24,6 +24,9 @@ def configure_logging(level: str) -> None:
     )
     # One INFO line per HTTP request would bury the server's own messages during a benchmark sweep.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # google-auth warns on stderr whenever credentials are missing; the cloud tools already answer that
+    # with the fix (gcloud auth application-default login), so the line is noise in a session.
+    logging.getLogger("google.auth").setLevel(max(logging.ERROR, logging.getLogger().level))
 
 
 def main(argv: list[str] | None = None) -> None:
