@@ -46,8 +46,7 @@ HELP_META = {"anthropic/alwaysLoad": True, "anthropic/searchHint": "tpu-devops h
 
 @tools.tool(title="Help: configuration and tools", open_world=False, meta=HELP_META, **READ)
 async def get_help() -> tpu_devops.tooldocs.HelpResult:
-    """Start here: what the tpu-devops server offers (Gemma 4 on Cloud TPU with vLLM): its configuration
-    (secrets never shown), any configuration error with its fix, and every tool with its kind.
+    """Start here: tpu-devops (Gemma 4 on Cloud TPU, vLLM): configuration, errors, tools.
 
     Tools marked read-only never change anything in the cloud.
     """
@@ -58,16 +57,13 @@ async def get_help() -> tpu_devops.tooldocs.HelpResult:
 # Sizing, flag lint, the startup script and boot-log diagnosis: pure computation on local inputs.
 
 
-ImageOverride = Annotated[str | None, Field(description="vLLM image tag or digest; default VLLM_IMAGE")]
-ModelNameOverride = Annotated[
-    str | None, Field(description="Hugging Face model id to serve; default MODEL_NAME")
-]
+ImageOverride = Annotated[str | None, Field()]
+ModelNameOverride = Annotated[str | None, Field()]
 MaxLenOverride = Annotated[
     int | None,
     Field(
         ge=MAX_MODEL_LEN_RANGE[0],
         le=MAX_MODEL_LEN_RANGE[1],
-        description="--max-model-len in tokens; default MAX_MODEL_LEN",
     ),
 ]
 UtilOverride = Annotated[
@@ -75,7 +71,6 @@ UtilOverride = Annotated[
     Field(
         ge=GPU_MEMORY_UTILIZATION_RANGE[0],
         le=GPU_MEMORY_UTILIZATION_RANGE[1],
-        description="--gpu-memory-utilization; default GPU_MEMORY_UTILIZATION",
     ),
 ]
 
@@ -84,49 +79,35 @@ UtilOverride = Annotated[
 def plan_capacity(
     model: Annotated[
         str | None,
-        Field(
-            description="config.json path (or its directory), or a Hugging Face repo id (downloaded when not bundled); default MODEL_NAME"
-        ),
+        Field(description="config.json or repo id"),
     ] = None,
     accelerator_type: Annotated[
         str | None,
-        Field(description="e.g. v5litepod-1, v6e-1 (v5e-1 is translated); default ACCELERATOR_TYPE"),
+        Field(description="e.g. v5litepod-1"),
     ] = None,
     gpu_memory_utilization: UtilOverride = None,
     max_model_len: MaxLenOverride = None,
     tensor_parallel_size: Annotated[
         int | None,
-        Field(ge=1, le=256, description="chips the model is split over; default TENSOR_PARALLEL_SIZE"),
+        Field(ge=1, le=256),
     ] = None,
     weights_gib: Annotated[
         float | None,
-        Field(
-            ge=0.01,
-            le=4096,
-            description="HBM taken by the loaded weights, GiB; default a measured value or a checkpoint estimate",
-        ),
+        Field(ge=0.01, le=4096),
     ] = None,
     clients: Annotated[
         int | None,
-        Field(
-            ge=1,
-            le=100_000,
-            description="concurrent requests to check against the pool (with context_tokens)",
-        ),
+        Field(ge=1, le=100_000),
     ] = None,
     context_tokens: Annotated[
         int | None,
-        Field(
-            ge=1,
-            le=MAX_MODEL_LEN_RANGE[1],
-            description="tokens per request (prompt + output) for the clients check",
-        ),
+        Field(ge=1, le=MAX_MODEL_LEN_RANGE[1]),
     ] = None,
-    kv_cache_dtype: Annotated[
-        str, Field(description="bfloat16 (default) or fp8; fp8 gains nothing on v5e")
-    ] = "bfloat16",
+    kv_cache_dtype: Annotated[str, Field()] = "bfloat16",
 ) -> tpu_devops.sizing.PlanResult:
-    """What a deployment holds before you pay for it: KV bytes per token from the model's config geometry
+    """HBM and KV-cache budget: KV bytes/token, pool tokens, max concurrency.
+
+    What a deployment holds before you pay for it: KV bytes per token from the model's config geometry
     (per layer group: cache-owning vs KV-shared layers, sliding vs full attention, head_dim, KV heads and
     their replication under tensor parallelism), the HBM budget (total, cap, weights, KV pool, the
     remainder outside the cap that holds compiled programs), KV tokens in whole blocks, max concurrency at
@@ -152,51 +133,34 @@ def plan_capacity(
 async def plan_scale_out(
     target_output_tokens_per_s: Annotated[
         float | None,
-        Field(ge=1, le=10_000_000, description="aggregate output tok/s to serve (or give streams)"),
+        Field(ge=1, le=10_000_000),
     ] = None,
     streams: Annotated[
         int | None,
-        Field(
-            ge=1,
-            le=100_000,
-            description="concurrent streams to serve at once (or give target_output_tokens_per_s)",
-        ),
+        Field(ge=1, le=100_000),
     ] = None,
-    ttft_ms: Annotated[
-        float | None, Field(ge=1, le=600_000, description="median TTFT objective per engine, ms")
-    ] = None,
-    tpot_ms: Annotated[
-        float | None, Field(ge=0.1, le=60_000, description="median TPOT objective per engine, ms")
-    ] = None,
+    ttft_ms: Annotated[float | None, Field(ge=1, le=600_000)] = None,
+    tpot_ms: Annotated[float | None, Field(ge=0.1, le=60_000)] = None,
     curve: Annotated[
         str | None,
-        Field(
-            description="the one-chip engine's measured curve: run_benchmark's results.json, vllm bench serve "
-            "JSON, or a directory of them; default the bundled seed sweep (v5e-1, Gemma 4 E2B; marked as such)"
-        ),
+        Field(description="one-chip benchmark results"),
     ] = None,
     prompt_tokens: Annotated[
         int | None,
-        Field(
-            ge=1,
-            le=MAX_MODEL_LEN_RANGE[1],
-            description="the workload's prompt length: picks the curve's nearest cells",
-        ),
+        Field(ge=1, le=MAX_MODEL_LEN_RANGE[1]),
     ] = None,
     chips: Annotated[
         int | None,
-        Field(ge=1, le=256, description="compare the shapes on exactly this many chips (v5e: 4 or 8)"),
+        Field(ge=1, le=256),
     ] = None,
-    model: Annotated[str | None, Field(description="config.json path or repo id; default MODEL_NAME")] = None,
-    provisioning_model: Annotated[
-        str | None, Field(description="flex-start, spot or on-demand; default PROVISIONING_MODEL")
-    ] = None,
-    region: Annotated[str | None, Field(description="price region; default GOOGLE_CLOUD_REGION")] = None,
-    usd_per_chip_hour: Annotated[
-        float | None, Field(ge=0.001, le=1000, description="use this price instead of looking it up")
-    ] = None,
+    model: Annotated[str | None, Field(description="config.json or repo id")] = None,
+    provisioning_model: Annotated[str | None, Field(description="flex-start, spot or on-demand")] = None,
+    region: Annotated[str | None, Field()] = None,
+    usd_per_chip_hour: Annotated[float | None, Field(ge=0.001, le=1000)] = None,
 ) -> tpu_devops.scaleout.ScaleOutPlan:
-    """Size a target (output tok/s, or N streams within TTFT / TPOT objectives) on each shape: N one-chip
+    """Compare scale-out shapes (engines per host, GKE nodes, TP) for a throughput target.
+
+    Size a target (output tok/s, or N streams within TTFT / TPOT objectives) on each shape: N one-chip
     engines on one multi-chip host, N single-chip GKE nodes, one tensor-parallel engine (with its KV-cache
     replication). Per shape: engines, chips, hosts or nodes, tok/s, TPOT, TTFT, $/h, $/M output tokens;
     ranked, with the winner and why. Built on a measured one-chip curve and a stated step-time model."""
@@ -222,31 +186,28 @@ def lint_vllm_flags(
         str | None,
         Field(
             max_length=8_000,
-            description="a 'vllm serve MODEL --flag value ...' line, optionally inside 'docker run ... IMAGE'; "
-            "with neither command nor flags, the configured deployment (tpu.env) is linted",
+            description="a vllm serve (or docker run) line",
         ),
     ] = None,
     flags: Annotated[
         dict[str, Any] | None,
         Field(
             max_length=100,
-            description='flags as a mapping instead of a command, e.g. {"max_model_len": 16384}',
+            description='instead of command, e.g. {"max_model_len": 16384}',
         ),
     ] = None,
-    accelerator_type: Annotated[str | None, Field(description="default ACCELERATOR_TYPE")] = None,
-    model: Annotated[str | None, Field(description="model id when not in the command")] = None,
-    image: Annotated[str | None, Field(description="container image when not in the command")] = None,
-    health_check_path: Annotated[
-        str | None, Field(description="the path your health check calls, e.g. /v1/completions")
-    ] = None,
+    accelerator_type: Annotated[str | None, Field()] = None,
+    model: Annotated[str | None, Field()] = None,
+    image: Annotated[str | None, Field()] = None,
+    health_check_path: Annotated[str | None, Field()] = None,
     engines: Annotated[
         int,
-        Field(
-            ge=1, le=64, description="engines on the host running this command (one per chip when scaled out)"
-        ),
+        Field(ge=1, le=64),
     ] = 1,
 ) -> tpu_devops.lint.LintResult:
-    """Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
+    """Check vllm serve flags for known TPU traps; each finding with its fix.
+
+    Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
     v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
     block size, tensor parallelism beyond the chips or with one KV head, chips paid for and idle (engines x
     TP below the slice's chips), missing tool-calling flags,
@@ -271,7 +232,9 @@ def render_startup_script(
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
 ) -> tpu_devops.startup.RenderedScript:
-    """Render the startup script a TPU VM runs at boot (from tpu.env, with optional overrides): fetch the
+    """Render the TPU VM startup script from tpu.env (with overrides). Runs nothing.
+
+    Render the startup script a TPU VM runs at boot (from tpu.env, with optional overrides): fetch the
     Hugging Face token from Secret Manager with the VM's service account (retrying up to 30 min; the
     token is never in the script), pull the pinned vLLM image, mount the compile cache, ship container
     logs to Cloud Logging, record the serving flags and progress in guest attributes. Nothing is run."""
@@ -293,7 +256,9 @@ def get_vllm_deployment_config(
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
 ) -> tpu_devops.startup.DeploymentConfig:
-    """The deployment as human-readable commands: the vllm serve line (built by the same function as the
+    """The deployment as commands: vllm serve, docker run, gcloud. Runs nothing.
+
+    The deployment as human-readable commands: the vllm serve line (built by the same function as the
     startup script), the docker run line, the equivalent gcloud commands (secret, IAM grant, queued
     resource create/describe/delete, logs) and a chat-completions health check. Nothing is run."""
     return tpu_devops.startup.deployment_config(
@@ -309,21 +274,17 @@ def get_vllm_deployment_config(
 
 @tools.tool(title="Diagnose a vLLM boot log", open_world=True, **READ)
 def diagnose_vllm_boot(
-    log_text: Annotated[
-        str | None, Field(max_length=1_000_000, description="the vLLM container output, pasted")
-    ] = None,
-    path: Annotated[
-        str | None, Field(max_length=4096, description="path of a saved log file (instead of log_text)")
-    ] = None,
+    log_text: Annotated[str | None, Field(max_length=1_000_000)] = None,
+    path: Annotated[str | None, Field(max_length=4096)] = None,
     node: Annotated[
         str | None,
-        Field(description="TPU node or queued resource id: read its container log from Cloud Logging"),
+        Field(description="read its log"),
     ] = None,
-    since: Annotated[
-        str, Field(description="with node: window start, 30m / 6h / 2d ago or RFC 3339")
-    ] = "24h",
+    since: Annotated[str, Field(description="with node: 30m/6h/2d ago")] = "24h",
 ) -> logs.boot.BootDiagnosis:
-    """Why did (or didn't) vLLM boot? Parses the vLLM version, non-default args, phase timeline (weights,
+    """Why vLLM did or did not boot (log text, file or node): cause and fix.
+
+    Why did (or didn't) vLLM boot? Parses the vLLM version, non-default args, phase timeline (weights,
     memory statistics, KV init, compile seconds, startup complete), the logged HBM budget and KV tokens
     cross-checked against plan_capacity, and classifies failures with cause, fix and the numbers read out:
     program allocation / HBM / VMEM / SMEM OOM, KV cache smaller than one request, unsupported weight
@@ -343,16 +304,15 @@ def diagnose_vllm_boot(
 
 
 CLOUD_WRITE = dict(read_only=False, destructive=False)
-ZoneArg = Annotated[str | None, Field(description="zone such as us-west4-a; default GOOGLE_CLOUD_ZONE")]
-QrIdArg = Annotated[str | None, Field(description="queued resource (and node) id; default RESOURCE_ID")]
-PmArg = Annotated[str | None, Field(description="flex-start, spot or on-demand; default PROVISIONING_MODEL")]
+ZoneArg = Annotated[str | None, Field()]
+QrIdArg = Annotated[str | None, Field()]
+PmArg = Annotated[str | None, Field(description="flex-start, spot or on-demand")]
 MaxRunArg = Annotated[
     int | None,
     Field(
         ge=600,
         le=7 * 86400,
-        description="flex-start only (refused with spot / on-demand): seconds before it stops itself; "
-        "default MAX_RUN_DURATION",
+        description="flex-start only",
     ),
 ]
 ValidUntilArg = Annotated[
@@ -360,33 +320,27 @@ ValidUntilArg = Annotated[
     Field(
         ge=60,
         le=30 * 86400,
-        description="seconds the request may wait for capacity before it fails; default VALID_UNTIL_DURATION",
+        description="max wait for capacity",
     ),
 ]
 SourceRangesArg = Annotated[
     list[str] | None,
-    Field(
-        description="IPv4 ranges allowed to reach vLLM's port through the rig's firewall rule, e.g. "
-        "['203.0.113.7/32']; default ALLOWED_SOURCE_RANGES, else your public IPv4 (detected)"
-    ),
+    Field(description="CIDRs for vLLM's port; default your IPv4"),
 ]
 OpenToInternetArg = Annotated[
     bool,
-    Field(
-        description="allow a source range that admits a large part of the internet (e.g. 0.0.0.0/0); "
-        "only the API key then protects the TPU"
-    ),
+    Field(description="allow ranges like 0.0.0.0/0"),
 ]
 
 
 @tools.tool(title="Zones with TPU quota", open_world=True, **READ)
 async def get_zones_with_available_quota(
     provisioning_model: PmArg = None,
-    accelerator_type: Annotated[
-        str | None, Field(description="e.g. v5litepod-1; default ACCELERATOR_TYPE")
-    ] = None,
+    accelerator_type: Annotated[str | None, Field()] = None,
 ) -> tpu_devops.quota.QuotaScan:
-    """Per-zone and per-region TPU quota limits for the quota family the provisioning model really uses
+    """TPU quota per zone for the provisioning model, with flex-start support.
+
+    Per-zone and per-region TPU quota limits for the quota family the provisioning model really uses
     (on-demand: TPUV5sLitepod...; spot and flex-start: the Preemptible family), next to Google's documented
     flex-start zones and this project's own attempt history. Quota is a limit, not free capacity, and not a
     promise that the zone accepts the provisioning model."""
@@ -403,7 +357,9 @@ async def plan_queued_resource(
     allowed_source_ranges: SourceRangesArg = None,
     open_to_internet: OpenToInternetArg = False,
 ) -> tpu_devops.provisioning.plan.QueuedResourcePlan:
-    """Show exactly what create_tpu_queued_resource would send (REST JSON, startup script summarised), the
+    """Dry run of create_tpu_queued_resource: request, gcloud, price, billing stop.
+
+    Show exactly what create_tpu_queued_resource would send (REST JSON, startup script summarised), the
     equivalent gcloud command, the hourly price, when billing stops (or a loud warning that spot and
     on-demand never stop by themselves), the firewall rule that will admit vLLM's port (your public IPv4,
     detected now: check it) and warnings. Creates nothing: the dry run gcloud does not have."""
@@ -416,10 +372,7 @@ async def plan_queued_resource(
 
 AllowOldImageArg = Annotated[
     bool,
-    Field(
-        description="create even though VLLM_IMAGE is older than the first vLLM release that serves the model "
-        "(it would pull, then fail to load the model); default false: refuse with the fix"
-    ),
+    Field(description="allow an image too old for the model"),
 ]
 
 
@@ -430,21 +383,20 @@ async def create_tpu_queued_resource(
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
     queued_resource_id: QrIdArg = None,
-    wait: Annotated[bool, Field(description="also start a job that waits for ACTIVE (poll get_job)")] = False,
-    wait_timeout_s: Annotated[float, Field(ge=1, le=86400, description="how long the wait job polls")] = 3600,
-    poll_interval_s: Annotated[float, Field(ge=0.05, le=600, description="seconds between polls")] = 15,
+    wait: Annotated[bool, Field(description="wait for ACTIVE in a job")] = False,
+    wait_timeout_s: Annotated[float, Field(ge=1, le=86400)] = 3600,
+    poll_interval_s: Annotated[float, Field(ge=0.05, le=600)] = 15,
     allow_second: Annotated[
         bool,
-        Field(
-            description="create even though this rig already has a live queued resource in another zone "
-            "(two TPUs then bill at once); default false: refuse"
-        ),
+        Field(description="allow a 2nd live TPU"),
     ] = False,
     allow_unsupported_image: AllowOldImageArg = False,
     allowed_source_ranges: SourceRangesArg = None,
     open_to_internet: OpenToInternetArg = False,
 ) -> tpu_devops.provisioning.queued.CreateResult:
-    """Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
+    """Create our TPU queued resource (with API key, firewall rule); returns at once.
+
+    Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
     and rig=<id>, with the rendered startup script. Touches only its own id: if it exists, reports it instead.
     First puts the endpoint's access in place: the vLLM API key in Secret Manager (generated when missing)
     and the rig's firewall rule admitting vLLM's port from your public IPv4 only (or allowed_source_ranges).
@@ -465,18 +417,20 @@ async def create_tpu_queued_resource(
 async def describe_queued_resource(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
 ) -> tpu_devops.provisioning.queued.QueuedResourceView:
-    """One queued resource: state, provisioning model, labels (and whether it is ours), failure with its reach."""
+    """One queued resource: state, provisioning model, whether ours, failure.
+
+    One queued resource: state, provisioning model, labels (and whether it is ours), failure with its reach."""
     return await tpu_devops.provisioning.queued.describe_queued_resource(settings, zone, queued_resource_id)
 
 
 @tools.tool(title="List queued resources", open_world=True, **READ)
 async def list_queued_resources(
-    zone: Annotated[
-        str | None, Field(description="a zone, or 'all' for every TPU zone (listed concurrently)")
-    ] = None,
-    only_ours: Annotated[bool, Field(description="only those labelled managed-by=tpu-devops")] = False,
+    zone: Annotated[str | None, Field(description="a zone or 'all'")] = None,
+    only_ours: Annotated[bool, Field()] = False,
 ) -> tpu_devops.provisioning.queued.QueuedResourceList:
-    """Queued resources in one zone or all zones (concurrent, bounded), marking ours and FAILED/SUSPENDED
+    """Queued resources in a zone or all, ours and failed ones marked.
+
+    Queued resources in one zone or all zones (concurrent, bounded), marking ours and FAILED/SUSPENDED
     requests that still hold quota."""
     return await tpu_devops.provisioning.queued.list_queued_resources(settings, zone, only_ours=only_ours)
 
@@ -485,7 +439,9 @@ async def list_queued_resources(
 async def get_reservation_status(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
 ) -> tpu_devops.provisioning.queued.ReservationStatus:
-    """Our queued resource's state, time in state, node, external IP and endpoint URL, flex-start expiry
+    """Our TPU now: state, endpoint, expiry, cost so far, next step.
+
+    Our queued resource's state, time in state, node, external IP and endpoint URL, flex-start expiry
     countdown and cost so far, with the next step. Lists every live queued resource of the rig in any zone
     and warns when there are several (each one bills)."""
     return await tpu_devops.provisioning.queued.reservation_status(settings, zone, queued_resource_id)
@@ -496,20 +452,20 @@ async def find_tpu(
     provisioning_model: PmArg = None,
     zones: Annotated[
         list[str] | None,
-        Field(description="zones to try in this order; default: zones with quota, best first"),
+        Field(),
     ] = None,
-    zone_budget_s: Annotated[
-        float, Field(ge=0.1, le=86400, description="seconds to wait in each zone")
-    ] = 900,
-    poll_interval_s: Annotated[float, Field(ge=0.05, le=600, description="seconds between state polls")] = 15,
-    max_zones: Annotated[int, Field(ge=1, le=100, description="most zones to try")] = 10,
+    zone_budget_s: Annotated[float, Field(ge=0.1, le=86400)] = 900,
+    poll_interval_s: Annotated[float, Field(ge=0.05, le=600)] = 15,
+    max_zones: Annotated[int, Field(ge=1, le=100)] = 10,
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
     allow_unsupported_image: AllowOldImageArg = False,
     allowed_source_ranges: SourceRangesArg = None,
     open_to_internet: OpenToInternetArg = False,
 ) -> tpu_devops.provisioning.sweep.SweepStarted:
-    """Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
+    """Job: sweep zones for a TPU, one create at a time. Poll get_job.
+
+    Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
         past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
         model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
         found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
@@ -538,12 +494,12 @@ async def destroy_queued_resource(
     ],
     zone: ZoneArg = None,
     queued_resource_id: QrIdArg = None,
-    dry_run: Annotated[bool, Field(description="only list what would be deleted (default true)")] = True,
-    confirm: Annotated[
-        bool, Field(description="required with dry_run=false unless the client confirms by elicitation")
-    ] = False,
+    dry_run: Annotated[bool, Field()] = True,
+    confirm: Annotated[bool, Field()] = False,
 ) -> tpu_devops.teardown.TeardownResult:
-    """Delete one queued resource created by this server (labels managed-by=tpu-devops, rig=<id>): node first,
+    """Delete our queued resource in any zone. dry_run (default) lists the steps.
+
+    Delete one queued resource created by this server (labels managed-by=tpu-devops, rig=<id>): node first,
     then the request. Refuses anything else. dry_run (default) lists the steps; deleting needs confirm=true
     (or an accepted elicitation)."""
     return await tpu_devops.teardown.destroy_confirmed(
@@ -564,17 +520,15 @@ async def manage_queued_resource(
     ],
     action: Annotated[
         str,
-        Field(
-            description="cleanup: our FAILED/SUSPENDED requests (they hold quota); delete_all: every one of our rig"
-        ),
+        Field(description="cleanup (failed ones) or delete_all"),
     ] = "cleanup",
-    zone: Annotated[str | None, Field(description="a zone or 'all' (default)")] = "all",
-    dry_run: Annotated[bool, Field(description="only list what would be deleted (default true)")] = True,
-    confirm: Annotated[
-        bool, Field(description="required with dry_run=false unless the client confirms by elicitation")
-    ] = False,
+    zone: Annotated[str | None, Field(description="a zone or 'all'")] = "all",
+    dry_run: Annotated[bool, Field()] = True,
+    confirm: Annotated[bool, Field()] = False,
 ) -> tpu_devops.teardown.TeardownResult:
-    """Bulk teardown of this rig's queued resources across zones, never touching resources without our
+    """Bulk teardown of our queued resources (cleanup or delete_all). dry_run default.
+
+    Bulk teardown of this rig's queued resources across zones, never touching resources without our
     labels (listed as left alone). dry_run by default; deleting needs confirm=true or an accepted elicitation."""
     return await tpu_devops.teardown.manage_confirmed(
         settings, confirmed=confirmation.confirm, action=action, zone=zone, dry_run=dry_run
@@ -586,17 +540,21 @@ async def save_hf_token(
     token: Annotated[
         str,
         BeforeValidator(tpu_devops.setup_check.withhold_non_string),
-        Field(description="a Hugging Face read token (hf_...); stored in Secret Manager, never echoed"),
+        Field(description="hf_..."),
     ],
 ) -> tpu_devops.setup_check.SecretSaved:
-    """Store the Hugging Face token in Secret Manager (HF_SECRET_ID): creates the secret if missing and adds
+    """Store the Hugging Face token in Secret Manager for the VM. Never echoed.
+
+    Store the Hugging Face token in Secret Manager (HF_SECRET_ID): creates the secret if missing and adds
     a version. Checks its shape; never echoes, logs or returns it. The TPU VM reads it at boot."""
     return await tpu_devops.setup_check.save_hf_token(settings, token)
 
 
 @tools.tool(title="Check cloud setup", open_world=True, **READ)
 async def check_setup() -> tpu_devops.setup_check.SetupReport:
-    """Check credentials, project, TPU and Cloud Quotas APIs, the Hugging Face secret, quota for the configured
+    """Is the project ready (credentials, APIs, secret, quota, endpoint)? With fixes.
+
+    Check credentials, project, TPU and Cloud Quotas APIs, the Hugging Face secret, quota for the configured
     model in the configured zone, and our current TPUs with cost so far. Each failure comes with its fix."""
     return await tpu_devops.setup_check.check_setup(settings)
 
@@ -605,64 +563,56 @@ async def check_setup() -> tpu_devops.setup_check.SetupReport:
 async def get_vllm_endpoint(
     zone: Annotated[
         str | None,
-        Field(description="a zone, or 'all' for every zone; default GOOGLE_CLOUD_ZONE, then every zone"),
+        Field(description="a zone or 'all'"),
     ] = None,
 ) -> serving.endpoint.EndpointResult:
-    """The vLLM base URL: VLLM_URL if set, else our ACTIVE queued resource's node external IP
+    """The vLLM base URL (VLLM_URL or our ACTIVE TPU's IP), or why there is none.
+
+    The vLLM base URL: VLLM_URL if set, else our ACTIVE queued resource's node external IP
     (http://IP:VLLM_PORT). Says clearly when there is none, it is still provisioning, or there are several."""
     return await serving.endpoint.get_vllm_endpoint(settings, zone)
 
 
 @tools.tool(title="System status dashboard", open_world=True, **READ)
 async def get_system_status() -> tpu_devops.setup_check.SystemStatus:
-    """One dashboard: configuration, our reservation (state, IP, expiry, cost), the endpoint, running jobs
+    """Dashboard: our TPU, endpoint, jobs, recent zone attempts, problems.
+
+    One dashboard: configuration, our reservation (state, IP, expiry, cost), the endpoint, running jobs
     and the latest zone attempts. A failing part is listed under problems."""
     return await tpu_devops.setup_check.system_status(settings)
 
 
 ConcurrencyArg = Annotated[
     list[Annotated[int, Field(ge=1, le=1024)]] | None,
-    Field(max_length=16, description="concurrent clients per cell; default [1, 4, 16, 64]"),
+    Field(max_length=16),
 ]
 PromptLengthsArg = Annotated[
     list[Annotated[int, Field(ge=1, le=MAX_MODEL_LEN_RANGE[1])]] | None,
-    Field(max_length=16, description="prompt tokens per cell; default [128, 1024, 8192]"),
+    Field(max_length=16),
 ]
-OutputLenArg = Annotated[int, Field(ge=1, le=32_768, description="output tokens per request (ignore_eos)")]
-RequestsPerCellArg = Annotated[
-    int | None, Field(ge=1, le=10_000, description="requests per cell; default max(8, 2 x clients)")
-]
+OutputLenArg = Annotated[int, Field(ge=1, le=32_768)]
+RequestsPerCellArg = Annotated[int | None, Field(ge=1, le=10_000)]
 
 
 # ---- GKE: many one-chip nodes past one host ------------------------------------------------------
 
 
-ClusterArg = Annotated[str, Field(description="the GKE cluster's name (Standard cluster, zonal or regional)")]
-GkeLocationArg = Annotated[
-    str | None, Field(description="the cluster's location (zone or region); default GOOGLE_CLOUD_ZONE")
-]
+ClusterArg = Annotated[str, Field()]
+GkeLocationArg = Annotated[str | None, Field()]
 KubeconfigArg = Annotated[
     str | None,
-    Field(
-        description="kubeconfig file (from gcloud container clusters get-credentials); default $KUBECONFIG"
-    ),
+    Field(),
 ]
-KubeContextArg = Annotated[str | None, Field(description="kubeconfig context; default the current one")]
-NamespaceArg = Annotated[str, Field(description="Kubernetes namespace (must exist)")]
-ReplicasArg = Annotated[int, Field(ge=1, le=256, description="vLLM pods, one v5e chip each")]
+KubeContextArg = Annotated[str | None, Field()]
+NamespaceArg = Annotated[str, Field()]
+ReplicasArg = Annotated[int, Field(ge=1, le=256)]
 MaxReplicasArg = Annotated[
     int | None,
-    Field(ge=1, le=256, description="the autoscaler's ceiling on num_requests_waiting; default replicas"),
+    Field(ge=1, le=256),
 ]
-ServiceTypeArg = Annotated[
-    str, Field(description="ClusterIP (default) or LoadBalancer (needs source_ranges)")
-]
-SourceRangesArg = Annotated[
-    list[str] | None, Field(description="CIDRs a LoadBalancer accepts, e.g. ['203.0.113.7/32']")
-]
-QueueTargetArg = Annotated[
-    int, Field(ge=1, le=1000, description="average waiting requests per pod the autoscaler aims at")
-]
+ServiceTypeArg = Annotated[str, Field()]
+LbSourceRangesArg = Annotated[list[str] | None, Field()]
+QueueTargetArg = Annotated[int, Field(ge=1, le=1000)]
 
 
 @tools.tool(title="Plan a GKE deployment (dry run)", open_world=True, **READ)
@@ -673,12 +623,14 @@ async def plan_gke_deployment(
     max_replicas: MaxReplicasArg = None,
     namespace: NamespaceArg = "default",
     service_type: ServiceTypeArg = "ClusterIP",
-    source_ranges: SourceRangesArg = None,
+    source_ranges: LbSourceRangesArg = None,
     queue_target: QueueTargetArg = 2,
     kubeconfig: KubeconfigArg = None,
     context: KubeContextArg = None,
 ) -> tpu_devops.gke.manifests.GkePlan:
-    """Render the GKE deployment from the same flags as the startup script: a TPU v5e node pool request
+    """Render and dry-run the GKE deployment (node pool, vLLM, Service, autoscaler).
+
+    Render the GKE deployment from the same flags as the startup script: a TPU v5e node pool request
     (ct5lp-hightpu-1t, spot or flex-start), a vLLM Deployment (pinned image, google.com/tpu, GKE TPU node
     selectors, key and token from a Secret, /health probes sized for a cold boot), a Service, a PodMonitoring
     and an autoscaler on vllm:num_requests_waiting. Every manifest is validated offline against the
@@ -700,17 +652,15 @@ async def apply_gke_deployment(
     max_replicas: MaxReplicasArg = None,
     namespace: NamespaceArg = "default",
     service_type: ServiceTypeArg = "ClusterIP",
-    source_ranges: SourceRangesArg = None,
+    source_ranges: LbSourceRangesArg = None,
     queue_target: QueueTargetArg = 2,
-    create_node_pool: Annotated[
-        bool, Field(description="also create the TPU node pool (default true)")
-    ] = True,
-    wait_timeout_s: Annotated[
-        float, Field(ge=1, le=86400, description="how long the job waits for ready pods")
-    ] = 3600,
-    poll_interval_s: Annotated[float, Field(ge=0.05, le=600, description="seconds between polls")] = 15,
+    create_node_pool: Annotated[bool, Field()] = True,
+    wait_timeout_s: Annotated[float, Field(ge=1, le=86400)] = 3600,
+    poll_interval_s: Annotated[float, Field(ge=0.05, le=600)] = 15,
 ) -> tpu_devops.gke.deploy.GkeApplyResult:
-    """Create the TPU node pool and apply the manifests of plan_gke_deployment (server-side apply, labelled
+    """Create the GKE TPU node pool and apply plan_gke_deployment's manifests; a job.
+
+    Create the TPU node pool and apply the manifests of plan_gke_deployment (server-side apply, labelled
     managed-by=tpu-devops and the rig). Checks first and changes nothing if the Secret is missing, an object
     or node pool of the same name is not ours, or the dry run fails. Returns a job that waits for the pods."""
     return await tpu_devops.gke.deploy.apply_gke_deployment(
@@ -730,13 +680,13 @@ async def teardown_gke_deployment(
     context: KubeContextArg = None,
     location: GkeLocationArg = None,
     namespace: NamespaceArg = "default",
-    delete_node_pool: Annotated[
-        bool, Field(description="also delete our TPU node pool (default true)")
-    ] = True,
-    dry_run: Annotated[bool, Field(description="only list what would be deleted (default true)")] = True,
-    confirm: Annotated[bool, Field(description="required with dry_run=false")] = False,
+    delete_node_pool: Annotated[bool, Field()] = True,
+    dry_run: Annotated[bool, Field()] = True,
+    confirm: Annotated[bool, Field()] = False,
 ) -> tpu_devops.gke.deploy.GkeTeardownResult:
-    """Delete what apply_gke_deployment created, found by our labels only (managed-by=tpu-devops and this rig;
+    """Delete our GKE deployment, found by our labels. dry_run (default) lists it.
+
+    Delete what apply_gke_deployment created, found by our labels only (managed-by=tpu-devops and this rig;
     the node pool by its resource labels), never by a name alone. dry_run (default) lists it; deleting needs
     confirm=true."""
     return await tpu_devops.gke.deploy.teardown_gke_deployment(
@@ -754,16 +704,16 @@ async def benchmark_gke_deployment(
     namespace: NamespaceArg = "default",
     base_url: Annotated[
         str | None,
-        Field(
-            description="the Service's URL (e.g. a kubectl port-forward); default its LoadBalancer address"
-        ),
+        Field(),
     ] = None,
     concurrency: ConcurrencyArg = None,
     prompt_lengths: PromptLengthsArg = None,
     output_len: OutputLenArg = 128,
     requests_per_cell: RequestsPerCellArg = None,
 ) -> tpu_devops.serving.benchmark.BenchmarkStarted:
-    """run_benchmark's sweep driven at our GKE Service: total output tok/s, TTFT, TPOT and $/M output tokens
+    """Benchmark our GKE Service, priced for the whole deployment; a job.
+
+    run_benchmark's sweep driven at our GKE Service: total output tok/s, TTFT, TPOT and $/M output tokens
     for the whole deployment (ready replicas x chip price + the GKE cluster fee), and each replica's own
     share from its token counter (read through the pod proxy). A job: poll get_job."""
     return await tpu_devops.gke.deploy.benchmark_gke_deployment(
@@ -779,28 +729,24 @@ async def benchmark_gke_deployment(
 
 BaseUrlArg = Annotated[
     str | None,
-    Field(
-        description="vLLM base URL such as http://10.0.0.5:8000; default VLLM_URL, else the discovered ACTIVE TPU"
-    ),
+    Field(),
 ]
 ModelArg = Annotated[
     str | None,
-    Field(description="served model id; default MODEL_NAME if served, else the first of /v1/models"),
+    Field(),
 ]
-ProvisioningArg = Annotated[
-    str | None, Field(description="on-demand, spot or flex-start for the price; default PROVISIONING_MODEL")
-]
+ProvisioningArg = Annotated[str | None, Field()]
 
 
 @tools.tool(title="Verify model health", open_world=True, **READ)
 async def verify_model_health(
     model: ModelArg = None,
-    check_tool_calling: Annotated[
-        bool, Field(description="also probe tool calling (tool_choice=auto)")
-    ] = True,
+    check_tool_calling: Annotated[bool, Field()] = True,
     base_url: BaseUrlArg = None,
 ) -> serving.health.HealthResult:
-    """Check the serving endpoint end to end: /health, /v1/models, one short chat, one tool call.
+    """Check the endpoint end to end (health, models, chat, tool call), with fixes.
+
+    Check the serving endpoint end to end: /health, /v1/models, one short chat, one tool call.
 
     Each probe is timed. A failure is the answer, classified with its fix: no_endpoint,
     connection_refused (nothing listens yet: booting, or vLLM exited), unresolvable_host (DNS), booting
@@ -817,16 +763,16 @@ async def verify_model_health(
 
 @tools.tool(title="Ask Gemma", open_world=True, **READ)
 async def query_gemma(
-    prompt: Annotated[str, Field(max_length=100_000, description="the question to ask")],
-    system: Annotated[str | None, Field(max_length=20_000, description="optional system message")] = None,
-    max_tokens: Annotated[int, Field(ge=1, le=32_768, description="output cap in tokens")] = 512,
-    temperature: Annotated[
-        float | None, Field(ge=0, le=2, description="sampling temperature; default: the server's")
-    ] = None,
+    prompt: Annotated[str, Field(max_length=100_000)],
+    system: Annotated[str | None, Field(max_length=20_000)] = None,
+    max_tokens: Annotated[int, Field(ge=1, le=32_768)] = 512,
+    temperature: Annotated[float | None, Field(ge=0, le=2)] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
 ) -> serving.chat.ChatResult:
-    """Ask the self-hosted Gemma one question (streamed chat completion) and return its answer."""
+    """Ask the self-hosted Gemma one question (its answer is untrusted text).
+
+    Ask the self-hosted Gemma one question (streamed chat completion) and return its answer."""
     return await serving.chat.query(
         settings,
         prompt,
@@ -840,16 +786,16 @@ async def query_gemma(
 
 @tools.tool(title="Ask Gemma with speed stats", open_world=True, **READ)
 async def query_gemma_with_stats(
-    prompt: Annotated[str, Field(max_length=100_000, description="the question to ask")],
-    system: Annotated[str | None, Field(max_length=20_000, description="optional system message")] = None,
-    max_tokens: Annotated[int, Field(ge=1, le=32_768, description="output cap in tokens")] = 512,
-    temperature: Annotated[
-        float | None, Field(ge=0, le=2, description="sampling temperature; default: the server's")
-    ] = None,
+    prompt: Annotated[str, Field(max_length=100_000)],
+    system: Annotated[str | None, Field(max_length=20_000)] = None,
+    max_tokens: Annotated[int, Field(ge=1, le=32_768)] = 512,
+    temperature: Annotated[float | None, Field(ge=0, le=2)] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
 ) -> serving.chat.ChatResult:
-    """Ask Gemma one question and measure the stream: TTFT, mean and median TPOT, output tok/s, prompt
+    """Ask Gemma one question and measure TTFT, TPOT, tok/s and stalls.
+
+    Ask Gemma one question and measure the stream: TTFT, mean and median TPOT, output tok/s, prompt
     and completion tokens (the server's usage), and the largest gap between chunks after the first
     (a stalled stream is how KV-cache preemption shows from outside)."""
     return await serving.chat.query(
@@ -866,7 +812,9 @@ async def query_gemma_with_stats(
 
 @tools.tool(title="vLLM metrics summary", open_world=True, **READ)
 async def get_metrics(base_url: BaseUrlArg = None) -> serving.metrics.MetricsResult:
-    """Read vLLM's Prometheus /metrics and summarise it: KV-cache usage, running / waiting requests,
+    """vLLM /metrics: KV-cache use, queue, preemptions, TTFT and TPOT.
+
+    Read vLLM's Prometheus /metrics and summarise it: KV-cache usage, running / waiting requests,
     preemptions (total and since the last call), prompt / generation token totals, TTFT and TPOT
     quantiles from the histograms."""
     return await serving.metrics.get_metrics(settings, base_url)
@@ -877,10 +825,12 @@ async def get_engine_status(
     base_url: BaseUrlArg = None,
     engines: Annotated[
         int | None,
-        Field(ge=1, le=64, description="engines on the host; default chips per host / TENSOR_PARALLEL_SIZE"),
+        Field(ge=1, le=64),
     ] = None,
 ) -> serving.engines.EngineStatusResult:
-    """Each vLLM engine behind the host's load balancer (one per chip): health and its latency, running and
+    """Each vLLM engine behind the host's load balancer, then the totals.
+
+    Each vLLM engine behind the host's load balancer (one per chip): health and its latency, running and
     waiting requests, KV-cache usage, generated tokens and tok/s since the last call; then the totals. An
     engine that is down is reported, not fatal."""
     return await serving.engines.get_engine_status(settings, base_url, engines)
@@ -888,7 +838,9 @@ async def get_engine_status(
 
 @tools.tool(title="Served model details", open_world=True, **READ)
 async def get_model_details(base_url: BaseUrlArg = None) -> serving.details.ModelDetails:
-    """What the endpoint serves: model id, max model length, vLLM version, the engine's cache config
+    """What the endpoint serves: model, max length, version, cache config.
+
+    What the endpoint serves: model id, max model length, vLLM version, the engine's cache config
     (block size, KV blocks, memory utilization) and the serving flags this rig's startup script renders."""
     return await serving.details.get_details(settings, base_url)
 
@@ -902,13 +854,13 @@ async def run_benchmark(
     output_len: OutputLenArg = 128,
     requests_per_cell: RequestsPerCellArg = None,
     provisioning_model: ProvisioningArg = None,
-    results_dir: Annotated[
-        str | None, Field(max_length=4096, description="where to write results; default <state dir>/results")
-    ] = None,
+    results_dir: Annotated[str | None, Field(max_length=4096)] = None,
     model: ModelArg = None,
     base_url: BaseUrlArg = None,
 ) -> serving.benchmark.BenchmarkStarted:
-    """Start a benchmark sweep (concurrency x prompt length) as a job and return its id at once.
+    """Job: benchmark clients x prompt length (tok/s, TTFT, TPOT, $/M). Poll get_job.
+
+    Start a benchmark sweep (concurrency x prompt length) as a job and return its id at once.
 
     Per cell: output tok/s, median and p99 TTFT, median TPOT, per-stream tok/s, failures, $/M output
     tokens at the live price, and a warning where clients x context exceeds the KV pool. Writes CSV,
@@ -929,16 +881,19 @@ async def run_benchmark(
 
 @tools.tool(title="Import vllm bench serve results", open_world=True, **READ)
 async def import_benchmark_results(
-    results_path: Annotated[
-        str, Field(max_length=4096, description="a vllm bench serve JSON file, or a directory of them")
-    ],
+    results_path: Annotated[str, Field(max_length=4096, description="vllm bench serve JSON (file or dir)")],
     provisioning_model: ProvisioningArg = None,
     results_dir: Annotated[
         str | None,
-        Field(max_length=4096, description="where to write CSV/JSON/PNG; default <state dir>/results"),
+        Field(max_length=4096),
     ] = None,
 ) -> serving.benchmark.BenchmarkResult:
-    """Read `vllm bench serve` JSON results and compute the same table as run_benchmark: output tok/s,
+    """vllm bench serve JSON results as run_benchmark's table, priced.
+
+    Read vllm bench serve JSON results into run_benchmark's table: tok/s, TTFT, TPOT, $/M output tokens,
+    KV- pool warnings.
+
+    Read `vllm bench serve` JSON results and compute the same table as run_benchmark: output tok/s,
     TTFT, TPOT, per-stream tok/s, failures, $/M output tokens at the live price, KV-pool warnings."""
     return await serving.benchmark.import_results(
         settings, results_path, provisioning_model=provisioning_model, results_dir_path=results_dir
@@ -947,27 +902,19 @@ async def import_benchmark_results(
 
 @tools.tool(title="Estimate deployment cost", open_world=True, **READ)
 async def estimate_deployment_cost(
-    accelerator_type: Annotated[
-        str | None, Field(description="e.g. v5litepod-1 or v5e-1; default ACCELERATOR_TYPE")
-    ] = None,
+    accelerator_type: Annotated[str | None, Field()] = None,
     provisioning_model: ProvisioningArg = None,
-    region: Annotated[str | None, Field(description="e.g. us-west4; default GOOGLE_CLOUD_REGION")] = None,
+    region: Annotated[str | None, Field()] = None,
     tokens_per_s: Annotated[
         float | None,
-        Field(
-            ge=0.01,
-            le=10_000_000,
-            description="aggregate output tokens/s (from run_benchmark) for $/M tokens",
-        ),
+        Field(ge=0.01, le=10_000_000),
     ] = None,
-    duration_hours: Annotated[
-        float | None, Field(ge=0.01, le=8760, description="a run length to price, in hours")
-    ] = None,
-    usd_per_chip_hour: Annotated[
-        float | None, Field(ge=0.001, le=1000, description="use this price instead of looking it up")
-    ] = None,
+    duration_hours: Annotated[float | None, Field(ge=0.01, le=8760)] = None,
+    usd_per_chip_hour: Annotated[float | None, Field(ge=0.001, le=1000)] = None,
 ) -> tpu_devops.pricing.CostEstimate:
-    """Price a deployment from the live Cloud Billing Catalog (a dated fallback table if unreachable;
+    """Price a deployment (live catalog): $/hour, $/month, $/M output tokens.
+
+    Price a deployment from the live Cloud Billing Catalog (a dated fallback table if unreachable;
     the answer says which): $/hour, $/month at 24/7, a given duration, $/M output tokens at a given
     throughput, one preemption (a cold start at this rate) and a forgotten weekend."""
     return await tpu_devops.pricing.estimate_cost(
@@ -985,27 +932,25 @@ async def estimate_deployment_cost(
 # Log text is redacted (tokens, keys, emails, IPs, project numbers) before any of it leaves the process.
 
 
-SinceArg = Annotated[
-    str | None, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339; default 24h")
-]
-UntilArg = Annotated[str | None, Field(description="window end (RFC 3339 or a duration ago); default now")]
-SeverityArg = Annotated[str | None, Field(description="minimum severity, e.g. WARNING or ERROR")]
+SinceArg = Annotated[str | None, Field(description="30m/6h/2d ago or RFC 3339")]
+UntilArg = Annotated[str | None, Field()]
+SeverityArg = Annotated[str | None, Field(description="minimum")]
 RawFilterArg = Annotated[
     str | None,
     Field(
         max_length=20_000,  # Cloud Logging's own limit on a filter
-        description="extra Cloud Logging filter, added as one bracketed clause (AND) to the built one",
+        description="extra Cloud Logging filter",
     ),
 ]
-NodeArg = Annotated[str | None, Field(description="TPU node or queued resource id; default RESOURCE_ID")]
+NodeArg = Annotated[str | None, Field()]
 PathArg = Annotated[
     str | None,
     Field(
         max_length=4096,
-        description="read this exported file instead of Cloud Logging (gcloud logging read --format=json, JSON lines, or docker logs text)",
+        description="exported log file",
     ),
 ]
-PageTokenArg = Annotated[str | None, Field(description="next_page_token from the previous call")]
+PageTokenArg = Annotated[str | None, Field()]
 
 
 @tools.tool(title="Read Cloud Logging entries", open_world=True, **READ)
@@ -1014,14 +959,16 @@ def get_cloud_logging_logs(
     since: SinceArg = None,
     until: UntilArg = None,
     severity: SeverityArg = None,
-    resource_type: Annotated[str | None, Field(description="e.g. gce_instance or tpu_worker")] = None,
-    log_id: Annotated[str | None, Field(description="short log name, e.g. gcplogs-docker-driver")] = None,
-    text: Annotated[str | None, Field(description="free text to find in any field")] = None,
-    limit: Annotated[int, Field(ge=1, le=500, description="entries to return")] = 50,
+    resource_type: Annotated[str | None, Field()] = None,
+    log_id: Annotated[str | None, Field()] = None,
+    text: Annotated[str | None, Field()] = None,
+    limit: Annotated[int, Field(ge=1, le=500)] = 50,
     page_token: PageTokenArg = None,
-    order: Annotated[str, Field(description="desc (newest first) or asc")] = "desc",
+    order: Annotated[str, Field()] = "desc",
 ) -> logs.sources.LogsPage:
-    """Read log entries from Cloud Logging, newest first, in a compact redacted form (timestamp,
+    """Cloud Logging entries, newest first, redacted, paged.
+
+    Read log entries from Cloud Logging, newest first, in a compact redacted form (timestamp,
     severity, short log name, resource labels, message, insertId). Says when more entries match and
     returns the page token to continue."""
     return logs.sources.get_cloud_logging_logs(
@@ -1042,13 +989,15 @@ def get_cloud_logging_logs(
 @tools.tool(title="vLLM container logs", open_world=True, **READ)
 def get_vllm_docker_logs(
     node: NodeArg = None,
-    since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
+    since: Annotated[str, Field(description="30m/6h/2d ago or RFC 3339")] = "24h",
     severity: SeverityArg = None,
-    text: Annotated[str | None, Field(description="free text to find")] = None,
-    limit: Annotated[int, Field(ge=1, le=500, description="entries to return")] = 100,
+    text: Annotated[str | None, Field()] = None,
+    limit: Annotated[int, Field(ge=1, le=500)] = 100,
     page_token: PageTokenArg = None,
 ) -> logs.sources.LogsPage:
-    """The vLLM container's log on our TPU node, from Cloud Logging (Docker gcplogs driver; no SSH),
+    """Our TPU node's vLLM container log from Cloud Logging, redacted.
+
+    The vLLM container's log on our TPU node, from Cloud Logging (Docker gcplogs driver; no SSH),
     newest first, redacted."""
     return logs.sources.get_node_logs(
         settings,
@@ -1065,12 +1014,14 @@ def get_vllm_docker_logs(
 @tools.tool(title="TPU VM system logs", open_world=True, **READ)
 def get_tpu_system_logs(
     node: NodeArg = None,
-    since: Annotated[str, Field(description="window start: 30m / 6h / 2d ago, or RFC 3339")] = "24h",
+    since: Annotated[str, Field(description="30m/6h/2d ago or RFC 3339")] = "24h",
     severity: SeverityArg = None,
-    limit: Annotated[int, Field(ge=1, le=500, description="entries to return")] = 100,
+    limit: Annotated[int, Field(ge=1, le=500)] = 100,
     page_token: PageTokenArg = None,
 ) -> logs.sources.LogsPage:
-    """Our TPU node's system logs from Cloud Logging: the startup script (google_metadata_script_runner),
+    """Our TPU node's system log (startup, preemption, maintenance), redacted.
+
+    Our TPU node's system logs from Cloud Logging: the startup script (google_metadata_script_runner),
     syslog, and audit activity / system events such as preemption and maintenance. Newest first, redacted."""
     return logs.sources.get_node_logs(
         settings, "system", node=node, since=since, severity=severity, limit=limit, page_token=page_token
@@ -1084,15 +1035,13 @@ def summarize_logs(
     since: SinceArg = None,
     until: UntilArg = None,
     severity: SeverityArg = None,
-    node: Annotated[
-        str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
-    ] = None,
-    max_entries: Annotated[int, Field(ge=1, le=200_000, description="entries to read at most")] = 20000,
-    token_budget: Annotated[
-        int, Field(ge=500, le=MAX_EVIDENCE_TOKENS, description="size of the evidence text in tokens")
-    ] = 6000,
+    node: Annotated[str | None, Field()] = None,
+    max_entries: Annotated[int, Field(ge=1, le=200_000)] = 20000,
+    token_budget: Annotated[int, Field(ge=500, le=MAX_EVIDENCE_TOKENS)] = 6000,
 ) -> logs.evidence.SummaryResult:
-    """Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first: per
+    """Summarize logs (Cloud Logging or a file): root cause first, with fixes.
+
+    Summarize logs (a Cloud Logging query or an exported file) into templates, root cause first: per
     template the count, severity, first/last seen, rate and two exemplar insertIds; plus the failures read
     by the same rules as diagnose_vllm_boot (vLLM boot failures, OOMs, preemption / maintenance, Hugging
     Face, image pulls, quota and capacity) with their fix, failures no rule explains listed as
@@ -1113,30 +1062,24 @@ def summarize_logs(
 
 @tools.tool(title="Ask Gemma about the logs", open_world=True, **READ)
 async def analyze_cloud_logging(
-    question: Annotated[
-        str, Field(max_length=4000, description="what to find out, e.g. why did vLLM fail to start?")
-    ],
+    question: Annotated[str, Field(max_length=4000)],
     path: PathArg = None,
     filter: RawFilterArg = None,
     since: SinceArg = None,
     until: UntilArg = None,
     severity: SeverityArg = None,
-    node: Annotated[
-        str | None, Field(description="restrict a Cloud Logging query to this TPU node / queued resource id")
-    ] = None,
-    max_entries: Annotated[int, Field(ge=1, le=200_000, description="entries to read at most")] = 20000,
-    max_steps: Annotated[int, Field(ge=1, le=8, description="tool-call rounds the model may take")] = 4,
+    node: Annotated[str | None, Field()] = None,
+    max_entries: Annotated[int, Field(ge=1, le=200_000)] = 20000,
+    max_steps: Annotated[int, Field(ge=1, le=8)] = 4,
     token_budget: Annotated[
         int,
-        Field(
-            ge=500,
-            le=32_000,
-            description="most tokens of evidence summary the model reads (cut to fit the server's context)",
-        ),
+        Field(ge=500, le=32_000),
     ] = 6000,
     base_url: BaseUrlArg = None,
 ) -> logs.analyst.AnalysisResult:
-    """Answer a question about the logs with the self-hosted Gemma: it reads a redacted evidence summary
+    """Ask the self-hosted Gemma about the logs (citations checked).
+
+    Answer a question about the logs with the self-hosted Gemma: it reads a redacted evidence summary
     and may search logs, fetch an entry by insertId or count by a field (read-only tools only). Every
     citation is checked against the logs. Without a reachable model the deterministic summary is
     returned and the answer says the model was not consulted."""
@@ -1161,7 +1104,9 @@ async def analyze_cloud_logging(
 
 @tools.tool(title="Get job status", open_world=False, **READ)
 def get_job(job_id: str) -> tpu_devops.jobs.JobView:
-    """Poll a long operation (zone sweep, wait for ACTIVE, benchmark) by the id its tool returned.
+    """Poll a long operation by the job_id its tool returned.
+
+    Poll a long operation (zone sweep, wait for ACTIVE, benchmark) by the id its tool returned.
 
     Returns its state (running / succeeded / failed / cancelled), progress so far, and the result.
     """
@@ -1170,7 +1115,9 @@ def get_job(job_id: str) -> tpu_devops.jobs.JobView:
 
 @tools.tool(title="List jobs", open_world=False, **READ)
 def list_jobs() -> tpu_devops.jobs.JobList:
-    """List the long operations started by this server process, newest first."""
+    """Jobs this server process started, newest first.
+
+    List the long operations started by this server process, newest first."""
     return tpu_devops.jobs.JobList(jobs=[tpu_devops.jobs.JobView.of(r) for r in tpu_devops.jobs.JOBS.list()])
 
 
@@ -1184,7 +1131,9 @@ def list_jobs() -> tpu_devops.jobs.JobList:
     keep_in_read_only=True,
 )
 async def cancel_job(job_id: str) -> tpu_devops.jobs.JobView:
-    """Cancel a running job. A zone sweep stops before its next create; resources it already
+    """Cancel a running job (resources it created stay).
+
+    Cancel a running job. A zone sweep stops before its next create; resources it already
     created are left as they are (use destroy_queued_resource for those)."""
     return tpu_devops.jobs.JobView.of(await tpu_devops.jobs.JOBS.cancel(job_id))
 

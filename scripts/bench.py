@@ -17,6 +17,7 @@ BENCHMARKS = [
     ("serving", "scripts.bench_serving"),
     ("scaleout", "scripts.bench_scaleout"),
     ("logs", "scripts.bench_logs"),
+    ("hosts", "scripts.bench_hosts"),
 ]
 
 

@@ -27,7 +27,7 @@ def generated(readme: str | None = None) -> dict[str, str]:
 
     tools = asyncio.run(server.mcp.list_tools())
     out = {
-        "markdown": tooldocs.render_markdown(tools),
+        "markdown": tooldocs.render_markdown(tools, server.tools.details()),
         "snapshot": json.dumps(tooldocs.snapshot(tools), indent=2, sort_keys=True) + "\n",
     }
     if readme is not None:

@@ -225,3 +225,27 @@ def _resolve(value: Any, values: dict[str, str]) -> Any:
     if isinstance(value, str) and value.startswith("$"):
         return values[value[1:]]
     return value
+
+
+# What Gemini CLI adds to each of our declarations: a ``wait_for_previous`` boolean parameter with a
+# 229-character description (Gemini CLI 0.61.0, ``BaseDeclarativeTool.addWaitForPreviousParameter``),
+# 260 bytes of JSON. Measured against the real CLI's requests in tests/test_gemini_cli.py.
+GEMINI_CLI_PER_TOOL_BYTES = 260
+DECLARATION_BUDGET = 30_000  # bytes of our function declarations in one model request (issue #17 §4)
+
+
+def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:
+    """Bytes of ``tools`` as Gemini CLI declares them to the model: ``{name: mcp_<server>_<tool>,
+    description, parametersJsonSchema}`` as compact JSON, plus the CLI's own per-tool parameter."""
+    total = 0
+    for t in tools:
+        decl = {
+            "name": f"mcp_{server}_{t.name}",
+            "description": t.description,
+            "parametersJsonSchema": t.input_schema,
+        }
+        total += (
+            len(json.dumps(decl, separators=(",", ":"), ensure_ascii=False).encode())
+            + GEMINI_CLI_PER_TOOL_BYTES
+        )
+    return total

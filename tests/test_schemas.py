@@ -63,15 +63,10 @@ def test_input_schema_is_compact_bounded_and_inside_the_gemini_subset() -> None:
     schema = input_schema(Args.model_json_schema())
     props = schema["properties"]
     assert "title" not in schema and all("title" not in p for p in props.values())
-    assert props["zone"] == {"type": "string", "description": "zone", "maxLength": DEFAULT_MAX_STRING}
-    assert props["mode"] == {
-        "type": "string",
-        "enum": ["a", "b"],
-        "default": "a",
-        "maxLength": DEFAULT_MAX_STRING,
-    }
-    assert props["prompt"]["minLength"] == 1 and schema["required"] == ["prompt"]
-    assert props["zones"]["maxItems"] == DEFAULT_MAX_ITEMS and props["zones"]["items"]["maxLength"]
+    assert props["zone"] == {"type": "string", "description": "zone"}
+    assert props["mode"] == {"type": "string", "enum": ["a", "b"], "default": "a"}
+    assert "minLength" not in props["prompt"] and schema["required"] == ["prompt"]
+    assert "maxItems" not in props["zones"]
     assert props["inner"]["properties"]["size"]["minimum"] == 0  # exclusive bound made inclusive for Gemini
     assert "$defs" not in schema and "$ref" not in str(schema)
     assert gemini_subset_problems(schema) == []
@@ -80,6 +75,9 @@ def test_input_schema_is_compact_bounded_and_inside_the_gemini_subset() -> None:
 def test_validation_schema_keeps_what_gemini_cannot_take() -> None:
     schema = validation_schema(Args.model_json_schema())
     assert schema["additionalProperties"] is False
+    assert schema["properties"]["zone"]["maxLength"] == DEFAULT_MAX_STRING  # checked, not published
+    assert schema["properties"]["zones"]["maxItems"] == DEFAULT_MAX_ITEMS
+    assert schema["properties"]["prompt"]["minLength"] == 1
     assert schema["properties"]["inner"]["properties"]["size"]["exclusiveMinimum"] == 0
     assert schema["properties"]["flags"]["additionalProperties"] is True
 

@@ -191,6 +191,20 @@ class _Declared:
     title: str
     annotations: ToolAnnotations
     meta: dict[str, Any] | None
+    description: str  # the docstring's first paragraph: what hosts send the model on every turn
+    details: str  # the rest: GemmaTools.md only
+
+
+def split_docstring(fn: Callable[..., Any]) -> tuple[str, str]:
+    """(first paragraph as one line, the rest) of ``fn``'s docstring.
+
+    Hosts send every tool's description to the model on every turn (Gemini CLI: about 1 KB per tool with
+    its schema), so the description is only what a model needs to choose and call the tool; the long
+    explanation stays in the docstring's later paragraphs, which GemmaTools.md carries.
+    """
+    doc = inspect.getdoc(fn) or ""
+    first, _, rest = doc.strip().partition("\n\n")
+    return " ".join(first.split()), rest.strip()
 
 
 class Registrar:
@@ -242,7 +256,8 @@ class Registrar:
                 idempotent_hint=idempotent,
                 open_world_hint=open_world,
             )
-            self._declared[fn.__name__] = _Declared(fn, title, annotations, meta)
+            description, details = split_docstring(fn)
+            self._declared[fn.__name__] = _Declared(fn, title, annotations, meta, description, details)
             return fn
 
         return decorator
@@ -261,8 +276,12 @@ class Registrar:
         server.middleware.append(tools_only)
         return server
 
+    def details(self) -> dict[str, str]:
+        """Each declared tool's long explanation (its docstring after the first paragraph), by name."""
+        return {name: d.details for name, d in self._declared.items()}
+
     def _tool(self, name: str, declared: _Declared, schemas: ToolSchemas | None) -> Tool:
-        description = inspect.getdoc(declared.fn) or ""
+        description = declared.description
         build = functools.partial(
             build_tool,
             declared.fn,

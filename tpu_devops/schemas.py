@@ -4,14 +4,17 @@ Input schemas (``inputSchema``) are sent to the model on every turn (Gemini CLI 
 ``parametersJsonSchema``; issue #17 §4-5), so `input_schema` derives them from the tool's argument
 model and:
 
-- drops what repeats or says nothing: ``title`` keywords, ``default: null``, and ``anyOf: [X, null]``
+- drops what repeats or says nothing: ``title`` keywords, ``default: null`` (and ``false`` for a flag),
+  and ``anyOf: [X, null]``
   where "not required" already says the argument may be left out (a ``null`` argument is read as left
   out, `tpu_devops.arguments`);
 - keeps to the schema subset Gemini function declarations document (`GEMINI_SCHEMA_KEYS`): no ``$ref``
   (definitions are inlined), no ``additionalProperties``, no exclusive bounds (turned into inclusive ones;
   the argument model still enforces the strict bound), enums of strings only;
-- bounds every input: a string without its own ``maxLength`` gets `DEFAULT_MAX_STRING`, an array without
-  ``maxItems`` gets `DEFAULT_MAX_ITEMS`, a required string needs at least one character.
+- bounds every input: a string without its own ``maxLength`` is held to `DEFAULT_MAX_STRING`, an array
+  without ``maxItems`` to `DEFAULT_MAX_ITEMS`, and a required string needs at least one character. These
+  defaults are checked (`validation_schema`) and stated once in `get_help`, not repeated on every argument
+  (hosts send the schemas on every turn); bounds a tool declares are published.
 
 `validation_schema` is the same schema plus what the published one leaves out for Gemini's sake
 (``additionalProperties: false``, exclusive bounds): arguments are checked against it before the tool
@@ -80,9 +83,10 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
 def _argument(schema: dict[str, Any], *, required: bool, strict: bool) -> dict[str, Any]:
     """One argument's schema, compacted and bounded (see the module docstring)."""
     out = _without_null(schema)
-    if out.get("default", 0) is None:
+    # null, and false for a flag, say nothing "optional" does not already say
+    if out.get("default", 0) is None or (out.get("type") == "boolean" and out.get("default") is False):
         del out["default"]
-    return _bound(_clean(out, strict=strict), required=required)
+    return _bound(_clean(out, strict=strict), required=required, strict=strict)
 
 
 def _clean(schema: Any, *, strict: bool) -> Any:
@@ -112,19 +116,22 @@ def _clean(schema: Any, *, strict: bool) -> Any:
     return out
 
 
-def _bound(schema: dict[str, Any], *, required: bool) -> dict[str, Any]:
+def _bound(schema: dict[str, Any], *, required: bool, strict: bool) -> dict[str, Any]:
     kind = schema.get("type")
-    if kind == "string":
+    # The default bounds are checked (strict) but published only where a tool declares its own: repeated on
+    # every argument of every tool they would cost hosts about 2 KB per model request and tell nothing new.
+    if kind == "string" and strict:
         schema.setdefault("maxLength", DEFAULT_MAX_STRING)
         if required:
             schema.setdefault("minLength", 1)
     elif kind == "array":
-        schema.setdefault("maxItems", DEFAULT_MAX_ITEMS)
+        if strict:
+            schema.setdefault("maxItems", DEFAULT_MAX_ITEMS)
         items = schema.get("items")
         if isinstance(items, dict):
-            schema["items"] = _bound(items, required=False)
+            schema["items"] = _bound(items, required=False, strict=strict)
     for option in schema.get("anyOf", []):
-        _bound(option, required=required)
+        _bound(option, required=required, strict=strict)
     return schema
 
 

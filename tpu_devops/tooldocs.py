@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from tpu_devops.config import Settings
 from tpu_devops.results import ToolResult
+from tpu_devops.schemas import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING
 
 
 class ToolSummary(BaseModel):
@@ -27,6 +28,13 @@ def kind_of(annotations: Any) -> str:
     if annotations is not None and annotations.read_only_hint:
         return "read-only"
     return "destructive" if annotations is not None and annotations.destructive_hint else "changes state"
+
+
+ARGUMENT_RULES = (
+    "Arguments: one left out (or null) takes its value from the configuration above; an empty string is "
+    f"refused; text is limited to {DEFAULT_MAX_STRING:,} characters and lists to {DEFAULT_MAX_ITEMS} items "
+    "unless the tool's schema says otherwise; unknown arguments are refused."
+)
 
 
 class HelpResult(ToolResult):
@@ -62,6 +70,7 @@ class HelpResult(ToolResult):
         lines += [f"  {k}: {v}" for k, v in self.configuration.items() if v not in (None, "")]
         if self.notices:
             lines += ["", "Notices:"] + [f"  - {n}" for n in self.notices]
+        lines += ["", ARGUMENT_RULES]
         lines += ["", "Tools (kind: read-only never changes anything; changes state; DESTRUCTIVE):"]
         for t in self.tools:
             flag = t.kind.upper() if t.kind == "destructive" else t.kind
@@ -150,8 +159,9 @@ def splice_readme(readme: str, tools: list[Any]) -> str:
     return "\n".join([head + README_START, *render_table(tools), README_END]) + tail
 
 
-def render_markdown(tools: list[Any]) -> str:
-    """GemmaTools.md: a table of tools, then each tool's description and arguments."""
+def render_markdown(tools: list[Any], details: dict[str, str] | None = None) -> str:
+    """GemmaTools.md: a table of tools, then each tool's description, its long explanation (``details``,
+    by tool name: what hosts are not sent on every turn) and its arguments."""
     lines = [
         "# tpu-devops tools",
         "",
@@ -162,9 +172,12 @@ def render_markdown(tools: list[Any]) -> str:
     for t in tools:
         a = t.annotations
         lines += ["", f"## `{t.name}`", ""]
-        if t.title:
-            lines += [f"**{t.title}**", ""]
+        title = t.title or (a.title if a else None)
+        if title:
+            lines += [f"**{title}**", ""]
         lines += [(t.description or "").strip(), ""]
+        if details and details.get(t.name):
+            lines += [details[t.name], ""]
         lines.append(
             f"Annotations: readOnly={a.read_only_hint}, destructive={a.destructive_hint}, "
             f"idempotent={a.idempotent_hint}, openWorld={a.open_world_hint}"
