@@ -44,5 +44,7 @@ def run() -> list[str]:
         f"largest text {biggest_text.text_chars:,} ({biggest_text.tool}), largest structured "
         f"{biggest_json.structured_chars:,} ({biggest_json.tool}); cap {MAX_RESULT_CHARS:,} characters"
     )
-    out.append(f"structured/text ratio: max {max(ratios):.2f}, tools over 1.3: {sum(r > 1.3 for r in ratios)}")
+    out.append(
+        f"structured/text ratio: max {max(ratios):.2f}, tools over 1.3: {sum(r > 1.3 for r in ratios)}"
+    )
     return out
