@@ -63,7 +63,8 @@ demo: setup
 eval-analyst: setup
 	$(PY) scripts/eval_analyst.py
 
-# The fake Google Cloud REST APIs on their own, for manual MCP sessions without a cloud account.
+# The fake Google Cloud REST APIs plus a fake vLLM behind every node they create (loopback only), for
+# manual MCP sessions without a cloud account; prints the variables to export.
 fake-gcp: setup
 	$(PY) -m tests.fakes.gcp
 

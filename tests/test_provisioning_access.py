@@ -62,6 +62,7 @@ async def test_ranges_open_to_the_internet_need_the_explicit_argument(fake_gcp, 
     assert err.value.field == "allowed_source_ranges" and "open_to_internet" in (err.value.fix or "")
     plan = await plan_queued_resource(s, allowed_source_ranges=ranges, open_to_internet=True)
     assert any(w.startswith("WARNING: tcp:8000 OPEN TO THE INTERNET") for w in plan.warnings)
+    assert "OPEN TO THE INTERNET" in plan.headline()
     # the setting is no way around it either
     with pytest.raises(ConfigError) as err:
         await plan_queued_resource(settings_for(fake_gcp, tmp_path, ALLOWED_SOURCE_RANGES=",".join(ranges)))

@@ -104,7 +104,10 @@ class EndpointAccess(BaseModel):
         else:
             reach = f"firewall rule {self.firewall_rule} admits tcp:{self.port} from {', '.join(self.source_ranges)} ({self.ranges_from})"
         done = f" [{self.action}]" if self.action else ""
-        return f"{reach}{done}; API key in secret {self.api_key_secret}"
+        loud = next((w for w in self.warnings if "OPEN TO THE INTERNET" in w), None)
+        return ("WARNING: vLLM's port is OPEN TO THE INTERNET: " if loud else "") + (
+            f"{reach}{done}; API key in secret {self.api_key_secret}"
+        )
 
 
 def lookup_url(settings: Settings) -> str:
