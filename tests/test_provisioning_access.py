@@ -188,3 +188,31 @@ def test_build_request_keeps_the_access_shape_in_one_place(fake_gcp, tmp_path) -
         s, zone="us-west4-a", qr_id="other-rig", provisioning_model="spot", startup_script="#"
     )["tpu"]["nodeSpec"][0]["node"]
     assert node["tags"] == ["tpu-devops-other-rig"] and node["networkConfig"] == {"enableExternalIps": False}
+
+
+async def test_a_refused_create_or_a_fruitless_sweep_leaves_no_rule_behind(fake_gcp, tmp_path) -> None:
+    from tpu_devops.errors import CloudError
+    from tpu_devops.jobs import JOBS
+    from tpu_devops.provisioning.sweep import SweepOptions, start_sweep
+
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    s = settings_for(fake_gcp, tmp_path)
+    fake_gcp.tpu.script("us-west4-a", "permission_denied")
+    with pytest.raises(CloudError):
+        await create_queued_resource(s, zone="us-west4-a")
+    assert fake_gcp.compute.firewalls == {}  # made for a TPU that was refused, then removed
+    fake_gcp.tpu.script("us-west4-b", "unsupported")
+    opts = SweepOptions(
+        provisioning_model="flex-start", zones=["us-west4-b"], zone_budget_s=5, poll_interval_s=0.05,
+        max_zones=1, max_run_duration_s=None, valid_until_duration_s=None,
+    )  # fmt: skip
+    started = await start_sweep(s, opts)
+    assert started.endpoint_access is not None and started.endpoint_access.action == "created"
+    import anyio
+
+    for _ in range(400):
+        if JOBS.get(started.job_id).state != "running":
+            break
+        await anyio.sleep(0.05)
+    assert JOBS.get(started.job_id).state == "succeeded"
+    assert fake_gcp.compute.firewalls == {}  # the sweep found nothing: its rule went too

@@ -15,7 +15,7 @@ import anyio
 from pydantic import Field
 
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import CloudError, ConfigError, NotFoundError
+from tpu_devops.errors import CloudError, ConfigError, NotFoundError, TpuDevopsError
 from tpu_devops.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
@@ -318,6 +318,8 @@ async def create_queued_resource(
                 queued_resource_id=qr_id, zone=zone, provisioning_model=model, created=False, state=state,
                 usd_per_hour=per_hour, stops_billing=stops, next_step="it already exists; use get_reservation_status",
             )  # fmt: skip
+        if endpoint_access is not None and endpoint_access.action == "created":
+            await release_unused_rule(settings)  # made for a TPU that was refused: nothing carries its tag
         raise
     now = await get_queued(settings, zone, qr_id)
     if model == "flex-start":
@@ -692,3 +694,21 @@ async def create_with_optional_wait(
         result.wait_job_id = result.job_id = rec.id
         result.next_step = f"a wait job started: poll get_job {rec.id} (job_id='{rec.id}') until it succeeds; then get_vllm_endpoint"
     return result
+
+
+async def release_unused_rule(settings: Settings) -> str | None:
+    """After a create or sweep that left the rig without a TPU: delete the rule this create made, since
+    nothing carries its tag any more. Kept (None) when any zone cannot be listed, a live queued resource
+    of the rig exists, or the rule is not ours. Never raises (best effort; the rule admits only the
+    allowed ranges to instances that carry the rig's tag, and teardown deletes it later)."""
+    from tpu_devops.provisioning.access import delete_rig_rule
+
+    try:
+        listing = await list_queued_resources(settings, "all", only_ours=True)
+        if listing.errors or any(
+            q.rig == settings.resource_id and q.state not in NOT_LIVE_STATES for q in listing.queued_resources
+        ):
+            return None
+        return await delete_rig_rule(settings)
+    except TpuDevopsError:
+        return None

@@ -501,7 +501,12 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
 
     async def body(record: Any) -> SweepResult:
         try:
-            return await run_sweep(settings, record, opts, lease)
+            out = await run_sweep(settings, record, opts, lease)
+            if not out.found and opts.access is not None and opts.access.action == "created":
+                from tpu_devops.provisioning.queued import release_unused_rule
+
+                await release_unused_rule(settings)  # the rule this sweep made protects no TPU
+            return out
         finally:
             lease.release()
 
