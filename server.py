@@ -297,7 +297,7 @@ def diagnose_vllm_boot(
     if node:
         logs.boot.refuse_two_sources(node, log_text, path)
         log_text = logs.sources.fetch_container_log_text(settings, node, since=since)
-    return logs.boot.diagnose_vllm_boot(log_text=log_text, path=path)
+    return logs.boot.diagnose_vllm_boot(log_text=log_text, path=path, settings=settings)
 
 
 # ---- Capacity and provisioning (Google Cloud) --------------------------------------------------

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 # google-auth probes the GCE metadata server (169.254.169.254) when no credentials are found: tests
 # and the processes they start must never send traffic off this machine.
 os.environ.setdefault("NO_GCE_CHECK", "true")
+# In-process tests read and write files under pytest's temporary directories: let tools' path checks
+# (`tpu_devops.files`, process settings) allow them. Servers started over stdio get their own environment.
+os.environ.setdefault("TPU_DEVOPS_FILE_ROOTS", tempfile.gettempdir())
 
 import pytest
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -251,10 +252,15 @@ def test_json_lines_export_and_json_without_entries(tmp_path: Path) -> None:
 
 
 def test_a_directory_or_device_is_not_a_regular_file(tmp_path: Path) -> None:
-    for path in (str(tmp_path), "/dev/null"):
+    fifo = tmp_path / "boot.log"
+    os.mkfifo(fifo)  # would block a plain open() for ever
+    for path in (str(tmp_path), str(fifo)):
         with pytest.raises(InputError) as err:
             diagnose_vllm_boot(path=path)
         assert "not a regular file" in err.value.message and "no such file" not in err.value.message
+    with pytest.raises(InputError) as err:
+        diagnose_vllm_boot(path="/dev/null")  # a device, and outside the directories tools may read
+    assert "outside the directories" in err.value.message
 
 
 def test_no_input_names_all_three_sources() -> None:

@@ -162,7 +162,7 @@ def test_bad_file_shapes_name_the_path_and_the_fix(tmp_path: Path) -> None:
         assert err.value.field == "path" and problem in err.value.message and err.value.fix, name
     with pytest.raises(InputError) as err:
         FileSource(str(tmp_path))
-    assert err.value.message == "not a file"
+    assert err.value.message == "not a regular file: a directory"
     # Plain text under another name is still read as text (docker logs output).
     text = tmp_path / "vllm.log"
     text.write_text("INFO 08-07 23:11:08 [api_server.py:1] Starting vLLM server\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -242,8 +243,11 @@ def test_unknown_accelerator_and_missing_file() -> None:
         sizing.plan_capacity(str(E2B), "v9z-1")
     assert err.value.field == "accelerator_type"
     with pytest.raises(InputError) as err:
-        sizing.plan_capacity("/nonexistent/config.json")
+        sizing.plan_capacity(str(Path(tempfile.gettempdir()) / "nonexistent" / "config.json"))
     assert err.value.field == "model" and "config.json" in (err.value.fix or "")
+    with pytest.raises(InputError) as err:  # outside the directories tools may read
+        sizing.plan_capacity("/nonexistent/config.json")
+    assert err.value.field == "model" and "TPU_DEVOPS_FILE_ROOTS" in (err.value.fix or "")
     with pytest.raises(InputError):
         sizing.plan_capacity("not a repo id")
 

@@ -72,6 +72,7 @@ DEFAULTS: dict[str, str] = {
     "TPU_DEVOPS_STATE_DIR": "",
     "TPU_DEVOPS_CACHE_DIR": "",
     "TPU_DEVOPS_LOG_LEVEL": "INFO",
+    "TPU_DEVOPS_FILE_ROOTS": "",
 }
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -164,6 +165,7 @@ class Settings(BaseModel):
     gcp_endpoint: str
     state_dir: str
     cache_dir: str | None
+    file_roots: tuple[str, ...] = ()  # more directories tools may read and write (`tpu_devops.files`)
     env_file: str | None
     project_origin: str = ""  # "the environment" or "tpu.env (path)" when GOOGLE_CLOUD_PROJECT is set
     log_level: str = "INFO"
@@ -291,13 +293,21 @@ def _directory(env: Mapping[str, str], var: str, xdg_base: Path) -> str:
     value = env[var].strip()
     if not value:
         return str(xdg_base / "tpu-devops")
-    path = Path(value).expanduser()
+    return _absolute(
+        value, var, f"use an absolute path such as {xdg_base / 'tpu-devops'}, or leave {var} empty"
+    )
+
+
+def _absolute(value: str, var: str, fix: str) -> str:
+    """``value`` with ``~`` expanded. Raises ConfigError (with ``fix``) for a relative path: MCP hosts
+    start the server in a directory of their choosing."""
+    path = Path(value.strip()).expanduser()
     if not path.is_absolute():
         raise ConfigError(
             "not an absolute path (the server's working directory depends on the MCP host)",
             field=var,
             value=value,
-            fix=f"use an absolute path such as {xdg_base / 'tpu-devops'}, or leave {var} empty",
+            fix=fix,
         )
     return str(path)
 
@@ -548,6 +558,11 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         "TPU_DEVOPS_STATE_DIR",
         Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"),
     )
+    file_roots = tuple(
+        _absolute(part, "TPU_DEVOPS_FILE_ROOTS", f"list absolute directories separated by '{os.pathsep}'")
+        for part in env["TPU_DEVOPS_FILE_ROOTS"].split(os.pathsep)
+        if part.strip()
+    )
     cache_dir = None
     if env["TPU_DEVOPS_CACHE_DIR"].strip().lower() not in _DISABLED:
         cache_dir = _directory(
@@ -585,6 +600,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         gcp_endpoint=_url(env, "TPU_DEVOPS_GCP_ENDPOINT"),
         state_dir=state_dir,
         cache_dir=cache_dir,
+        file_roots=file_roots,
         env_file=read_from,
         project_origin=_project_origin(project, environ, read_from),
         log_level=_log_level(env),
@@ -646,6 +662,7 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "TPU_DEVOPS_GCP_ENDPOINT": ("gcp_endpoint",),
     "TPU_DEVOPS_STATE_DIR": ("state_dir",),
     "TPU_DEVOPS_CACHE_DIR": (),  # fails closed: no schema cache (FAIL_CLOSED)
+    "TPU_DEVOPS_FILE_ROOTS": ("file_roots",),  # tools then refuse every path argument (tpu_devops.files)
     "TPU_DEVOPS_LOG_LEVEL": (),  # INFO
 }
 # Variables replaced by a safe value instead of their default when invalid.

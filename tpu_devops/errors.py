@@ -5,6 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+VALUE_SHOWN_CHARS = 120  # of a rejected value echoed in an error (a 1 MB argument is not repeated back)
+MESSAGE_CHARS = 2000  # of an error message (one may quote a remote reply)
+
+
+def shown_value(value: Any, limit: int = VALUE_SHOWN_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters, saying how long it was: what an error (or a log
+    line) may show of a value."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(text):,} characters)"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}… (cut at {limit:,} characters)"
+
 
 class TpuDevopsError(Exception):
     """Base of every error this package raises on purpose.
@@ -12,7 +28,7 @@ class TpuDevopsError(Exception):
     Args:
         message: what went wrong, in the field's terms.
         field: the input, setting or API field at fault (e.g. ``GOOGLE_CLOUD_ZONE``, ``max_model_len``).
-        value: the offending value (never a secret).
+        value: the offending value (never a secret); shown cut to `VALUE_SHOWN_CHARS`.
         fix: what the user should do next.
     """
 
@@ -28,10 +44,10 @@ class TpuDevopsError(Exception):
     def __str__(self) -> str:
         parts = []
         if self.field is not None:
-            shown = "" if self.value is None else f" = {self.value!r}"
-            parts.append(f"{self.field}{shown}: {self.message}")
+            shown = "" if self.value is None else f" = {shown_value(self.value)}"
+            parts.append(f"{self.field}{shown}: {_cut(self.message, MESSAGE_CHARS)}")
         else:
-            parts.append(self.message)
+            parts.append(_cut(self.message, MESSAGE_CHARS))
         if self.fix:
             parts[-1] = parts[-1].rstrip()
             if not parts[-1].endswith((".", "!", "?", ":")):
@@ -45,7 +61,7 @@ class TpuDevopsError(Exception):
             "kind": self.kind,
             "message": self.message,
             "field": self.field,
-            "value": None if self.value is None else str(self.value),
+            "value": None if self.value is None else _cut(str(self.value), VALUE_SHOWN_CHARS),
             "fix": self.fix,
         }
 
@@ -108,3 +124,9 @@ class JobError(TpuDevopsError):
     """Unknown job id or a job that cannot be cancelled."""
 
     kind = "job"
+
+
+class DeadlineError(TpuDevopsError):
+    """A tool call ran out of its time budget (`tpu_devops.deadline`): stopped, never left hanging."""
+
+    kind = "deadline"

@@ -8,6 +8,7 @@ client polls `get_job`. Jobs report progress by mutating their `JobRecord.progre
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tpu_devops import deadline
 from tpu_devops.errors import JobError, TpuDevopsError
 from tpu_devops.results import ToolResult
 
@@ -76,7 +78,10 @@ class JobRegistry:
         """
         record = JobRecord(id=f"{kind}-{next(self._counter)}", kind=kind, description=description)
         self._jobs[record.id] = record
-        record.task = asyncio.get_running_loop().create_task(self._run(record, body))
+        # A job outlives the tool call that starts it: it runs outside that call's time budget.
+        with deadline.outside_budget():
+            context = contextvars.copy_context()
+        record.task = asyncio.get_running_loop().create_task(self._run(record, body), context=context)
         return record
 
     async def _run(self, record: JobRecord, body: JobBody) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tpu_devops import files
 from tpu_devops.errors import InputError
 
 GGUF_MAGIC = b"GGUF"
@@ -70,7 +71,8 @@ def check_config_file(path: Path, field: str = "model") -> None:
     """
     try:
         size = path.stat().st_size
-        with path.open("rb") as fh:
+        # A regular file only, opened without blocking (`tpu_devops.files`); weights files are large.
+        with files.open_regular(path, field=field, value=str(path), max_bytes=1 << 62, binary=True) as fh:
             head = fh.read(4096)
     except OSError as exc:
         raise InputError(

@@ -43,6 +43,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, PrivateAttr, ValidationError
 
+from tpu_devops import deadline
 from tpu_devops.arguments import ArgumentChecker, from_pydantic
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.results import ToolResult
@@ -333,10 +334,15 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            if is_async:
-                result = await fn(*args, **kwargs)
-            else:
-                result = await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+            # One time budget per call (`tpu_devops.deadline`): a body that overruns it is abandoned with
+            # a DeadlineError; the worker thread of a synchronous body stops at its next budget check.
+            async with deadline.tool_call(fn.__name__):
+                if is_async:
+                    result = await fn(*args, **kwargs)
+                else:
+                    result = await anyio.to_thread.run_sync(
+                        functools.partial(fn, *args, **kwargs), abandon_on_cancel=True
+                    )
         except TpuDevopsError as exc:
             log.debug("%s refused: %s", fn.__name__, exc)  # the SDK logs the tool error itself
             raise ToolError(str(exc)) from exc

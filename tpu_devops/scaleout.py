@@ -49,10 +49,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from tpu_devops import files
 from tpu_devops.catalog import GIB, AcceleratorType, resolve_accelerator_type
 from tpu_devops.errors import InputError
 from tpu_devops.results import ToolResult
 
+MAX_CURVE_BYTES = 16 << 20  # one benchmark result file
+MAX_CURVE_FILES = 1000  # result files read from one directory
 BUNDLED_CURVE_DIR = Path(__file__).resolve().parent / "data" / "bench"
 BUNDLED_CURVE_LABEL = (
     "BUNDLED FIXTURE (not your deployment): seed vllm bench serve sweep, one v5e chip, google/gemma-4-E2B-it "
@@ -129,7 +132,7 @@ def _points_from_file(path: Path) -> tuple[list[CurvePoint], str | None]:
     from tpu_devops.serving.benchmark import read_vllm_bench
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(files.read_text(path, field="curve", value=str(path), max_bytes=MAX_CURVE_BYTES))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(
             f"cannot read a benchmark result: {exc}",
@@ -167,19 +170,23 @@ def load_curve(curve: str | None, prompt_tokens: int | None = None) -> Curve:
         InputError: nothing readable, or no prompt length with two concurrency levels.
     """
     bundled = curve is None or not str(curve).strip()
-    path = BUNDLED_CURVE_DIR if bundled else Path(str(curve)).expanduser()
-    if not path.exists():
-        raise InputError(
-            "no such file or directory",
-            field="curve",
-            value=curve,
-            fix="pass run_benchmark's results.json (under <state dir>/results), vllm bench serve JSON, or omit "
-            "it for the bundled seed curve",
+    # A path argument is read only where tools may read, regular files only (`tpu_devops.files`).
+    limit = MAX_CURVE_BYTES
+    path = (
+        BUNDLED_CURVE_DIR
+        if bundled
+        else files.readable_path(None, str(curve), field="curve", max_bytes=limit)
+    )
+    found_files = (
+        files.files_in(
+            None, path, "*.json", field="curve", value=curve, max_bytes=limit, limit=MAX_CURVE_FILES
         )
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+        if path.is_dir()
+        else [path]
+    )
     points: list[CurvePoint] = []
     models: set[str] = set()
-    for f in files:
+    for f in found_files:
         try:
             found, model = _points_from_file(f)
         except InputError:

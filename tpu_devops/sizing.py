@@ -36,10 +36,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from tpu_devops import files
 from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
 from tpu_devops.errors import ConfigError, InputError
-from tpu_devops.model_files import check_config_file
+from tpu_devops.model_files import MAX_CONFIG_BYTES, check_config_file
 from tpu_devops.results import ToolResult
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -292,7 +293,7 @@ def bundled_config_path(repo_id: str) -> Path | None:
 
 def _read_json(path: Path, field: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(files.read_text(path, field=field, value=str(path), max_bytes=MAX_CONFIG_BYTES))
     except json.JSONDecodeError as exc:
         raise InputError(
             f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
@@ -330,6 +331,8 @@ def load_model_config(model: str) -> tuple[dict[str, Any], str, Path | None]:
     path = Path(text).expanduser()
     looks_local = text.startswith((".", "/", "~")) or text.endswith(".json") or path.exists()
     if looks_local:
+        # Only where tools may read (`tpu_devops.files`): a path argument is caller input.
+        path = files.resolve(None, text, field="model")
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():

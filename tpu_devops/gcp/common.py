@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from tpu_devops import deadline
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
 
@@ -37,7 +38,8 @@ PUBLIC_HOSTS = {
     "compute": "compute.googleapis.com",
 }
 
-# Bounded so that one tool call stays well inside an MCP client's ~60 s timeout.
+# Bounded so that one tool call stays well inside an MCP client's ~60 s timeout; inside a tool call both
+# are cut further to what is left of its budget (`tpu_devops.deadline`).
 RETRY_INITIAL_S = 0.5
 RETRY_MAXIMUM_S = 8.0
 RETRY_DEADLINE_S = 45.0
@@ -231,10 +233,16 @@ def api_error(exc: BaseException, *, action: str, service: str = "tpu") -> Cloud
 
 @contextlib.contextmanager
 def google_errors(action: str, service: str) -> Iterator[None]:
-    """Re-raise google.api_core / google.auth exceptions inside the block as `api_error` (others pass)."""
+    """Re-raise google.api_core / google.auth exceptions inside the block as `api_error` (others pass); a
+    failure once the tool call's budget is spent is a `DeadlineError` (the time ran out, whatever the last
+    attempt said)."""
     try:
         yield
     except Exception as exc:
+        if is_google_error(exc) or is_retryable(exc):
+            left = deadline.remaining()
+            if left is not None and left < deadline.MIN_REQUEST_S:
+                raise deadline.expired(action) from None
         if is_google_error(exc):
             raise api_error(exc, action=action, service=service) from None
         raise
@@ -261,7 +269,12 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def retry_policy(deadline_s: float = RETRY_DEADLINE_S) -> Any:
-    """google.api_core ``Retry`` with exponential backoff on `is_retryable` errors only."""
+    """google.api_core ``Retry`` with exponential backoff on `is_retryable` errors only, giving up after
+    ``deadline_s`` or what is left of the tool call's budget (`tpu_devops.deadline`), whichever is less.
+
+    Raises:
+        DeadlineError: the budget is (nearly) spent.
+    """
     from google.api_core.retry import Retry
 
     return Retry(
@@ -269,8 +282,18 @@ def retry_policy(deadline_s: float = RETRY_DEADLINE_S) -> Any:
         initial=RETRY_INITIAL_S,
         maximum=RETRY_MAXIMUM_S,
         multiplier=2.0,
-        timeout=deadline_s,
+        timeout=deadline.timeout(deadline_s, "calling Google Cloud"),
     )
+
+
+def call_timeout(cap_s: float = CALL_TIMEOUT_S) -> float:
+    """Seconds one HTTP request may take: `CALL_TIMEOUT_S`, cut to what is left of the tool call's budget
+    (`tpu_devops.deadline`). Evaluate it per attempt (inside the retried function).
+
+    Raises:
+        DeadlineError: the budget is (nearly) spent.
+    """
+    return deadline.timeout(cap_s, "calling Google Cloud")
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -47,7 +47,7 @@ def create_node_pool(settings: Settings, parent: str, body: dict[str, Any]) -> d
     node_pool = container_v1.NodePool.from_json(json.dumps(body))
     with common.google_errors(f"create node pool {body.get('name')}", SERVICE):
         op = _client(settings).create_node_pool(
-            parent=parent, node_pool=node_pool, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            parent=parent, node_pool=node_pool, retry=common.retry_policy(), timeout=common.call_timeout()
         )
     return _to_dict(op)
 
@@ -60,7 +60,7 @@ def get_node_pool(settings: Settings, name: str) -> dict[str, Any]:
     """
     with common.google_errors(f"read node pool {name.rsplit('/', 1)[-1]}", SERVICE):
         pool = _client(settings).get_node_pool(
-            name=name, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            name=name, retry=common.retry_policy(), timeout=common.call_timeout()
         )
     return _to_dict(pool)
 
@@ -73,7 +73,7 @@ def delete_node_pool(settings: Settings, name: str) -> dict[str, Any]:
     """
     with common.google_errors(f"delete node pool {name.rsplit('/', 1)[-1]}", SERVICE):
         op = _client(settings).delete_node_pool(
-            name=name, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            name=name, retry=common.retry_policy(), timeout=common.call_timeout()
         )
     return _to_dict(op)
 
@@ -82,6 +82,6 @@ def get_operation(settings: Settings, name: str) -> dict[str, Any]:
     """The operation ``projects/P/locations/L/operations/O`` as JSON (``status`` RUNNING / DONE, ``error``)."""
     with common.google_errors(f"read operation {name.rsplit('/', 1)[-1]}", SERVICE):
         op = _client(settings).get_operation(
-            name=name, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            name=name, retry=common.retry_policy(), timeout=common.call_timeout()
         )
     return _to_dict(op)

@@ -18,9 +18,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tpu_devops import deadline
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import CloudError, ConfigError, InputError, NotFoundError, PermissionError_, QuotaError
-from tpu_devops.gcp.common import base_url, credentials, retry_policy
+from tpu_devops.errors import (
+    CloudError,
+    ConfigError,
+    InputError,
+    NotFoundError,
+    PermissionError_,
+    QuotaError,
+    TpuDevopsError,
+)
+from tpu_devops.gcp.common import base_url, call_timeout, credentials, retry_policy
 
 log = logging.getLogger(__name__)
 
@@ -136,14 +145,19 @@ def list_entries_page(
     if page_token:
         body["pageToken"] = page_token
 
-    def call() -> Any:
-        return client.logging_api.api_request(method="POST", path="/entries:list", data=body)
+    def call() -> Any:  # each attempt's timeout is what is left of the tool call's budget
+        return client.logging_api.api_request(
+            method="POST", path="/entries:list", data=body, timeout=call_timeout()
+        )
 
     try:
         response = retry_policy()(call)()
-    except ConfigError:
+    except TpuDevopsError:  # ConfigError, and DeadlineError when the budget is spent
         raise
     except Exception as exc:
+        left = deadline.remaining()
+        if left is not None and left < deadline.MIN_REQUEST_S:  # the time ran out, whatever the last try said
+            raise deadline.expired("reading Cloud Logging") from None
         classified = _classify(exc, filter_, page_token)
         log.info("entries.list failed: %s", classified)
         raise classified from None

@@ -44,7 +44,7 @@ def list_tpu_quota_limits(settings: Settings) -> list[QuotaLimit]:
     with common.google_errors("list TPU quota (Cloud Quotas API)", "cloudquotas"):
         client = common.rest_client(cloudquotas_v1.CloudQuotasClient, settings.gcp_endpoint)
         pages = client.list_quota_infos(
-            parent=parent, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+            parent=parent, retry=common.retry_policy(), timeout=common.call_timeout()
         )
         for info in pages:
             for dim_info in info.dimensions_infos:

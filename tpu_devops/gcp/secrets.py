@@ -42,14 +42,14 @@ def secret_status(settings: Settings, secret_id: str) -> SecretStatus:
     try:
         with common.google_errors(f"read secret {secret_id}", SERVICE):
             _client(settings).get_secret(
-                name=name, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+                name=name, retry=common.retry_policy(), timeout=common.call_timeout()
             )
     except NotFoundError:
         return SecretStatus(name, False, None, None)
     try:
         with common.google_errors(f"read the latest version of secret {secret_id}", SERVICE):
             version = _client(settings).get_secret_version(
-                name=f"{name}/versions/latest", retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+                name=f"{name}/versions/latest", retry=common.retry_policy(), timeout=common.call_timeout()
             )
     except NotFoundError:
         return SecretStatus(name, True, None, None)
@@ -80,7 +80,7 @@ def add_secret_version(settings: Settings, secret_id: str, value: str) -> str:
                 secret_id=secret_id,
                 secret=secretmanager_v1.Secret(replication=secretmanager_v1.Replication(automatic={})),
                 retry=common.retry_policy(),
-                timeout=common.CALL_TIMEOUT_S,
+                timeout=common.call_timeout(),
             )
         except gexc.Conflict:  # 409 ALREADY_EXISTS over REST
             pass
@@ -89,7 +89,7 @@ def add_secret_version(settings: Settings, secret_id: str, value: str) -> str:
             parent=f"{parent}/secrets/{secret_id}",
             payload=payload,
             retry=common.retry_policy(),
-            timeout=common.CALL_TIMEOUT_S,
+            timeout=common.call_timeout(),
         )
     return version.name
 

@@ -62,7 +62,7 @@ class TpuApi:
         """``self.client.<method>(...)`` with the shared retry policy, timeout and typed errors."""
         with common.google_errors(action, SERVICE):
             fn = getattr(self.client, method)
-            return fn(*args, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S, **kwargs)
+            return fn(*args, retry=common.retry_policy(), timeout=common.call_timeout(), **kwargs)
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -164,7 +164,7 @@ class TpuApi:
 
         def send() -> dict[str, Any]:
             resp = session.request(
-                method, url, params=params, data=payload, headers=headers, timeout=common.CALL_TIMEOUT_S
+                method, url, params=params, data=payload, headers=headers, timeout=common.call_timeout()
             )
             if resp.status_code >= 400:
                 raise gexc.from_http_response(resp)

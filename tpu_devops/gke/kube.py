@@ -10,10 +10,12 @@ Every call is blocking: run it through `tpu_devops.gcp.common.run_blocking`.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpu_devops import files
 from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_
 
 FIELD_MANAGER = "tpu-devops"
@@ -41,6 +43,15 @@ KINDS = {
 }  # fmt: skip
 
 
+MAX_KUBECONFIG_BYTES = 4 << 20
+
+
+def _default_kubeconfigs() -> set[Path]:
+    """The kubeconfig files kubectl itself reads: ``$KUBECONFIG``'s entries, else ``~/.kube/config``."""
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p.strip()]
+    return {Path(p).expanduser().resolve() for p in listed or ["~/.kube/config"]}
+
+
 def api_client(kubeconfig: str | None, context: str | None) -> Any:
     """An ``ApiClient`` for the kubeconfig file (default ``$KUBECONFIG`` or ``~/.kube/config``) and context.
 
@@ -58,11 +69,15 @@ def api_client(kubeconfig: str | None, context: str | None) -> Any:
             value=kubeconfig,
             fix="pass the file `gcloud container clusters get-credentials CLUSTER` wrote (usually ~/.kube/config)",
         )
+    if path is not None and path.resolve() not in _default_kubeconfigs():
+        # Any other path is caller input: only where tools may read (`tpu_devops.files`).
+        path = files.readable_file(None, str(kubeconfig), field="kubeconfig", max_bytes=MAX_KUBECONFIG_BYTES)
     try:
         return config.new_client_from_config(config_file=str(path) if path else None, context=context)
     except (ConfigException, OSError, ValueError, TypeError) as exc:
+        # The first line only: a YAML error goes on to quote the file's content.
         raise InputError(
-            f"cannot load the kubeconfig: {exc}",
+            f"cannot load the kubeconfig: {(str(exc).splitlines() or [''])[0][:300]}",
             field="kubeconfig" if not context else "context",
             value=context or kubeconfig,
             fix="check the file and the context name (kubectl config get-contexts)",

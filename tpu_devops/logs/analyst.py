@@ -60,7 +60,7 @@ from tpu_devops.logs.evidence import (
 from tpu_devops.logs.filters import SEVERITY_RANK, normalize_severity
 from tpu_devops.logs.mining import LogMiner, TemplateStats
 from tpu_devops.logs.redact import Redactor
-from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch
+from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch, truncation_notice
 from tpu_devops.results import ToolResult
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.server_kind import ServerInfo
@@ -1022,8 +1022,8 @@ async def analyze(
     question = redactor.redact(question.strip())[:2000]
     index, summary = await run_blocking(read_into_index, source, token_budget=limits.evidence_token_budget)
     notices: list[str] = []
-    if source.truncated:
-        notices.append("stopped at max_entries; the analysis covers the entries read")
+    if stopped := truncation_notice(source, "analysis"):
+        notices.append(stopped)
     if index.dropped:
         notices.append(f"{index.dropped} entries beyond {MAX_INDEX} were mined but are not searchable")
     summary_result = to_result(summary, source=source.describe(), notices=[])

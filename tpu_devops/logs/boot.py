@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tpu_devops import files
+from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
 from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.scan import Event, Scan, Text, scan_text
@@ -708,7 +710,7 @@ def refuse_two_sources(node: str, log_text: str | None, path: str | None) -> Non
 
 def _looks_like_json(p: Path) -> bool:
     """True when the file's first non-blank character opens a JSON array or object (a log export)."""
-    with p.open("rb") as fh:
+    with files.open_regular(p, field="path", value=str(p), max_bytes=MAX_LOG_BYTES, binary=True) as fh:
         head = fh.read(4096).lstrip()
     return head[:1] in (b"[", b"{")
 
@@ -743,15 +745,18 @@ def read_export_text(path: str) -> tuple[str, int]:
     return "\n".join(r.message for r in records), len(records)
 
 
-def diagnose_vllm_boot(log_text: str | None = None, path: str | None = None) -> BootDiagnosis:
+def diagnose_vllm_boot(
+    log_text: str | None = None, path: str | None = None, *, settings: Settings | None = None
+) -> BootDiagnosis:
     """Tool entry point: diagnose a boot log given as text or as a file path.
 
     A file may be plain text (``docker logs vllm``) or a Cloud Logging export (JSON array / JSON lines of
-    LogEntry, newest first): an export's messages are diagnosed in timestamp order.
+    LogEntry, newest first): an export's messages are diagnosed in timestamp order. The path must lie
+    under the directories tools may read (`tpu_devops.files`; ``settings`` default: the process's).
 
     Raises:
         InputError: neither or both inputs, missing/unreadable file, not a regular file, file over
-        512 MiB, empty log, a JSON file without log entries.
+        512 MiB, outside the allowed directories, empty log, a JSON file without log entries.
     """
     if (log_text is None or log_text == "") == (path is None or path == ""):
         raise InputError(
@@ -763,31 +768,17 @@ def diagnose_vllm_boot(log_text: str | None = None, path: str | None = None) -> 
             "Cloud Logging",
         )
     if path:
-        p = Path(path).expanduser()
-        if not p.is_file():
-            exists = p.exists()
-            raise InputError(
-                ("not a regular file (a directory or a device)" if exists else "no such file"),
-                field="path",
-                value=path,
-                fix="pass the path of a saved vLLM log (e.g. docker logs vllm > boot.log)",
-            )
-        size = p.stat().st_size
-        if size > MAX_LOG_BYTES:
-            raise InputError(
-                f"file is {size / 2**20:.0f} MiB (limit 512 MiB)",
-                field="path",
-                value=path,
-                fix="pass the boot part of the log",
-            )
+        p = files.readable_file(settings, path, field="path", max_bytes=MAX_LOG_BYTES)
         try:
             if _looks_like_json(p):
-                text, entries = read_export_text(path)
+                text, entries = read_export_text(str(p))
                 source = f"{p} (Cloud Logging export, {entries:,} entries, oldest first)"
             else:
                 # newline="" keeps lone \r (progress bars) inside their line, so line numbers match grep -n.
-                with p.open(encoding="utf-8", errors="replace", newline="") as fh:
-                    text = fh.read()
+                with files.open_regular(
+                    p, field="path", value=path, max_bytes=MAX_LOG_BYTES, newline=""
+                ) as fh:
+                    text = fh.read(MAX_LOG_BYTES + 1)
                 source = str(p)
         except OSError as exc:
             raise InputError(

@@ -41,7 +41,7 @@ from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
 from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
 from tpu_devops.logs.signatures import Reading, Signature, SignatureHit
-from tpu_devops.logs.sources import LogRecord, LogSource
+from tpu_devops.logs.sources import LogRecord, LogSource, truncation_notice
 from tpu_devops.results import MAX_EVIDENCE_TOKENS, ToolResult
 from tpu_devops.tokens import estimate_tokens
 from tpu_devops.untrusted import (
@@ -581,8 +581,8 @@ def summarize_source(source: LogSource, *, token_budget: int = DEFAULT_TOKEN_BUD
     context = sg.context_from_lines(context_lines) if context_lines else None
     summary = summarize_mining(result, source=name, token_budget=token_budget, context=context)
     notices = []
-    if source.truncated:
-        notices.append("stopped at max_entries; the summary covers the newest entries read")
+    if stopped := truncation_notice(source, "summary"):
+        notices.append(stopped)
     if notice := source.redactor.notice():
         notices.append(notice)
     return to_result(summary, source=name, notices=notices)

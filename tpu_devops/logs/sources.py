@@ -35,6 +35,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel
 
+from tpu_devops import deadline, files
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import InputError, NotFoundError
 from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
@@ -56,6 +57,7 @@ MAX_EMPTY_PAGES = 5  # empty entries.list pages in a row before a read stops (se
 MAX_ENTRY_CHARS = 8 << 20
 MAX_LINE_CHARS = 1 << 20  # one line of a text or JSON-lines file; the rest of a longer line is skipped
 MAX_OBJECT_BYTES = 64 << 20  # a ``{"entries": [...]}`` file, which is parsed whole
+MAX_LOG_FILE_BYTES = 512 << 20  # a log file tools read (reading more would not finish within a tool call)
 MAX_MESSAGE_CHARS = 4000  # longer payloads are cut (a log line, not a document)
 DOCKER_LOG_ID = "gcplogs-docker-driver"  # Docker gcplogs driver default log name
 STARTUP_LOG_ID = "google_metadata_script_runner"  # GCE guest agent: startup-script output
@@ -363,6 +365,7 @@ class LogSource(Protocol):
 
     redactor: Redactor
     truncated: bool  # True once `pages` stopped at max_entries (or a read bound) with more to read
+    time_limited: bool  # True when it stopped to answer within the tool call's time budget
 
     def pages(self) -> Iterator[list[LogRecord]]:
         """Pages (lists) of records, in source order."""
@@ -371,6 +374,27 @@ class LogSource(Protocol):
     def describe(self) -> str:
         """One line naming what was read (file path or filter)."""
         ...
+
+
+READ_RESERVE_S = 15.0  # of a tool call's budget kept for mining and answering after the last page read
+
+
+def _time_is_short() -> bool:
+    """True when the tool call has less than `READ_RESERVE_S` left (`tpu_devops.deadline`)."""
+    left = deadline.remaining()
+    return left is not None and left < READ_RESERVE_S
+
+
+def truncation_notice(source: LogSource, what: str) -> str | None:
+    """Why ``source`` stopped before the end (``what``: "summary", "analysis"), or None."""
+    if getattr(source, "time_limited", False):
+        return (
+            f"stopped reading to answer within the tool call's time budget; the {what} covers the entries "
+            "read so far: narrow the window (since / until) or lower max_entries for a complete one"
+        )
+    if source.truncated:
+        return f"stopped at max_entries; the {what} covers the entries read"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,19 +510,20 @@ class FileSource:
     page_size: int = PAGE_SIZE
     max_entries: int = 0
     truncated: bool = False
+    time_limited: bool = False  # stopped early to answer within the tool call's budget
     count: int = 0
     kind: str = ""
 
     def __post_init__(self) -> None:
         p = Path(os.path.expanduser(self.path))
-        if not p.is_file():
-            raise InputError(
-                "not a file" if p.exists() else "no such file",
-                field="path",
-                value=self.path,
-                fix="give the path of a log export file readable by the server",
-            )
+        files.check_regular(p, field="path", value=self.path, max_bytes=MAX_LOG_FILE_BYTES)
         self._path = p
+
+    def _open(self, binary: bool = False) -> Any:
+        """The file opened for reading: a regular file only, never blocking (`tpu_devops.files`)."""
+        return files.open_regular(
+            self._path, field="path", value=self.path, max_bytes=MAX_LOG_FILE_BYTES, binary=binary
+        )
 
     def describe(self) -> str:
         return f"file {self._path.name} ({self.kind or 'unread'})"
@@ -509,7 +534,7 @@ class FileSource:
     def _detect(self) -> str:
         """The file's shape from its first 64 KiB. Raises InputError for an empty or binary file, or a
         ``.json`` / ``.jsonl`` file that does not hold JSON."""
-        with self._path.open("r", encoding="utf-8", errors="replace") as handle:
+        with self._open() as handle:
             head = handle.read(65536)
         stripped = head.lstrip()
         if not stripped:
@@ -545,7 +570,7 @@ class FileSource:
         )
 
     def _raw_entries(self) -> Iterator[dict[str, Any]]:
-        with self._path.open("r", encoding="utf-8", errors="replace") as handle:
+        with self._open() as handle:
             if self.kind == "json-array":
                 for index, value in enumerate(_iter_json_array(handle)):
                     yield self._entry(value, f"array element {index}")
@@ -583,7 +608,7 @@ class FileSource:
             year = datetime.fromtimestamp(self._path.stat().st_mtime, UTC).year
             last_ts = ""
             # Binary lines split on "\n" only, so line-N matches `grep -n` even with "\r" progress bars.
-            with self._path.open("rb") as handle:
+            with self._open(binary=True) as handle:
                 for number, raw, _ in _lines(handle):
                     line = raw.decode("utf-8", errors="replace").replace("\r", " ")
                     if not line.strip():
@@ -620,6 +645,9 @@ class FileSource:
             if len(page) >= self.page_size:
                 yield page
                 page = []
+                if _time_is_short():
+                    self.truncated = self.time_limited = True
+                    break
         if page:
             yield page
         if self.count == 0:
@@ -662,6 +690,7 @@ class CloudLoggingSource:
     redactor: Redactor = field(default_factory=Redactor)
     next_page_token: str | None = None
     truncated: bool = False
+    time_limited: bool = False  # stopped early to answer within the tool call's budget
     count: int = 0
 
     def describe(self) -> str:
@@ -673,6 +702,10 @@ class CloudLoggingSource:
         token = self.page_token
         empty = 0
         while True:
+            if self.count and _time_is_short():
+                self.truncated = self.time_limited = True
+                self.next_page_token = token
+                return
             size = min(self.page_size, max(1, self.max_entries - self.count))
             page = list_entries_page(
                 self.settings, filter_=self.filter_, order=self.order, page_size=size, page_token=token
@@ -914,7 +947,8 @@ def open_source(
                 value=path,
                 fix=f"drop path to query Cloud Logging, or drop {'/'.join(given)} to read the file",
             )
-        return FileSource(path, redactor=redactor, max_entries=int(max_entries))
+        real = files.readable_file(settings, path, field="path", max_bytes=MAX_LOG_FILE_BYTES)
+        return FileSource(str(real), redactor=redactor, max_entries=int(max_entries))
     spec = FilterSpec(since=since, until=until, severity=severity, raw=filter)
     if node:
         spec.extra.append(node_clause(node))

@@ -40,6 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from tpu_devops import files
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.pricing import PriceQuote, get_price, usd_per_million_tokens, validate_provisioning_model
@@ -55,6 +56,8 @@ DEFAULT_PROMPT_LENGTHS = (128, 1024, 8192)
 DEFAULT_OUTPUT_LEN = 128
 KV_SAFE_FRACTION = 0.78  # seed: keep clients x context below ~250K of a 321K pool
 MAX_CELLS = 64
+MAX_RESULT_BYTES = 16 << 20  # one vllm bench serve JSON file (a few KiB; --save-detailed ones a few MiB)
+MAX_RESULT_FILES = 1000  # JSON files read from one directory
 # Prompts are built in this process: 256 clients x 1M-token prompts would be ~1.5 GB of text in flight.
 MAX_INFLIGHT_PROMPT_TOKENS = 16_777_216
 _WORDS = (
@@ -248,15 +251,18 @@ def requests_for(concurrency: int, requests_per_cell: int | None) -> int:
 
 
 def results_dir(settings: Settings, given: str | None) -> Path:
-    """A new timestamped directory under ``given`` or ``<state_dir>/results``.
+    """A new timestamped directory under ``given`` or ``<state_dir>/results``; ``given`` must lie under the
+    directories tools may write (`tpu_devops.files`). Blocking: call it from a worker thread.
 
     Raises:
-        InputError: the directory cannot be created.
+        InputError: outside the allowed directories, or the directory cannot be created.
     """
-    root = Path(given).expanduser() if given else Path(settings.state_dir) / "results"
+    root = files.writable_dir(
+        settings, given, field="results_dir", default=Path(settings.state_dir) / "results"
+    )
     path = root / datetime.now(UTC).strftime("benchmark-%Y%m%d-%H%M%S-%f")
     try:
-        path.mkdir(parents=True, exist_ok=False)
+        path.mkdir(exist_ok=False)
     except OSError as exc:
         raise InputError(
             f"cannot create the results directory: {exc.strerror}",
@@ -718,7 +724,7 @@ async def start_benchmark(
         )
     with attributed(ep):
         choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
-    out_dir = results_dir(settings, results_dir_path)
+    out_dir = await asyncio.to_thread(results_dir, settings, results_dir_path)
     notices = list(choice.notices)
     if choice.max_model_len and max(prompts) + output_len > choice.max_model_len:
         notices.append(
@@ -763,14 +769,9 @@ async def start_benchmark(
 
 def _load_vllm_bench(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(
-            f"cannot read: {exc.strerror}",
-            field="results_path",
-            value=str(path),
-            fix="pass a readable vllm bench serve JSON file",
-        ) from None
+        data = json.loads(
+            files.read_text(path, field="results_path", value=str(path), max_bytes=MAX_RESULT_BYTES)
+        )
     except json.JSONDecodeError as exc:
         raise InputError(
             f"not JSON ({exc.msg} at line {exc.lineno})",
@@ -871,39 +872,31 @@ def _same_model(result_model: str, configured: str) -> bool:
     return a == b or a.rsplit("/", 1)[-1] == b.rsplit("/", 1)[-1]
 
 
-async def import_results(
-    settings: Settings,
-    results_path: str,
-    *,
-    provisioning_model: str | None = None,
-    results_dir_path: str | None = None,
-    write: bool = True,
-) -> BenchmarkResult:
-    """Read ``vllm bench serve`` JSON (a file, or every ``*.json`` in a directory), compute the same table
-    with $/M at the live price and the KV check, and (``write``) save CSV + JSON + PNG.
+def _read_results(
+    settings: Settings, results_path: str
+) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
+    """The ``vllm bench serve`` results at ``results_path`` (a file, or the ``*.json`` files of a directory,
+    at most `MAX_RESULT_FILES`), read through `tpu_devops.files`, and notices for skipped files. Blocking.
 
     Raises:
-        InputError: empty or missing path, no JSON files, or a file that is not a vllm bench serve result.
+        InputError: empty path, outside the allowed directories, no such file, no JSON files, too many,
+        or (for a file) not a vllm bench serve result.
     """
-    if provisioning_model:
-        validate_provisioning_model(provisioning_model)
-    if not results_path or not results_path.strip():
-        # Path("") is the current directory: an empty argument must not scan wherever the server runs.
-        raise InputError(
-            "empty path",
+    path = files.readable_path(settings, results_path, field="results_path", max_bytes=MAX_RESULT_BYTES)
+    is_dir = path.is_dir()
+    paths = (
+        files.files_in(
+            settings,
+            path,
+            "*.json",
             field="results_path",
             value=results_path,
-            fix="pass a vllm bench serve JSON file or a directory of them, e.g. ./bench/results",
+            max_bytes=MAX_RESULT_BYTES,
+            limit=MAX_RESULT_FILES,
         )
-    path = Path(results_path).expanduser()
-    if not path.exists():
-        raise InputError(
-            "no such file or directory",
-            field="results_path",
-            value=results_path,
-            fix="pass a vllm bench serve JSON file or a directory of them",
-        )
-    paths = sorted(path.glob("*.json")) if path.is_dir() else [path]
+        if is_dir
+        else [path]
+    )
     if not paths:
         raise InputError(
             "no .json files in the directory",
@@ -918,7 +911,7 @@ async def import_results(
         try:
             records.append((p, _load_vllm_bench(p)))
         except InputError as exc:
-            if not path.is_dir():
+            if not is_dir:
                 raise
             skipped.append(exc)  # a directory may also hold other JSON (e.g. our own results.json)
             notices.append(f"skipped {p.name}: {exc.message}")
@@ -931,6 +924,27 @@ async def import_results(
             value=results_path,
             fix=first.fix,
         )
+    return records, notices
+
+
+async def import_results(
+    settings: Settings,
+    results_path: str,
+    *,
+    provisioning_model: str | None = None,
+    results_dir_path: str | None = None,
+    write: bool = True,
+) -> BenchmarkResult:
+    """Read ``vllm bench serve`` JSON (a file, or every ``*.json`` in a directory), compute the same table
+    with $/M at the live price and the KV check, and (``write``) save CSV + JSON + PNG.
+
+    Raises:
+        InputError: empty or missing path, outside the directories tools may read, no JSON files, or a
+        file that is not a vllm bench serve result.
+    """
+    if provisioning_model:
+        validate_provisioning_model(provisioning_model)
+    records, notices = await asyncio.to_thread(_read_results, settings, results_path)
     price = await price_or_none(settings, provisioning_model, notices)
     for p, d in records:
         note = concurrency_of(d)[1]

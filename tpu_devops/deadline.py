@@ -1,0 +1,107 @@
+"""One time budget per tool call, enforced end to end.
+
+MCP hosts give up on a tool call after about 60 s (Claude Code, Gemini CLI and the Inspector default to
+60 s) and most send no progress. So every tool call runs inside one budget (`TOOL_BUDGET_S`): the
+registration wrapper opens it (`tool_call`), Google adapters and HTTP clients size each request's
+timeout and their retry deadline from what is left (`timeout`), loops over pages stop when it runs out
+(`check`), and the wrapper's hard limit turns an overrun into a `DeadlineError` with a fix instead of a
+host-side hang. Long operations are jobs that run outside any call's budget (`outside_budget`).
+
+The budget lives in a context variable: asyncio tasks and worker threads started with ``anyio`` or
+``asyncio.to_thread`` inherit it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import anyio
+
+from tpu_devops.errors import DeadlineError
+
+TOOL_BUDGET_S = 50.0  # one tool call, end to end: under the hosts' ~60 s with room for the reply
+GRACE_S = 3.0  # past the budget before the wrapper gives up on a body that ignores it
+MIN_REQUEST_S = 1.0  # less than this left: a new request would only time out, so it is not sent
+_FIX = (
+    "try again; if it keeps timing out, narrow the request (a shorter window, fewer zones or entries), "
+    "or use the tool's job form and poll get_job"
+)
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("tpu_devops_deadline", default=None)
+
+
+def remaining() -> float | None:
+    """Seconds left in the current tool call's budget (may be negative), or None outside any call."""
+    end = _deadline.get()
+    return None if end is None else end - time.monotonic()
+
+
+def timeout(cap_s: float, action: str = "the request") -> float:
+    """A timeout for one request or retry loop: ``cap_s``, cut to what is left of the budget.
+
+    Raises:
+        DeadlineError: less than `MIN_REQUEST_S` left (the request is not worth sending).
+    """
+    left = remaining()
+    if left is None:
+        return cap_s
+    if left < MIN_REQUEST_S:
+        raise expired(action)
+    return min(cap_s, left)
+
+
+def check(action: str) -> None:
+    """Raise DeadlineError when the budget has run out (call it between pages, zones, rounds)."""
+    left = remaining()
+    if left is not None and left <= 0:
+        raise expired(action)
+
+
+def expired(action: str) -> DeadlineError:
+    """The error for a call whose budget ran out while doing ``action``."""
+    return DeadlineError(
+        f"stopped {action}: the tool call's {TOOL_BUDGET_S:.0f} s budget ran out (MCP hosts give up at ~60 s)",
+        field="deadline",
+        fix=_FIX,
+    )
+
+
+@contextlib.contextmanager
+def budget(seconds: float) -> Iterator[None]:
+    """Run the block with at most ``seconds`` left (never more than an enclosing budget allows)."""
+    end = time.monotonic() + seconds
+    outer = _deadline.get()
+    token = _deadline.set(end if outer is None else min(outer, end))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+@contextlib.contextmanager
+def outside_budget() -> Iterator[None]:
+    """Run the block with no budget: for a job that outlives the tool call that started it."""
+    token = _deadline.set(None)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+@contextlib.asynccontextmanager
+async def tool_call(name: str, seconds: float = TOOL_BUDGET_S) -> AsyncIterator[None]:
+    """The budget of one tool call: sets it for everything the body awaits or starts, and cancels the body
+    `GRACE_S` (at most a tenth of ``seconds``) after it ends.
+
+    Raises:
+        DeadlineError: the body did not finish in time (named, with the fix).
+    """
+    with budget(seconds):
+        try:
+            with anyio.fail_after(seconds + min(GRACE_S, seconds / 10)):
+                yield
+        except TimeoutError:
+            raise expired(f"{name} before it finished") from None
