@@ -42,6 +42,7 @@ STARTUP_MODULES = {
     "tpu_devops.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
     "tpu_devops.catalog",
     "tpu_devops.config",
+    "tpu_devops.deadline",  # the per-call time budget the registration wrapper opens
     "tpu_devops.errors",
     "tpu_devops.logs",
     "tpu_devops.registration",
