@@ -49,7 +49,7 @@ class ComputeApi:
                 project=self.project,
                 firewall=name,
                 retry=common.retry_policy(),
-                timeout=common.CALL_TIMEOUT_S,
+                timeout=common.call_timeout(),
             )
         return _to_dict(compute_v1.Firewall, rule)
 
@@ -60,7 +60,7 @@ class ComputeApi:
         request = compute_v1.ListFirewallsRequest(project=self.project, filter=f'name eq "{name_prefix}.*"')
         with common.google_errors("list firewall rules", SERVICE):
             pages = self.client.list(
-                request=request, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+                request=request, retry=common.retry_policy(), timeout=common.call_timeout()
             )
             return [_to_dict(compute_v1.Firewall, rule) for rule in pages]
 
@@ -100,9 +100,9 @@ class ComputeApi:
         request = request_cls(project=self.project, request_id=str(uuid.uuid4()), **fields)
         with common.google_errors(action, SERVICE):
             operation = getattr(self.client, method)(
-                request=request, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+                request=request, retry=common.retry_policy(), timeout=common.call_timeout()
             )
-            operation.result(timeout=common.CALL_TIMEOUT_S)
+            operation.result(timeout=common.call_timeout())
 
 
 def _to_dict(message_cls: Any, message: Any) -> dict[str, Any]:

@@ -108,7 +108,7 @@ def access_secret(settings: Settings, secret_id: str) -> str | None:
     try:
         with common.google_errors(f"read secret {secret_id}", SERVICE):
             response = _client(settings).access_secret_version(
-                name=name, retry=common.retry_policy(), timeout=common.CALL_TIMEOUT_S
+                name=name, retry=common.retry_policy(), timeout=common.call_timeout()
             )
     except NotFoundError:
         return None
