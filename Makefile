@@ -13,7 +13,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GOOGLE_CLOUD_ZONE ?= us-west4-a
 
-.PHONY: setup run test tools snapshot lint format bench demo eval-analyst fake-gcp check-config clean
+.PHONY: setup run test tools snapshot lint format bench demo eval-analyst fake-gcp check-config gemini-extension clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -31,6 +31,17 @@ node_modules/.installed: package.json package-lock.json
 
 run: setup
 	./mcp-run.sh
+
+# Gemini CLI: link this checkout as the tpu-devops extension (its MCP server, GEMINI.md and the policy that
+# asks before any tool that changes state) and install the user policy that lets the read-only tools run
+# without a prompt (Gemini CLI ignores allow rules shipped inside an extension). A gemini on PATH is used,
+# else the one `make setup` installed.
+GEMINI ?= $(shell command -v gemini 2>/dev/null || echo $(CURDIR)/node_modules/.bin/gemini)
+gemini-extension: setup
+	-@$(GEMINI) extensions uninstall tpu-devops >/dev/null 2>&1
+	$(GEMINI) extensions link "$(CURDIR)" --consent
+	mkdir -p "$(HOME)/.gemini/policies"
+	cp gemini/tpu-devops-read-only.toml "$(HOME)/.gemini/policies/tpu-devops-read-only.toml"
 
 # Validate tpu.env plus the environment exactly as the server will, and print the result.
 check-config: setup

@@ -244,8 +244,7 @@ def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:
             "description": t.description,
             "parametersJsonSchema": t.input_schema,
         }
-        total += (
-            len(json.dumps(decl, separators=(",", ":"), ensure_ascii=False).encode())
-            + GEMINI_CLI_PER_TOOL_BYTES
-        )
+        total += len(json.dumps(decl, separators=(",", ":"), ensure_ascii=False).encode())
+        # the parameter joins the other properties, after a comma when there are any
+        total += GEMINI_CLI_PER_TOOL_BYTES - (0 if t.input_schema.get("properties") else 1)
     return total
