@@ -16,6 +16,7 @@ if __name__ == "__main__":  # `python server.py`: the entry point validates sett
 from pathlib import Path
 from typing import Annotated, Any
 
+from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver.resolve import Resolve
 from pydantic import BeforeValidator, Field
 
@@ -397,13 +398,15 @@ async def create_tpu_queued_resource(
     """Create our TPU queued resource (with API key, firewall rule); returns at once.
 
     Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
-    and rig=<id>, with the rendered startup script. Touches only its own id: if it exists, reports it instead.
-    First puts the endpoint's access in place: the vLLM API key in Secret Manager (generated when missing)
-    and the rig's firewall rule admitting vLLM's port from your public IPv4 only (or allowed_source_ranges).
-    Refuses when the Hugging Face token secret is missing, and when the rig already has a live queued resource
-    in another zone (unless allow_second=true), and when VLLM_IMAGE is too old for the model (unless
-    allow_unsupported_image=true). Returns at once; waiting is a job (wait=true: poll get_job with the
-    returned job_id)."""
+    and rig=<RESOURCE_ID> whatever its id, with the rendered startup script. Touches only its own id: if it
+    exists, reports it (and whose it is) instead. First puts the endpoint's access in place: the vLLM API key
+    in Secret Manager (generated when missing) and the rig's firewall rule admitting vLLM's port from your
+    public IPv4 only (or allowed_source_ranges). Refuses when the Hugging Face token secret is missing, when
+    the rig already has a live queued resource under any id in any zone (unless allow_second=true), when any
+    zone cannot be listed to check that, and when VLLM_IMAGE is too old for the model (unless
+    allow_unsupported_image=true). If a concurrent create of the rig (another server) got there first, this
+    one deletes its request at once and says so. Returns at once; waiting is a job (wait=true: poll get_job
+    with the returned job_id)."""
     return await tpu_devops.provisioning.queued.create_with_optional_wait(
         settings, zone=zone, provisioning_model=provisioning_model, max_run_duration_s=max_run_duration_s,
         valid_until_duration_s=valid_until_duration_s, queued_resource_id=queued_resource_id, wait=wait,
@@ -417,9 +420,11 @@ async def create_tpu_queued_resource(
 async def describe_queued_resource(
     zone: ZoneArg = None, queued_resource_id: QrIdArg = None
 ) -> tpu_devops.provisioning.queued.QueuedResourceView:
-    """One queued resource: state, provisioning model, whether ours, failure.
+    """One queued resource: state, provisioning model, owner, failure.
 
-    One queued resource: state, provisioning model, labels (and whether it is ours), failure with its reach."""
+    One queued resource: state, provisioning model, labels, failure with its reach, and whose it is: ours
+    only with this rig's labels (managed-by=tpu-devops, rig=<RESOURCE_ID>), else another rig's or not
+    tpu-devops'; who created it (created-by, when it is not these credentials)."""
     return await tpu_devops.provisioning.queued.describe_queued_resource(settings, zone, queued_resource_id)
 
 
@@ -428,10 +433,11 @@ async def list_queued_resources(
     zone: Annotated[str | None, Field(description="a zone or 'all'")] = None,
     only_ours: Annotated[bool, Field()] = False,
 ) -> tpu_devops.provisioning.queued.QueuedResourceList:
-    """Queued resources in a zone or all, ours and failed ones marked.
+    """Queued resources in a zone or all, owners and failed ones marked.
 
-    Queued resources in one zone or all zones (concurrent, bounded), marking ours and FAILED/SUSPENDED
-    requests that still hold quota."""
+    Queued resources in one zone or all zones (concurrent, bounded), each with its owner (ours = this rig's
+    labels managed-by=tpu-devops and rig=<RESOURCE_ID>; another rig's; not tpu-devops'; created by someone
+    else), FAILED/SUSPENDED requests that still hold quota, and zones whose listing failed."""
     return await tpu_devops.provisioning.queued.list_queued_resources(settings, zone, only_ours=only_ours)
 
 
@@ -466,13 +472,15 @@ async def find_tpu(
     """Job: sweep zones for a TPU, one create at a time. Poll get_job.
 
     Start a job that sweeps zones for a TPU, one create at a time (never two TPUs held): known support and
-        past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
-        model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
-        found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
-        starts; only one sweep per rig runs at a time (a second call names the running job), and the sweep stops
-        instead of creating when the rig already has a live queued resource in any zone. Before the first create it
-    puts the endpoint's access in place (API key secret, firewall rule for your public IPv4 or
-    allowed_source_ranges). Poll get_job."""
+    past outcomes first, a bounded wait per zone, each failure classified by reach (zone / region /
+    model-in-zone / configuration) and recorded in tpu_zones_status.md. A configuration error (network not
+    found, permission denied, bad accelerator) stops the sweep at once. Arguments are checked before the job
+    starts; only one sweep per rig runs at a time (a second call names the running job), and the sweep stops
+    instead of creating when the rig already has a live queued resource in any zone (or a zone cannot be
+    listed). Before the first create it puts the endpoint's access in place (API key secret, firewall rule for
+    your public IPv4 or allowed_source_ranges). Each request carries validUntilDuration = its zone budget, so
+    one abandoned by a server that died expires by itself; the next sweep adopts a waiting find_tpu request of
+    these credentials (waits on it, then deletes it) instead of leaving it. Poll get_job."""
     model = tpu_devops.provisioning.requests.check_provisioning_model(provisioning_model, settings)
     return await tpu_devops.provisioning.sweep.start_sweep(
         settings,
@@ -485,30 +493,36 @@ async def find_tpu(
     )  # fmt: skip
 
 
+DryRunArg = Annotated[bool | None, Field()]
+ConfirmArg = Annotated[bool, Field()]
+ConfirmTokenArg = Annotated[str | None, Field()]
+
+
 @tools.tool(
     title="Destroy our queued resource", open_world=True, read_only=False, destructive=True, idempotent=True
 )
 async def destroy_queued_resource(
     confirmation: Annotated[
-        tpu_devops.teardown.Confirmation, Resolve(tpu_devops.teardown.resolve_destroy_confirmation)
+        ElicitationResult[tpu_devops.teardown.Confirmation],
+        Resolve(tpu_devops.teardown.resolve_destroy_confirmation),
     ],
-    zone: ZoneArg = None,
-    queued_resource_id: QrIdArg = None,
-    dry_run: Annotated[bool, Field()] = True,
-    confirm: Annotated[bool, Field()] = False,
+    zone: Annotated[str | None, Field()] = None,
+    queued_resource_id: Annotated[str | None, Field()] = None,
+    dry_run: DryRunArg = None,
+    confirm: ConfirmArg = False,
+    confirm_token: ConfirmTokenArg = None,
 ) -> tpu_devops.teardown.TeardownResult:
-    """Delete our queued resource in any zone. dry_run (default) lists the steps.
+    """Tear down this rig's TPU in any zone (a dry run giving a confirm_token by default).
 
-    Delete one queued resource created by this server (labels managed-by=tpu-devops, rig=<id>): node first,
-    then the request. Refuses anything else. dry_run (default) lists the steps; deleting needs confirm=true
-    (or an accepted elicitation)."""
+    Every queued resource labelled managed-by=tpu-devops and rig=<RESOURCE_ID> (any id) in every zone, or the
+    zone / id named; node first, then the request, then the rig's firewall rule with its last TPU. Never
+    touches another rig's or anyone else's resources. Without confirm it is a dry run that lists the steps and
+    returns a confirmation token with the exact call to make; deleting needs confirm=true plus your answer when
+    the host can ask you (elicitation), else plus that token (single use, 10 min, bound to that plan)."""
     return await tpu_devops.teardown.destroy_confirmed(
-        settings,
-        confirmed=confirmation.confirm,
-        zone=zone,
-        queued_resource_id=queued_resource_id,
-        dry_run=dry_run,
-    )
+        settings, confirmation, zone=zone, queued_resource_id=queued_resource_id, dry_run=dry_run,
+        confirm=confirm, confirm_token=confirm_token,
+    )  # fmt: skip
 
 
 @tools.tool(
@@ -516,23 +530,28 @@ async def destroy_queued_resource(
 )
 async def manage_queued_resource(
     confirmation: Annotated[
-        tpu_devops.teardown.Confirmation, Resolve(tpu_devops.teardown.resolve_manage_confirmation)
+        ElicitationResult[tpu_devops.teardown.Confirmation],
+        Resolve(tpu_devops.teardown.resolve_manage_confirmation),
     ],
     action: Annotated[
         str,
         Field(description="cleanup (failed ones) or delete_all"),
     ] = "cleanup",
     zone: Annotated[str | None, Field(description="a zone or 'all'")] = "all",
-    dry_run: Annotated[bool, Field()] = True,
-    confirm: Annotated[bool, Field()] = False,
+    dry_run: DryRunArg = None,
+    confirm: ConfirmArg = False,
+    confirm_token: ConfirmTokenArg = None,
 ) -> tpu_devops.teardown.TeardownResult:
-    """Bulk teardown of our queued resources (cleanup or delete_all). dry_run default.
+    """Bulk teardown of this rig's queued resources (cleanup or delete_all); dry run default.
 
-    Bulk teardown of this rig's queued resources across zones, never touching resources without our
-    labels (listed as left alone). dry_run by default; deleting needs confirm=true or an accepted elicitation."""
+    Bulk teardown of this rig's queued resources (any id) across zones, never touching resources without this
+    rig's labels (listed as left alone). cleanup: FAILED/SUSPENDED requests (they hold quota); delete_all:
+    every one. Same confirmation as destroy_queued_resource: a dry run by default, with a confirmation token;
+    deleting needs confirm=true plus your answer when the host can ask, else the token."""
     return await tpu_devops.teardown.manage_confirmed(
-        settings, confirmed=confirmation.confirm, action=action, zone=zone, dry_run=dry_run
-    )
+        settings, confirmation, action=action, zone=zone, dry_run=dry_run, confirm=confirm,
+        confirm_token=confirm_token,
+    )  # fmt: skip
 
 
 @tools.tool(title="Save the Hugging Face token", open_world=True, idempotent=False, **CLOUD_WRITE)
@@ -1131,10 +1150,10 @@ def list_jobs() -> tpu_devops.jobs.JobList:
     keep_in_read_only=True,
 )
 async def cancel_job(job_id: str) -> tpu_devops.jobs.JobView:
-    """Cancel a running job (resources it created stay).
+    """Cancel a running job.
 
-    Cancel a running job. A zone sweep stops before its next create; resources it already
-    created are left as they are (use destroy_queued_resource for those)."""
+    Cancel a running job. A zone sweep stops and deletes the request it was waiting on (nothing is left
+    queued); a TPU it already found ACTIVE stays (destroy_queued_resource tears it down)."""
     return tpu_devops.jobs.JobView.of(await tpu_devops.jobs.JOBS.cancel(job_id))
 
 

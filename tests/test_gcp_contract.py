@@ -55,10 +55,20 @@ async def test_every_queued_resource_create_shape_passes(
 ) -> None:
     fake_gcp.tpu.networks.add("my-vpc")
     settings = load_settings(environ=gcp_environ(fake_gcp, tmp_path, **network))
+    from tpu_devops.provisioning.ownership import CREATE_TOOL, this_rig
+
+    rig = await this_rig(settings)
     body = build_request(
-        settings, zone=ZONE, qr_id="r1", provisioning_model=model, valid_until_duration_s=valid_until
-    )
-    assert body["tpu"]["nodeSpec"][0]["node"]["labels"] == {"managed-by": "tpu-devops", "rig": "r1"}
+        settings, zone=ZONE, qr_id="r1", provisioning_model=model, valid_until_duration_s=valid_until,
+        labels=rig.labels(CREATE_TOOL),
+    )  # fmt: skip
+    labels = body["tpu"]["nodeSpec"][0]["node"]["labels"]  # the rig is RESOURCE_ID, never the id "r1"
+    assert labels == {
+        "managed-by": "tpu-devops",
+        "rig": "gemma4-e2b",
+        "created-by": rig.created_by,
+        "tool": CREATE_TOOL,
+    }
     op = await send_create(settings, create_call(ZONE, "r1", body))
     assert op["name"]
     _clean(fake_gcp)

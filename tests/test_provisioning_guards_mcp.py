@@ -91,12 +91,14 @@ async def test_a_second_server_sharing_the_state_dir_refuses_a_parallel_sweep(fa
         text = refused.content[0].text
         assert started["job_id"] in text and "server pid" in text
         await call(one, "cancel_job", {"job_id": started["job_id"]})
-        # The cancelled sweep gave its lease back: the other server may sweep now (and finds the
-        # request the cancelled sweep left waiting in us-west4-a instead of creating a second one).
+        # The cancelled sweep deleted the request it was waiting on (nothing left queued for nobody) and
+        # gave its lease back: the other server may sweep now.
+        assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
         retry = await call(two, "find_tpu", {**args, "zone_budget_s": 0.3})
         job = await wait_job(two, retry["job_id"])
-        assert "us-west4-a" in job["result"]["stopped_because"]
-    assert [c["zone"] for c in fake_gcp.tpu.creates()] == ["us-west4-a"]
+        assert job["result"]["found"] and job["result"]["zone"] == "us-west4-b", job
+    assert [c["zone"] for c in fake_gcp.tpu.creates()] == ["us-west4-a", "us-west4-a", "us-west4-b"]
+    assert _live_of_rig(fake_gcp) == [("us-west4-b", "ACTIVE")]
 
 
 async def test_arguments_are_checked_before_anything_starts(fake_gcp, tmp_path) -> None:
@@ -162,3 +164,94 @@ async def test_existing_flex_start_reported_as_flex_start_and_prices_per_region(
         status = await call(client, "get_reservation_status")
         assert status["zone"] == "asia-east1-a" and status.get("usd_per_hour") is None
         assert status["price_source"].startswith("price unknown for asia-east1")
+
+
+def _adc(tmp_path: Any, who: str) -> str:
+    """An ADC file (gcloud's authorized_user shape) naming ``who``: google-auth reads the principal from it."""
+    import json
+
+    path = tmp_path / f"adc-{who.split('@')[0]}.json"
+    info = {
+        "type": "authorized_user",
+        "client_id": "c",
+        "client_secret": "s",
+        "refresh_token": "r",
+        "account": who,
+    }
+    path.write_text(json.dumps(info))
+    return str(path)
+
+
+async def test_ownership_is_this_servers_rig_never_the_id_passed(fake_gcp, tmp_path) -> None:
+    """Issue 12 §1, through the real client: another rig's TPU is refused whatever id or flags are
+    passed (and its dry run never says "ours"); a create under another id is still this rig's, so the
+    guard refuses it and status / teardown see it."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.add_foreign(
+        "us-west4-a", "other-rig", labels={"managed-by": "tpu-devops", "rig": "other-rig"}
+    )
+    async with server(fake_gcp, tmp_path) as client:
+        for args in (
+            {},
+            {"dry_run": False, "confirm": True},
+            {"confirm": True, "confirm_token": "aaaaaaaaaaaaaaaa"},
+        ):
+            refused = await client.call_tool(
+                "destroy_queued_resource", {"queued_resource_id": "other-rig", **args}
+            )
+            text = refused.content[0].text
+            assert refused.is_error and "another rig's (rig=other-rig" in text and "of ours" not in text, text
+        listing = await call(client, "list_queued_resources", {"zone": "us-west4-a"})
+        assert [q["owner"] for q in listing["queued_resources"]] == [
+            "another rig's (rig=other-rig; this server is rig gemma4-e2b)"
+        ]
+        await call(client, "create_tpu_queued_resource", {"provisioning_model": "spot"})
+        second = await client.call_tool(
+            "create_tpu_queued_resource", {"queued_resource_id": "gemma4-e2b-2", "zone": "us-east1-b"}
+        )
+        assert second.is_error and "bill twice" in second.content[0].text
+        forced = await call(
+            client,
+            "create_tpu_queued_resource",
+            {
+                "queued_resource_id": "gemma4-e2b-2",
+                "zone": "us-east1-b",
+                "allow_second": True,
+                "provisioning_model": "spot",
+            },
+        )
+        assert forced["created"]
+        status = await call(client, "get_reservation_status")
+        assert status["several"] and any("gemma4-e2b-2" in r for r in status["rig_queued_resources"])
+        plan = await call(client, "manage_queued_resource", {"action": "delete_all"})
+        assert sorted(s["target"] for s in plan["steps"] if s["action"] == "delete_queued_resource") == [
+            "gemma4-e2b",
+            "gemma4-e2b-2",
+        ]
+        assert any("other-rig" in x for x in plan["left_alone"])
+        done = await call(
+            client,
+            "manage_queued_resource",
+            {"action": "delete_all", "confirm": True, "confirm_token": plan["confirm_token"]},
+        )
+        assert done["executed"]
+    assert _live_of_rig(fake_gcp) == [] and fake_gcp.tpu.state_of("us-west4-a", "other-rig") == "ACTIVE"
+
+
+async def test_two_installations_of_one_rig_warn_about_each_others_resources(fake_gcp, tmp_path) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    alice = {"GOOGLE_APPLICATION_CREDENTIALS": _adc(tmp_path, "alice@example.com")}
+    bob = {"GOOGLE_APPLICATION_CREDENTIALS": _adc(tmp_path, "bob@example.com")}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with server(fake_gcp, tmp_path / "a", **alice) as a, server(fake_gcp, tmp_path / "b", **bob) as b:
+        await call(a, "create_tpu_queued_resource", {"provisioning_model": "spot"})
+        status = await b.call_tool("get_reservation_status", {})
+        assert "WARNING: CREATED BY SOMEONE ELSE" in status.content[0].text
+        assert status.structured_content["ours"] is True  # same RESOURCE_ID: the same rig
+        again = await call(b, "create_tpu_queued_resource", {"provisioning_model": "spot"})
+        assert again["created"] is False and "created by someone else" in again["owner"]
+        dry = await b.call_tool("destroy_queued_resource", {})
+        assert "created by someone else (created-by=" in dry.content[0].text
+        own = await call(a, "destroy_queued_resource", {})
+        assert not own.get("warnings")  # alice's own TPU: no warning for her

@@ -135,9 +135,12 @@ async def test_teardown_deletes_ours_and_leaves_a_foreign_resource(fake_gcp, tmp
         unconfirmed = await client.call_tool(
             "manage_queued_resource", {"action": "delete_all", "dry_run": False}
         )
-        assert unconfirmed.is_error and "confirm" in unconfirmed.content[0].text
+        assert unconfirmed.is_error and "nothing was deleted" in unconfirmed.content[0].text
         assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"
-        done = await call(client, "destroy_queued_resource", {"dry_run": False, "confirm": True})
+        dry = await client.call_tool("destroy_queued_resource", {})
+        token = dry.structured_content["confirm_token"]
+        assert token in dry.content[0].text and dry.structured_content["next_call"] in dry.content[0].text
+        done = await call(client, "destroy_queued_resource", {"confirm": True, "confirm_token": token})
         assert done["executed"] and all(s["done"] for s in done["steps"])
     assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
     assert fake_gcp.tpu.state_of("us-west4-a", "neighbours-tpu") == "ACTIVE"
@@ -238,8 +241,12 @@ async def test_deletion_confirmed_by_elicitation_when_the_client_supports_it(fak
 
     fake_gcp.tpu.add_foreign("us-west4-a", "gemma4-e2b", labels=RIG_LABELS)
     async with server(fake_gcp, tmp_path, client_kwargs={"elicitation_callback": elicit}) as client:
-        declined = await client.call_tool("destroy_queued_resource", {"dry_run": False})
-        assert declined.is_error and fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"
+        # confirm=true from the model is not enough where the user can be asked: the user is asked.
+        declined = await client.call_tool("destroy_queued_resource", {"confirm": True})
+        assert declined.is_error and "you declined" in declined.content[0].text
+        assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"
+        dry = await call(client, "destroy_queued_resource", {})  # a dry run asks nobody
+        assert dry["dry_run"] and len(asked) == 1
         accepted = await call(client, "destroy_queued_resource", {"dry_run": False})
         assert accepted["executed"] is True
     assert len(asked) == 2 and "delete_node gemma4-e2b (us-west4-a)" in asked[0]

@@ -9,8 +9,10 @@ import pytest
 from tests.conftest import gcp_environ
 from tests.fakes.gcp.tpu import FakeClock
 from tpu_devops.config import load_settings
-from tpu_devops.errors import ConfigError, NotFoundError
+from tpu_devops.errors import CloudError, ConfigError, NotFoundError
 from tpu_devops.provisioning.queued import (
+    ListingError,
+    SecondTpuError,
     create_queued_resource,
     describe_queued_resource,
     list_queued_resources,
@@ -50,22 +52,34 @@ async def test_create_then_status_then_existing_is_reported(fake_gcp, gcp_settin
     assert TOKEN not in sent and "hf-token" in sent
 
 
-async def test_describe_and_list_all_zones(fake_gcp, gcp_settings) -> None:
+async def test_describe_and_list_all_zones_say_ours_only_by_this_rigs_label(fake_gcp, gcp_settings) -> None:
     fake_gcp.tpu.add_foreign(ZONE, "someone-else", labels={"team": "ml"})
+    # Named like this rig, labelled for another: not ours. Named anything, labelled for this rig: ours.
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels={"managed-by": "tpu-devops", "rig": "other-rig"})
     fake_gcp.tpu.add_foreign(
-        "europe-west4-a", "ours-failed", labels={"managed-by": "tpu-devops", "rig": "ours-failed"}
+        "europe-west4-a",
+        "any-name-2",
+        labels={"managed-by": "tpu-devops", "rig": "gemma4-e2b"},
+        state="FAILED",
     )
     view = await describe_queued_resource(gcp_settings, ZONE, "someone-else")
-    assert view.ours is False and view.state == "ACTIVE"
+    assert view.ours is False and view.state == "ACTIVE" and view.owner == "not created by tpu-devops"
+    other = await describe_queued_resource(gcp_settings, ZONE)  # the default id, RESOURCE_ID
+    assert other.ours is False and "another rig's (rig=other-rig" in other.owner
+    mine = await describe_queued_resource(gcp_settings, "europe-west4-a", "any-name-2")
+    assert mine.ours and mine.owner.startswith("ours") and "creator unknown" in mine.owner
     with pytest.raises(NotFoundError):
         await describe_queued_resource(gcp_settings, ZONE, "nope")
     listing = await list_queued_resources(gcp_settings, "all")
     assert listing.zones_listed == 44 and {q.id for q in listing.queued_resources} == {
         "someone-else",
-        "ours-failed",
+        "gemma4-e2b",
+        "any-name-2",
     }
+    text = listing.render_text()
+    assert "(1 of this rig)" in text and "another rig's (rig=other-rig" in text
     ours = await list_queued_resources(gcp_settings, "all", only_ours=True)
-    assert [q.id for q in ours.queued_resources] == ["ours-failed"]
+    assert [q.id for q in ours.queued_resources] == ["any-name-2"]
 
 
 async def test_status_finds_ours_in_another_zone_unless_a_zone_is_named(fake_gcp, gcp_settings) -> None:
@@ -100,3 +114,145 @@ async def test_endpoint_discovery_none_waiting_active_several(fake_gcp, gcp_sett
     assert (await get_vllm_endpoint(gcp_settings)).status == "several"
     explicit = load_settings(environ=gcp_environ(fake_gcp, tmp_path, VLLM_URL="http://10.1.2.3:8000"))
     assert (await get_vllm_endpoint(explicit)).url == "http://10.1.2.3:8000"
+
+
+# ---- one TPU per rig, whatever the id, failing closed (issue 12 §1, §2) ---------------------------
+
+RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+
+
+def _labels(fake_gcp, zone: str, qr_id: str) -> dict[str, str]:
+    return fake_gcp.tpu.queued[(zone, qr_id)].body["tpu"]["nodeSpec"][0]["node"]["labels"]
+
+
+async def test_every_create_carries_the_rig_label_whatever_its_id(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    await create_queued_resource(gcp_settings)
+    for zone, qr_id in ((ZONE, "gemma4-e2b-2"), ("us-east1-b", "gemma4-e2b-2"), ("us-east1-b", "other-rig")):
+        with pytest.raises(SecondTpuError) as err:
+            await create_queued_resource(gcp_settings, zone=zone, queued_resource_id=qr_id)
+        assert "gemma4-e2b in us-west4-a" in err.value.message and "allow_second" in err.value.fix
+    assert len(fake_gcp.tpu.creates()) == 1
+    second = await create_queued_resource(
+        gcp_settings, zone="us-east1-b", queued_resource_id="other-rig", allow_second=True
+    )
+    assert second.created and any(w.startswith("SECOND TPU") for w in second.warnings)
+    labels = _labels(fake_gcp, "us-east1-b", "other-rig")
+    assert labels["rig"] == "gemma4-e2b" and labels["managed-by"] == "tpu-devops"
+    assert labels["tool"] == "create_tpu_queued_resource" and len(labels["created-by"]) == 12
+    status = await reservation_status(gcp_settings)  # status, the guard and discovery see both
+    assert status.several and {r.split(":")[0] for r in status.rig_queued_resources} == {
+        "gemma4-e2b in us-west4-a",
+        "other-rig in us-east1-b",
+    }
+    assert (await get_vllm_endpoint(gcp_settings)).status == "several"
+
+
+@pytest.mark.parametrize("status", [503, 500, 403])
+async def test_a_zone_that_cannot_be_listed_blocks_the_create(
+    fake_gcp, gcp_settings, monkeypatch, status
+) -> None:
+    from tpu_devops.gcp import common
+
+    monkeypatch.setattr(common, "RETRY_DEADLINE_S", 1.0)  # a persistent 503 gives up in 1 s, not 45
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.add_foreign("asia-east1-b", "gemma4-e2b", labels=RIG)  # in the zone that will not answer
+    fake_gcp.tpu.fail_zone("asia-east1-b", status)
+    with pytest.raises(ListingError) as err:
+        await create_queued_resource(gcp_settings)
+    assert err.value.field == "zone" and err.value.value == ["asia-east1-b"]
+    assert "nothing was created" in err.value.message
+    assert fake_gcp.tpu.creates() == []
+    fake_gcp.tpu.fail_zone("asia-east1-b", None)
+    with pytest.raises(SecondTpuError):  # once it answers, the TPU there is seen
+        await create_queued_resource(gcp_settings)
+
+
+async def test_the_zone_list_itself_failing_blocks_the_create(fake_gcp, gcp_settings, monkeypatch) -> None:
+    from tpu_devops.gcp import common
+
+    monkeypatch.setattr(common, "RETRY_DEADLINE_S", 1.0)
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.fail_next(503, times=1000)
+    with pytest.raises(CloudError):
+        await create_queued_resource(gcp_settings)
+    fake_gcp.tpu._failures.clear()
+    assert fake_gcp.tpu.creates() == []
+
+
+async def test_a_create_that_loses_the_race_deletes_itself(fake_gcp, gcp_settings) -> None:
+    """Another server created a request of the rig in another zone while ours was being sent (its
+    createTime is earlier): ours is the newer one and withdraws at once."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+
+    def concurrent(rec) -> None:
+        if rec.qr_id == "gemma4-e2b":
+            fake_gcp.tpu.add_foreign("us-east5-a", "gemma4-e2b", labels=RIG, created_at=rec.created_at - 0.5)
+
+    fake_gcp.tpu.on_create(concurrent)
+    result = await create_queued_resource(gcp_settings)
+    assert result.withdrawn and not result.created and "gemma4-e2b in us-east5-a" in result.lost_race_to
+    assert "DELETED AGAIN" in result.headline()
+    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
+    assert fake_gcp.tpu.state_of("us-east5-a", "gemma4-e2b") == "ACTIVE"
+
+
+async def test_the_older_create_keeps_its_request(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.on_create(
+        lambda rec: (
+            fake_gcp.tpu.add_foreign("us-east5-a", "x", labels=RIG, created_at=rec.created_at + 0.5)
+            if rec.qr_id == "gemma4-e2b"
+            else None
+        )
+    )
+    result = await create_queued_resource(gcp_settings)
+    assert result.created and not result.withdrawn
+    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
+
+
+async def test_equal_create_times_are_ordered_by_zone_then_id(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.on_create(
+        lambda rec: (
+            fake_gcp.tpu.add_foreign("asia-east1-a", "gemma4-e2b", labels=RIG, created_at=rec.created_at)
+            if rec.zone == ZONE
+            else None
+        )
+    )
+    result = await create_queued_resource(gcp_settings)  # same createTime, "asia-east1-a" < "us-west4-a"
+    assert result.withdrawn and "asia-east1-a" in result.lost_race_to
+
+
+async def test_a_zone_failing_on_the_recheck_withdraws_the_create(
+    fake_gcp, gcp_settings, monkeypatch
+) -> None:
+    from tpu_devops.gcp import common
+
+    monkeypatch.setattr(common, "RETRY_DEADLINE_S", 1.0)
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.on_create(lambda rec: fake_gcp.tpu.fail_zone("us-east1-c", 503))
+    with pytest.raises(ListingError) as err:
+        await create_queued_resource(gcp_settings)
+    assert "just created in us-west4-a was deleted again" in err.value.message
+    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
+
+
+async def test_a_create_whose_answer_is_lost_is_ours(fake_gcp, gcp_settings, monkeypatch) -> None:
+    """Issue 12 §3: committed, answer lost (503), the retry answered 409 "already exists". Once, the
+    requestId makes the retry return the original operation; when every answer is lost, the request that
+    now exists with this server's labels is recognised as the one this call made."""
+    from tpu_devops.gcp import common
+
+    monkeypatch.setattr(common, "RETRY_DEADLINE_S", 1.0)
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.lose_next_responses(1, only="create_queued")
+    once = await create_queued_resource(gcp_settings, zone="us-east1-b", provisioning_model="spot")
+    assert once.created and once.state != "UNKNOWN" and len(fake_gcp.tpu.queued) == 1
+    fake_gcp.tpu.queued.clear()
+    fake_gcp.tpu.lose_next_responses(10_000, only="create_queued")
+    lost = await create_queued_resource(gcp_settings, zone="us-east1-b", provisioning_model="spot")
+    fake_gcp.tpu.lose_next_responses(0)
+    fake_gcp.tpu._lose = 0
+    assert lost.created and any("answer to the create was lost" in w for w in lost.warnings)
+    assert "already exists" not in lost.headline() and len(fake_gcp.tpu.queued) == 1

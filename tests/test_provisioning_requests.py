@@ -27,7 +27,15 @@ def test_build_request_per_provisioning_model(gcp_settings) -> None:
     node = flex["tpu"]["nodeSpec"][0]["node"]
     assert flex["provisioningModel"] == "FLEX_START" and "schedulingConfig" not in node
     assert flex["runDuration"] == {"maxRunDuration": "14400s"}  # MAX_RUN_DURATION default 4h
-    assert node["labels"] == {"managed-by": "tpu-devops", "rig": "r1"}
+    # The rig label is this server's RESOURCE_ID whatever the id, and no caller's label can change it.
+    assert node["labels"] == {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+    labelled = build_request(
+        gcp_settings, zone=ZONE, qr_id="r1", provisioning_model="spot", startup_script="",
+        labels={"created-by": "abc123", "rig": "other-rig", "managed-by": "someone"},
+    )  # fmt: skip
+    assert labelled["tpu"]["nodeSpec"][0]["node"]["labels"] == {
+        "created-by": "abc123", "rig": "gemma4-e2b", "managed-by": "tpu-devops",
+    }  # fmt: skip
     assert node["metadata"] == {"startup-script": "#!/bin/bash"}
     assert api_version(flex) == "v2alpha1"
     spot = build_request(gcp_settings, zone=ZONE, qr_id="r1", provisioning_model="spot", startup_script="")

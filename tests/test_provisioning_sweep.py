@@ -130,3 +130,137 @@ def test_sweep_options_are_checked_before_the_job(gcp_settings) -> None:
     with pytest.raises(ConfigError) as err:
         check_sweep_options(gcp_settings, SweepOptions("flex-start", None, 5, 1, 10, None, -1))
     assert err.value.field == "valid_until_duration_s"
+
+
+# ---- nothing orphaned, nothing blind (issue 12 §2, §3) ------------------------------------------
+
+RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+
+
+async def _me(settings) -> dict[str, str]:
+    from tpu_devops.provisioning.ownership import this_rig
+
+    return (await this_rig(settings)).labels("find_tpu")
+
+
+async def test_every_sweep_request_expires_by_itself_after_its_budget(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    for budget, sent in ((0.2, "60s"), (90.5, "91s")):
+        fake_gcp.tpu.requests.clear()
+        opts = SweepOptions("spot", ["us-west4-a", "us-west4-b"], budget, 0.02, 10, None, None)
+        if budget > 1:  # do not really wait 90 s: the request fails at once in the second run
+            fake_gcp.tpu.script("us-west4-a", "stockout")
+        await run_sweep(gcp_settings, record, opts)
+        bodies = [c["body"] for c in fake_gcp.tpu.creates()]
+        assert bodies and all(b["queueingPolicy"] == {"validUntilDuration": sent} for b in bodies)
+        assert all(b["tpu"]["nodeSpec"][0]["node"]["labels"]["tool"] == "find_tpu" for b in bodies)
+        fake_gcp.tpu.queued.clear()
+    # valid_until_duration_s shorter than the budget wins (the sweep waits no longer than its request lives)
+    fake_gcp.tpu.requests.clear()
+    opts = SweepOptions("spot", ["us-west4-b"], 900, 0.02, 10, None, 120)
+    await run_sweep(gcp_settings, record, opts)
+    assert fake_gcp.tpu.creates()[0]["body"]["queueingPolicy"] == {"validUntilDuration": "120s"}
+
+
+async def test_a_request_left_by_a_dead_sweep_is_adopted_then_cleaned(fake_gcp, gcp_settings) -> None:
+    """SIGKILL mid-sweep left our find_tpu request WAITING: the next sweep waits on it (not forever: its
+    own budget or what is left of the request's validUntilDuration), deletes it, and goes on."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    labels = await _me(gcp_settings)
+    fake_gcp.tpu.add_foreign(
+        "us-east5-a", "gemma4-e2b", labels=labels, state="WAITING_FOR_RESOURCES", valid_until_s=900
+    )
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-east5-a", "us-west4-b"], budget=0.3))
+    assert result.found and result.zone == "us-west4-b", result
+    assert [(a.zone, a.outcome) for a in result.attempts] == [
+        ("us-east5-a", "timeout"),
+        ("us-west4-b", "active"),
+    ]
+    assert fake_gcp.tpu.state_of("us-east5-a", "gemma4-e2b") is None  # cleaned, not abandoned
+    assert [c["zone"] for c in fake_gcp.tpu.creates()] == ["us-west4-b"]
+
+
+async def test_an_adopted_request_that_comes_up_is_the_tpu(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.timings["WAITING_FOR_RESOURCES"] = 0.3
+    labels = await _me(gcp_settings)
+    fake_gcp.tpu.add_foreign("us-east5-a", "gemma4-e2b", labels=labels, state="ACCEPTED", valid_until_s=900)
+    fake_gcp.tpu.queued[("us-east5-a", "gemma4-e2b")].outcome = "ok"
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-b"], budget=30))
+    assert result.found and result.zone == "us-east5-a" and fake_gcp.tpu.creates() == []
+
+
+async def test_requests_the_sweep_must_not_adopt_stop_it(fake_gcp, gcp_settings) -> None:
+    """A waiting request the user made with create_tpu_queued_resource, or one another installation's
+    sweep made (created-by someone else), is theirs: the sweep stops and names it, and touches nothing."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    mine = await _me(gcp_settings)
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    for labels in (mine | {"tool": "create_tpu_queued_resource"}, mine | {"created-by": "0123456789ab"}, RIG):
+        fake_gcp.tpu.queued.clear()
+        fake_gcp.tpu.add_foreign("us-east5-a", "gemma4-e2b", labels=labels, state="WAITING_FOR_RESOURCES")
+        result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-b"], budget=0.3))
+        assert not result.found and "us-east5-a" in result.stopped_because, labels
+        assert fake_gcp.tpu.state_of("us-east5-a", "gemma4-e2b") == "WAITING_FOR_RESOURCES"
+    assert fake_gcp.tpu.creates() == []
+
+
+async def test_a_failed_request_of_ours_in_the_zone_is_cleaned_and_the_zone_tried(
+    fake_gcp, gcp_settings
+) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.add_foreign("us-west4-b", "gemma4-e2b", labels=await _me(gcp_settings), state="FAILED")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-b"]))
+    assert result.found and result.zone == "us-west4-b" and len(fake_gcp.tpu.creates()) == 1
+
+
+async def test_a_sweep_create_whose_answer_is_lost_is_waited_on_not_abandoned(
+    fake_gcp, gcp_settings, monkeypatch
+) -> None:
+    from tpu_devops.gcp import common
+
+    monkeypatch.setattr(common, "RETRY_DEADLINE_S", 1.0)
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    fake_gcp.tpu.lose_next_responses(10_000, only="create_queued")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-a"], budget=0.3))
+    fake_gcp.tpu._lose = 0
+    assert [a.outcome for a in result.attempts] == ["timeout"], result  # waited on, its budget spent
+    assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None  # and deleted: nothing left waiting
+    assert any("answer to the create was lost" in w for w in result.warnings)
+
+
+async def test_a_zone_that_cannot_be_listed_stops_the_sweep_before_any_create(
+    fake_gcp, gcp_settings, monkeypatch
+) -> None:
+    from tpu_devops.gcp import common
+    from tpu_devops.provisioning.queued import ListingError
+
+    monkeypatch.setattr(common, "RETRY_DEADLINE_S", 1.0)
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.fail_zone("me-west1-a", 503)
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    with pytest.raises(ListingError) as err:
+        await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"]))
+    assert "me-west1-a" in err.value.message and fake_gcp.tpu.creates() == []
+    store = ZoneStore(gcp_settings.state_dir)
+    assert store.history() == []  # no zone blamed for a listing failure elsewhere
+
+
+async def test_a_cancelled_sweep_deletes_the_request_it_was_waiting_on(fake_gcp, gcp_settings) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.script("us-west4-a", "wait")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_sweep, gcp_settings, record, _opts("spot", ["us-west4-a"], budget=600))
+        with anyio.fail_after(30):
+            while fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None:
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None

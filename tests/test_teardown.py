@@ -1,63 +1,280 @@
-"""Teardown: destroy and cleanup of our queued resources only (`tpu_devops.teardown`), against the fake."""
+"""Teardown (`tpu_devops.teardown`) against the fake: only this rig's resources, wherever they are, and
+only with a confirmation a prompt-injected host model cannot supply alone (issue 12 §1, §7; issue 11 §5).
+
+The confirmation outcomes are the SDK's own (`mcp.server.elicitation`): `NO_ELICITATION` is what the
+resolver gives on a host that cannot ask; the MCP-level tests (test_provisioning_guards_mcp) drive the
+same paths through a real client with and without elicitation.
+"""
 
 from __future__ import annotations
 
 import pytest
+from mcp.server.elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
 
+from tests.conftest import gcp_environ
 from tpu_devops import teardown
-from tpu_devops.errors import ConfigError, OwnershipError
-from tpu_devops.provisioning.queued import create_queued_resource
+from tpu_devops.config import load_settings
+from tpu_devops.confirmation import ConfirmationError, TokenStore
+from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError
 
 pytestmark = pytest.mark.anyio
-TOKEN = "hf_PlantedTokenValue9876543210zyxwvu"
 ZONE = "us-west4-a"
+RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+NO_ELICITATION = AcceptedElicitation(data=teardown.NotAsked(reason="no elicitation"))
 
 
-async def test_destroy_refuses_foreign_and_deletes_ours_node_first(fake_gcp, gcp_settings) -> None:
-    fake_gcp.secrets.put("hf-token", TOKEN)
-    fake_gcp.tpu.add_foreign(ZONE, "foreign", labels={"managed-by": "tpu-devops", "rig": "another-rig"})
-    with pytest.raises(OwnershipError):
-        await teardown.destroy_queued_resource(
-            gcp_settings, queued_resource_id="foreign", dry_run=False, confirmed=True
-        )
-    await create_queued_resource(gcp_settings)
-    plan = await teardown.destroy_queued_resource(gcp_settings)
-    assert plan.dry_run and [s.action for s in plan.steps] == [
-        "delete_node", "delete_queued_resource", "delete_firewall_rule",  # the rig's last TPU: its rule goes too
+async def destroy(settings, confirmation=NO_ELICITATION, **kw):
+    args = {
+        "zone": None,
+        "queued_resource_id": None,
+        "dry_run": None,
+        "confirm": False,
+        "confirm_token": None,
+    }
+    return await teardown.destroy_confirmed(settings, confirmation, **(args | kw))
+
+
+async def manage(settings, confirmation=NO_ELICITATION, **kw):
+    args = {"action": "cleanup", "zone": "all", "dry_run": None, "confirm": False, "confirm_token": None}
+    return await teardown.manage_confirmed(settings, confirmation, **(args | kw))
+
+
+async def test_another_rigs_resource_is_refused_whatever_id_is_passed(fake_gcp, gcp_settings) -> None:
+    """Issue 12 §1: ``queued_resource_id="other-rig"`` deleted another rig's node and request, and its dry
+    run said "of ours". Ownership is this server's RESOURCE_ID label, never the id passed."""
+    fake_gcp.tpu.add_foreign(ZONE, "other-rig", labels={"managed-by": "tpu-devops", "rig": "other-rig"})
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b-x", labels={"managed-by": "tpu-devops", "rig": "rig-b"})
+    fake_gcp.tpu.add_foreign(ZONE, "unlabelled", labels={})
+    for qr_id, owner in (("other-rig", "another rig's (rig=other-rig"), ("gemma4-e2b-x", "another rig's"), ("unlabelled", "not created by tpu-devops")):  # fmt: skip
+        for kwargs in ({}, {"confirm": True}, {"dry_run": False, "confirm": True}):
+            with pytest.raises(OwnershipError) as err:
+                await destroy(gcp_settings, queued_resource_id=qr_id, **kwargs)
+            assert owner in err.value.message and "left it alone" in err.value.message
+    # Without an id it tears down this rig's resources only: none here, and nothing else is touched.
+    plan = await destroy(gcp_settings)
+    assert plan.steps == [] and not plan.executed and "NOTHING DELETED" in plan.render_text()
+    assert {fake_gcp.tpu.state_of(ZONE, q) for q in ("other-rig", "gemma4-e2b-x", "unlabelled")} == {"ACTIVE"}
+
+
+async def test_teardown_follows_the_tpu_to_any_zone_and_any_id(fake_gcp, gcp_settings) -> None:
+    """Issue 11 §5: find_tpu put the TPU in us-central1-a while the config says us-west4-a; a second TPU
+    made under another id (issue 12 §1) carries the rig label too."""
+    fake_gcp.tpu.add_foreign("us-central1-a", "gemma4-e2b", labels=RIG)
+    fake_gcp.tpu.add_foreign("asia-east1-b", "gemma4-e2b-2", labels=RIG | {"created-by": "0123456789ab"})
+    fake_gcp.tpu.add_foreign(ZONE, "neighbour", labels={"team": "x"})
+    plan = await destroy(gcp_settings)
+    assert plan.dry_run and not plan.executed
+    assert sorted((s.action, s.target, s.zone) for s in plan.steps) == [
+        ("delete_node", "gemma4-e2b", "us-central1-a"), ("delete_node", "gemma4-e2b-2", "asia-east1-b"),
+        ("delete_queued_resource", "gemma4-e2b", "us-central1-a"), ("delete_queued_resource", "gemma4-e2b-2", "asia-east1-b"),
     ]  # fmt: skip
-    assert fake_gcp.compute.firewalls  # the dry run deleted nothing
+    text = plan.render_text()
+    assert text.startswith("NOTHING DELETED (dry run): would delete 2 queued resource(s) of rig 'gemma4-e2b'")
+    assert "created by someone else (created-by=0123456789ab" in text  # warned before acting
+    assert plan.confirm_token and plan.confirm_token in plan.next_call and plan.next_call in text
+    assert plan.next_call == f'destroy_queued_resource(confirm=true, confirm_token="{plan.confirm_token}")'
+    done = await destroy(gcp_settings, confirm=True, confirm_token=plan.confirm_token)
+    assert done.executed and all(s.done for s in done.steps) and "DELETED 2" in done.render_text()
+    assert fake_gcp.tpu.state_of("us-central1-a", "gemma4-e2b") is None
+    assert fake_gcp.tpu.state_of("asia-east1-b", "gemma4-e2b-2") is None
+    assert fake_gcp.tpu.state_of(ZONE, "neighbour") == "ACTIVE"
+    # A zone given explicitly narrows it; an id that the rig does not hold is not found anywhere.
+    with pytest.raises(NotFoundError) as err:
+        await destroy(gcp_settings, queued_resource_id="gemma4-e2b")
+    assert "any of 44 zone(s)" in err.value.message
+
+
+async def test_confirm_alone_deletes_nothing_and_says_why_with_the_exact_call(fake_gcp, gcp_settings) -> None:
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    for kwargs in ({"confirm": True}, {"dry_run": False}, {"dry_run": False, "confirm": True}):
+        with pytest.raises(ConfirmationError) as err:
+            await destroy(gcp_settings, **kwargs)
+        text = str(err.value)
+        assert text.startswith("confirm_token: nothing was deleted: this host cannot ask you to confirm")
+        assert "confirm=true alone is not enough" in text
+        assert (
+            "It would delete: delete_node gemma4-e2b (us-west4-a); delete_queued_resource gemma4-e2b (us-west4-a)"
+            in text
+        )
+        assert (
+            'Fix: to delete exactly that, call destroy_queued_resource(confirm=true, confirm_token="' in text
+        )
     assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
-    with pytest.raises(ConfigError) as err:
-        await teardown.destroy_queued_resource(gcp_settings, dry_run=False, confirmed=False)
-    assert err.value.field == "confirm"
-    done = await teardown.destroy_queued_resource(gcp_settings, dry_run=False, confirmed=True)
-    assert done.executed and all(s.done for s in done.steps)
-    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
-    assert fake_gcp.tpu.state_of(ZONE, "foreign") == "ACTIVE"
-    assert fake_gcp.compute.firewalls == {}
+    # The refusal's own token works (it is a dry run of the same plan), once.
+    token = str(err.value).split('confirm_token="')[1].split('"')[0]
+    done = await destroy(gcp_settings, confirm=True, confirm_token=token)
+    assert done.executed and fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
+
+
+async def test_tokens_are_single_use_unguessable_short_lived_and_bound_to_the_plan(
+    fake_gcp, gcp_settings
+) -> None:
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    dry = await destroy(gcp_settings)
+    token = dry.confirm_token
+    assert token and len(token) == 16 and token != (await destroy(gcp_settings)).confirm_token
+    # made up / mistyped
+    for fake in ("0" * 16, token[:-1] + ("a" if token[-1] != "a" else "b"), "yes", "true"):
+        with pytest.raises(ConfirmationError) as err:
+            await destroy(gcp_settings, confirm=True, confirm_token=fake)
+        assert "no dry run issued this confirmation token" in str(err.value)
+    # the plan changed since the dry run (a second resource of the rig appeared): refused, new token given
+    fake_gcp.tpu.add_foreign("us-east1-b", "gemma4-e2b-2", labels=RIG)
+    with pytest.raises(ConfirmationError) as err:
+        await destroy(gcp_settings, confirm=True, confirm_token=token)
+    assert "issued for a different deletion (delete_node gemma4-e2b (us-west4-a)" in str(err.value)
+    assert "gemma4-e2b-2 (us-east1-b)" in str(err.value)  # the new plan, in the refusal
+    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
+    # a token for one tool's plan does not confirm another tool's (same resources)
+    managed = await manage(gcp_settings, action="delete_all")
+    with pytest.raises(ConfirmationError):
+        await destroy(gcp_settings, confirm=True, confirm_token=managed.confirm_token)
+    # expired
+    plan = await teardown.plan_destroy(gcp_settings, zone=None, queued_resource_id=None)
+    stale = TokenStore(gcp_settings.state_dir).issue(plan.digest, plan.summary(), ttl_s=-1).token
+    with pytest.raises(ConfirmationError) as err:
+        await destroy(gcp_settings, confirm=True, confirm_token=stale)
+    assert "expired" in str(err.value)
+    # valid once; the same token again is refused and nothing more happens
+    good = (await destroy(gcp_settings)).confirm_token
+    assert (await destroy(gcp_settings, confirm=True, confirm_token=good)).executed
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    with pytest.raises(ConfirmationError) as err:
+        await destroy(gcp_settings, confirm=True, confirm_token=good)
+    assert "already used" in str(err.value) or "different deletion" in str(err.value)
+    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
+
+
+async def test_tokens_survive_a_server_restart_sharing_the_state_dir(fake_gcp, tmp_path) -> None:
+    """``gemini -p`` starts a server per prompt: the dry run and the deletion run in two processes."""
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    first = load_settings(environ=gcp_environ(fake_gcp, tmp_path))
+    token = (await destroy(first)).confirm_token
+    second = load_settings(environ=gcp_environ(fake_gcp, tmp_path))
+    assert (await destroy(second, confirm=True, confirm_token=token)).executed
+    other_dir = load_settings(environ=gcp_environ(fake_gcp, tmp_path / "elsewhere"))
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    token = (await destroy(first)).confirm_token
+    with pytest.raises(ConfirmationError):  # another state directory never saw it
+        await destroy(other_dir, confirm=True, confirm_token=token)
+
+
+async def test_elicitation_answers(fake_gcp, gcp_settings) -> None:
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    token = (await destroy(gcp_settings)).confirm_token
+    # declined: nothing deleted, and the token given with it is spent (no replay)
+    with pytest.raises(ConfirmationError) as err:
+        await destroy(gcp_settings, DeclinedElicitation(), confirm=True, confirm_token=token)
+    assert "you declined" in str(err.value)
+    with pytest.raises(ConfirmationError):
+        await destroy(gcp_settings, confirm=True, confirm_token=token)
+    # accepted with confirm unticked: declined too
+    with pytest.raises(ConfirmationError):
+        await destroy(
+            gcp_settings, AcceptedElicitation(data=teardown.Confirmation(confirm=False)), confirm=True
+        )
+    # cancelled (the host could not ask): the wording hosts use, and a fresh token in the fix
+    with pytest.raises(ConfirmationError) as err:
+        await destroy(gcp_settings, CancelledElicitation(), dry_run=False)
+    assert "could not ask you to confirm (its confirmation request was cancelled" in str(err.value)
+    fresh = str(err.value).split('confirm_token="')[1].split('"')[0]
+    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
+    # cancelled, but the call carries a valid token: the token stands in for the question
+    done = await destroy(gcp_settings, CancelledElicitation(), confirm=True, confirm_token=fresh)
+    assert done.executed and "token" in done.message
+    # accepted: deletes without any token
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    done = await destroy(
+        gcp_settings, AcceptedElicitation(data=teardown.Confirmation(confirm=True)), dry_run=False
+    )
+    assert done.executed and "confirmed by you" in done.message
+
+
+async def test_explicit_dry_run_wins_and_says_so(fake_gcp, gcp_settings) -> None:
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    token = (await destroy(gcp_settings)).confirm_token
+    result = await destroy(gcp_settings, dry_run=True, confirm=True, confirm_token=token)
+    assert not result.executed and "dry_run=true wins" in result.message
+    assert (
+        await destroy(gcp_settings, confirm=True, confirm_token=token)
+    ).executed  # not spent by the dry run
 
 
 async def test_manage_cleanup_deletes_only_our_failed_requests(fake_gcp, gcp_settings) -> None:
-    labels = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
-    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=labels, state="FAILED")
-    fake_gcp.tpu.add_foreign("us-east5-a", "gemma4-e2b", labels=labels, state="SUSPENDED")
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG, state="FAILED")
+    fake_gcp.tpu.add_foreign("us-east5-a", "any-id", labels=RIG, state="SUSPENDED")
     fake_gcp.tpu.add_foreign("us-east5-a", "neighbour", labels={"team": "x"}, state="FAILED")
-    plan = await teardown.manage_queued_resources(gcp_settings, action="cleanup")
+    fake_gcp.tpu.add_foreign(
+        "us-east5-a", "other", labels={"managed-by": "tpu-devops", "rig": "r2"}, state="FAILED"
+    )
+    plan = await manage(gcp_settings)
     assert sorted(s.zone for s in plan.steps) == ["us-east5-a", ZONE] and all(
         s.action == "delete_queued_resource" for s in plan.steps
     )
-    assert any("neighbour" in x for x in plan.left_alone)
-    await teardown.manage_queued_resources(gcp_settings, action="cleanup", dry_run=False, confirmed=True)
-    assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
+    assert any("neighbour" in x for x in plan.left_alone) and any(
+        "another rig's (rig=r2" in x for x in plan.left_alone
+    )
+    done = await manage(gcp_settings, confirm=True, confirm_token=plan.confirm_token)
+    assert done.executed
+    assert (
+        fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
+        and fake_gcp.tpu.state_of("us-east5-a", "any-id") is None
+    )
     assert fake_gcp.tpu.state_of("us-east5-a", "neighbour") == "FAILED"
+    assert fake_gcp.tpu.state_of("us-east5-a", "other") == "FAILED"
     with pytest.raises(ConfigError):
-        await teardown.manage_queued_resources(gcp_settings, action="nuke")
+        await manage(gcp_settings, action="nuke")
 
 
 async def test_provisioning_request_cannot_be_deleted(fake_gcp, gcp_settings) -> None:
-    fake_gcp.tpu.add_foreign(
-        ZONE, "gemma4-e2b", labels={"managed-by": "tpu-devops", "rig": "gemma4-e2b"}, state="PROVISIONING"
-    )
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG, state="PROVISIONING")
     fake_gcp.tpu.timings["PROVISIONING"] = 10_000
-    result = await teardown.destroy_queued_resource(gcp_settings, dry_run=False, confirmed=True)
-    assert result.steps == [] and result.refused
+    result = await destroy(gcp_settings, confirm=True)
+    assert result.steps == [] and result.refused and not result.executed
+
+
+async def test_a_zone_that_cannot_be_listed_is_named_loudly(fake_gcp, gcp_settings) -> None:
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
+    fake_gcp.tpu.fail_zone("us-east1-b", 403)
+    plan = await destroy(gcp_settings)
+    assert "us-east1-b" in plan.unlisted_zones and "1 zone(s) COULD NOT BE LISTED" in plan.render_text()
+    assert len(plan.steps) == 2
+    with pytest.raises(CloudError) as err:  # the one zone asked for cannot be listed: an error, not "nothing"
+        await destroy(gcp_settings, zone="us-east1-b")
+    assert err.value.field == "zone" and "tpu.queuedResources.list" in err.value.message
+
+
+async def test_the_rigs_firewall_rule_goes_with_its_last_tpu(fake_gcp, gcp_settings) -> None:
+    """The rule endpoint access created with the TPU (issue 11 §4) is a step of the same plan: shown in the
+    dry run, bound by its token, deleted with the last TPU, and kept while another TPU of the rig lives."""
+    from tpu_devops.provisioning.queued import create_queued_resource
+
+    fake_gcp.secrets.put("hf-token", "hf_PlantedTokenValue9876543210zyxwvu")
+    await create_queued_resource(gcp_settings)
+    assert fake_gcp.compute.firewalls
+    two = await create_queued_resource(
+        gcp_settings, zone="us-east1-b", queued_resource_id="second", allow_second=True
+    )
+    assert two.created
+    one_of_two = await destroy(gcp_settings, queued_resource_id="second")
+    assert [s.action for s in one_of_two.steps] == [
+        "delete_node",
+        "delete_queued_resource",
+    ]  # rule still needed
+    # the token of that narrower plan cannot confirm the wider call (both TPUs and the rule)
+    with pytest.raises(ConfirmationError):
+        await destroy(gcp_settings, confirm=True, confirm_token=one_of_two.confirm_token)
+    one = await destroy(gcp_settings, queued_resource_id="second")
+    assert (
+        await destroy(
+            gcp_settings, queued_resource_id="second", confirm=True, confirm_token=one.confirm_token
+        )
+    ).executed
+    plan = await destroy(gcp_settings)
+    assert [s.action for s in plan.steps] == ["delete_node", "delete_queued_resource", "delete_firewall_rule"]
+    assert (
+        "delete_firewall_rule" in plan.render_text() and fake_gcp.compute.firewalls
+    )  # a dry run deletes nothing
+    done = await destroy(gcp_settings, confirm=True, confirm_token=plan.confirm_token)
+    assert done.executed and all(s.done for s in done.steps)
+    assert fake_gcp.compute.firewalls == {} and fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None

@@ -94,16 +94,22 @@ async def test_readme_walkthrough_against_make_fake_gcp(tmp_path: Path) -> None:
                 assert httpx.get(f"{vllm.url}/v1/models").status_code == 401  # type: ignore[attr-defined]
                 answer = await call(client, "query_gemma_with_stats", {"prompt": "hi", "max_tokens": 4}, seen)
                 assert answer and vllm.unauthorized == 1  # type: ignore[attr-defined]  (only ours above)
-                # 8. teardown: the dry run lists the TPU and the rule; confirm=true deletes both
-                dry = await call(client, "destroy_queued_resource", {"zone": "us-central1-a"}, seen)
-                assert "delete_firewall_rule" in json.dumps(dry) and gcp.compute.firewalls
+                # 8. teardown, without naming the zone the sweep chose: the dry run finds the TPU there and
+                # lists it with the rule; confirm=true alone deletes nothing on this host (it cannot ask),
+                # the dry run's token deletes both
+                dry = await call(client, "destroy_queued_resource", {}, seen)
+                assert "us-central1-a" in json.dumps(dry) and "delete_firewall_rule" in json.dumps(dry)
+                assert gcp.compute.firewalls and dry["confirm_token"]
+                alone = await client.call_tool("destroy_queued_resource", {"confirm": True})
+                assert alone.is_error and "nothing was deleted" in alone.content[0].text
+                assert gcp.tpu.state_of("us-central1-a", "gemma4-e2b") == "ACTIVE"
                 done = await call(
                     client,
                     "destroy_queued_resource",
-                    {"zone": "us-central1-a", "dry_run": False, "confirm": True},
+                    {"confirm": True, "confirm_token": dry["confirm_token"]},
                     seen,
                 )
-                assert "delete_firewall_rule" in json.dumps(done)
+                assert "delete_firewall_rule" in json.dumps(done) and done["executed"]
                 cmdlines = command_lines()
         assert gcp.tpu.state_of("us-central1-a", "gemma4-e2b") is None
         assert gcp.compute.firewalls == {}

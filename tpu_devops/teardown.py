@@ -1,10 +1,15 @@
 """Destructive operations on queued resources, inside the narrow blast radius (DESIGN §2).
 
-- Only resources whose node labels carry ``managed-by=tpu-devops`` and ``rig=<resource id>`` are
-  touched; anything else is reported as "not ours" and left alone (`OwnershipError` when named).
-- ``dry_run`` (default True) lists the exact steps and changes nothing.
-- Executing needs confirmation: MCP elicitation when the client supports it (the SDK's ``Resolve`` /
-  ``Elicit`` resolver mechanism, see `resolve_destroy_confirmation`), else ``confirm=true``.
+- Only queued resources of this server's rig (labels ``managed-by=tpu-devops`` and
+  ``rig=<RESOURCE_ID>``, `tpu_devops.provisioning.ownership`) are touched, whatever their id; a named
+  resource of another rig or of no tpu-devops install is refused (`OwnershipError`) and left alone.
+- Teardown follows the TPU (issue 11 §5): without a zone every zone is searched, so a TPU that
+  ``find_tpu`` placed in another zone than the configured one is found.
+- One obvious contract (issue 11 §5, issue 12 §7): a call deletes only when it says so (``confirm=true``
+  or ``dry_run=false``) *and* the deletion is confirmed by something a prompt-injected host model cannot
+  supply alone: the user's answer to an MCP elicitation when the host supports it, otherwise the
+  confirmation token of a dry run of exactly this plan (`tpu_devops.confirmation`). Every answer that
+  deletes nothing says so loudly, with why and the exact call that would delete.
 - Order: the node first, then the request (DESIGN §3: delete nodes, then the request). A request in
   PROVISIONING cannot be deleted (the API refuses), so it is reported with "try again when ACTIVE".
 - FAILED and SUSPENDED requests still hold quota until deleted; ``manage_queued_resource`` cleans up
@@ -13,7 +18,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -21,10 +28,12 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError, TpuDevopsError
-from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
-from tpu_devops.provisioning.queued import NOT_LIVE_STATES, TERMINAL_STATES, is_ours, resolve_zones, state_of
-from tpu_devops.provisioning.requests import check_resource_id, check_zone, labels_of, node_specs, or_default
+from tpu_devops.confirmation import ConfirmationError, TokenStore, plan_digest
+from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError, TpuDevopsError
+from tpu_devops.provisioning.cloud import api, call, node_external_ip
+from tpu_devops.provisioning.ownership import Rig, this_rig
+from tpu_devops.provisioning.queued import NOT_LIVE_STATES, TERMINAL_STATES, QueuedResourceView, resolve_zones
+from tpu_devops.provisioning.requests import check_resource_id, check_zone, node_specs, or_default
 from tpu_devops.results import ToolResult
 
 NODE_GONE_TIMEOUT_S = 60.0
@@ -42,82 +51,234 @@ class DeletionStep(BaseModel):
 
 
 class TeardownResult(ToolResult):
-    """What was (or would be) deleted and what was left alone. ``dry_run`` True: nothing changed."""
+    """What was (or would be) deleted and what was left alone. ``executed`` False: nothing changed.
+
+    ``confirm_token`` (dry runs with something to delete): echo it in the deleting call, within
+    ``confirm_token_expires_in_s`` seconds, once; ``next_call`` is that exact call. ``unlisted_zones``:
+    zones whose listing failed (this rig's resources there were not seen and are not in the plan).
+    """
 
     dry_run: bool
     executed: bool
+    rig: str
     steps: list[DeletionStep]
     left_alone: list[str] = Field(default_factory=list)
     refused: list[str] = Field(default_factory=list)
     still_running: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    unlisted_zones: dict[str, str] = Field(default_factory=dict)
+    confirm_token: str | None = None
+    confirm_token_expires_in_s: int | None = None
+    next_call: str | None = None
     message: str
 
     def headline(self) -> str:
-        verb = "would delete" if not self.executed else "deleted"
         n = sum(1 for s in self.steps if s.action == "delete_queued_resource")
-        running = (
-            f" {len(self.still_running)} of ours STILL RUNNING AND BILLING." if self.still_running else ""
+        what = "; ".join(
+            s.target + " in " + s.zone for s in self.steps if s.action == "delete_queued_resource"
         )
-        return f"{verb} {n} queued resource(s) of ours; left {len(self.left_alone)} not ours alone.{running} {self.message}"
+        if self.executed:
+            head = f"DELETED {n} queued resource(s) of rig '{self.rig}'{': ' + what if what else ''}."
+        elif n:
+            head = (
+                f"NOTHING DELETED (dry run): would delete {n} queued resource(s) of rig '{self.rig}': {what}."
+            )
+        else:
+            head = f"NOTHING DELETED: nothing of rig '{self.rig}' to delete."
+        if self.left_alone:
+            head += f" Left {len(self.left_alone)} not ours alone."
+        if self.still_running:
+            head += f" {len(self.still_running)} of ours STILL RUNNING AND BILLING."
+        if self.unlisted_zones:
+            head += f" {len(self.unlisted_zones)} zone(s) COULD NOT BE LISTED: resources there were not seen."
+        head += "".join(f" WARNING: {w}." for w in self.warnings)
+        return f"{head} {self.message}"
 
 
-def _steps_for(qr: dict[str, Any], zone: str, *, with_node: bool) -> list[DeletionStep]:
-    qr_id = str(qr.get("name", "")).rsplit("/", 1)[-1]
-    steps: list[DeletionStep] = []
-    if with_node:
-        for spec in node_specs(qr):
-            steps.append(DeletionStep(action="delete_node", target=spec.get("nodeId", qr_id), zone=zone))
-    steps.append(DeletionStep(action="delete_queued_resource", target=qr_id, zone=zone))
-    return steps
+@dataclass
+class Plan:
+    """A deletion plan: the steps, what is left alone or refused, and the notes that go with it."""
+
+    tool: str
+    action: str
+    args: dict[str, str]
+    rig: Rig
+    project: str
+    steps: list[DeletionStep] = field(default_factory=list)
+    left_alone: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    still_running: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    unlisted: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """What a confirmation token is bound to (`tpu_devops.confirmation.plan_digest`)."""
+        return plan_digest(
+            self.tool,
+            self.action,
+            self.project,
+            self.rig.rig,
+            [(s.action, s.target, s.zone) for s in self.steps],
+        )
+
+    def summary(self) -> str:
+        """The steps in words: ``delete_node gemma4-e2b (us-west4-a); delete_queued_resource ...``."""
+        return "; ".join(f"{s.action} {s.target} ({s.zone})" for s in self.steps) or "nothing"
+
+    def call(self, **extra: str) -> str:
+        """The exact call that repeats this plan with ``extra`` arguments, e.g. the confirmation token."""
+        args = {**self.args, **extra}
+        return f"{self.tool}({', '.join(f'{k}={v}' for k, v in args.items())})"
+
+    def add(self, view: QueuedResourceView, qr: dict[str, Any]) -> None:
+        """Steps to delete one queued resource of ours (its nodes first while they exist)."""
+        if view.state == "PROVISIONING":
+            self.refused.append(f"{view.id} in {view.zone}: PROVISIONING (cannot be deleted now)")
+            return
+        if view.state in ("ACTIVE", "SUSPENDING"):
+            for spec in node_specs(qr):
+                self.steps.append(
+                    DeletionStep(action="delete_node", target=spec.get("nodeId", view.id), zone=view.zone)
+                )
+        self.steps.append(DeletionStep(action="delete_queued_resource", target=view.id, zone=view.zone))
+        if view.created_by_you is False:
+            self.warnings.append(
+                f"{view.id} in {view.zone} was created by someone else (created-by={view.created_by}; this rig is "
+                "shared by another installation with the same RESOURCE_ID)"
+            )
+
+    def result(self, *, dry_run: bool, executed: bool, message: str, **extra: Any) -> TeardownResult:
+        return TeardownResult(
+            dry_run=dry_run, executed=executed, rig=self.rig.rig, steps=self.steps, left_alone=self.left_alone,
+            refused=self.refused, still_running=self.still_running, warnings=self.warnings,
+            unlisted_zones=self.unlisted, message=message, **extra,
+        )  # fmt: skip
 
 
-async def _dry_run_or_execute(
-    settings: Settings,
-    steps: list[DeletionStep],
-    *,
-    dry_run: bool,
-    confirmed: bool,
-    left_alone: list[str] | None = None,
-    refused: list[str] | None = None,
-    still_running: list[str] | None = None,
-) -> TeardownResult:
-    """The dry-run result, or (confirmed) the steps executed in order, stopping at the first error.
+def _q(value: str) -> str:
+    return f'"{value}"'
+
+
+async def _list_zones(
+    settings: Settings, zones: list[str]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """(zone -> queued resource JSONs, zone -> error message) for ``zones``, listed concurrently."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    errors: dict[str, str] = {}
+
+    async def one(z: str) -> None:
+        try:
+            found[z] = await call(api(settings).list_queued_resources, z)
+        except TpuDevopsError as exc:
+            errors[z] = exc.message
+
+    async with anyio.create_task_group() as tg:
+        for z in zones:
+            tg.start_soon(one, z)
+    return found, errors
+
+
+async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_id: str | None) -> Plan:
+    """The plan of `destroy_queued_resource`: this rig's queued resources (any id, or the one named) in
+    ``zone``, or in every zone when ``zone`` is None.
 
     Raises:
-        ConfigError: execution asked for without confirmation (field ``confirm``).
+        ConfigError: a bad zone / id, no project. NotFoundError: the named id exists nowhere that could be
+        listed. OwnershipError: the named id exists but only as someone else's resource.
+        CloudError: the zone asked for (or the zone list) could not be listed.
     """
-    lists = {
-        "steps": steps, "left_alone": left_alone or [], "refused": refused or [], "still_running": still_running or [],
-    }  # fmt: skip
-    running = _still_running_note(still_running or [])
-    if dry_run:
-        return TeardownResult(
-            dry_run=True, executed=False, **lists,
-            message="dry run: nothing deleted; call again with dry_run=false and confirm=true" + running,
+    require_project(settings)
+    args: dict[str, str] = {}
+    if zone is not None:
+        zone = check_zone(or_default(zone, settings.zone, "zone"))
+        args["zone"] = _q(zone)
+    qr_id = None
+    if queued_resource_id is not None:
+        qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
+        args["queued_resource_id"] = _q(qr_id)
+    rig = await this_rig(settings)
+    zones = [zone] if zone else await resolve_zones(settings, "all")
+    found, errors = await _list_zones(settings, zones)
+    if zone and errors:
+        raise CloudError(
+            f"could not list queued resources in {zone}: {errors[zone]}", field="zone", value=zone,
+            fix="try again shortly, or omit zone to search every zone",
         )  # fmt: skip
-    if not confirmed:
+    plan = Plan("destroy_queued_resource", "destroy", args, rig, settings.project, unlisted=errors)
+    foreign: list[QueuedResourceView] = []
+    for z in zones:
+        for qr in found.get(z, []):
+            view = QueuedResourceView.of(qr, z, rig)
+            if qr_id is not None and view.id != qr_id:
+                continue
+            if not view.ours:
+                foreign.append(view)
+            elif view.state != "DELETING":
+                plan.add(view, qr)
+    if qr_id is not None and not plan.steps and not plan.refused:
+        where = zone or f"any of {len(zones) - len(errors)} zone(s) listed"
+        if foreign:
+            f = foreign[0]
+            raise OwnershipError(
+                f"'{qr_id}' in {f.zone} is {f.owner}; this server deletes only its own rig's resources and left it alone",
+                field="queued_resource_id",
+                value=f"{qr_id} in {f.zone}",
+                fix="delete it with the tool (or the tpu-devops server of that rig) that created it",
+            )
+        raise NotFoundError(
+            f"no queued resource '{qr_id}' of rig '{rig.rig}' in {where}",
+            field="queued_resource_id",
+            value=qr_id,
+            fix="list_queued_resources(zone='all', only_ours=true) shows this rig's; omit queued_resource_id "
+            "to tear down whatever the rig holds",
+        )
+    plan.steps += await firewall_steps(settings, plan.steps)
+    return plan
+
+
+MANAGE_ACTIONS = ("cleanup", "delete_all")
+
+
+async def plan_manage(settings: Settings, *, action: str, zone: str | None) -> Plan:
+    """The plan of `manage_queued_resource`: ``cleanup`` (this rig's FAILED / SUSPENDED requests, which
+    hold quota) or ``delete_all`` (every request of this rig, nodes first, except PROVISIONING ones) in
+    one zone or ``"all"``. Resources of other rigs or installs are listed in ``left_alone``.
+
+    Raises:
+        ConfigError: unknown action, bad zone, no project. CloudError: the one zone asked for (or the zone
+        list) could not be listed.
+    """
+    if action not in MANAGE_ACTIONS:
         raise ConfigError(
-            "deleting needs confirmation", field="confirm", value=False,
-            fix="review the dry run, then call again with dry_run=false and confirm=true",
+            "unknown action", field="action", value=action, fix=f"use one of {', '.join(MANAGE_ACTIONS)}"
+        )
+    require_project(settings)
+    zones = await resolve_zones(settings, "all" if zone is None else zone)
+    args = {"action": _q(action)} | ({"zone": _q(zone)} if zone not in (None, "all") else {})
+    rig = await this_rig(settings)
+    found, errors = await _list_zones(settings, zones)
+    if len(zones) == 1 and errors:
+        raise CloudError(
+            f"could not list queued resources in {zones[0]}: {errors[zones[0]]}", field="zone", value=zones[0],
+            fix="try again shortly",
         )  # fmt: skip
-    await _execute(settings, steps)
-    failed = [s for s in steps if s.error]
-    return TeardownResult(
-        dry_run=False, executed=True, **lists,
-        message=("done" if not failed else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}")
-        + running,
-    )  # fmt: skip
-
-
-def _still_running_note(still_running: list[str]) -> str:
-    """The warning that ``cleanup`` left live TPUs of ours alone (they keep billing)."""
-    if not still_running:
-        return ""
-    return (
-        f". NOTE: {len(still_running)} of ours still running and billing, not touched by cleanup "
-        f"(it deletes only FAILED/SUSPENDED requests): {'; '.join(still_running)}. Delete them with "
-        "manage_queued_resource(action='delete_all') or destroy_queued_resource(zone=<zone>)"
-    )
+    plan = Plan("manage_queued_resource", action, args, rig, settings.project, unlisted=errors)
+    for z in zones:
+        for qr in found.get(z, []):
+            view = QueuedResourceView.of(qr, z, rig)
+            if not view.ours:
+                plan.left_alone.append(f"{view.id} in {z} ({view.state}, {view.owner})")
+                continue
+            if view.state == "DELETING":
+                continue
+            if action == "cleanup" and view.state not in TERMINAL_STATES:
+                if view.state not in NOT_LIVE_STATES:
+                    plan.still_running.append(f"{view.id} in {z} ({view.state})")
+                continue
+            plan.add(view, qr)
+    plan.steps += await firewall_steps(settings, plan.steps)
+    return plan
 
 
 async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
@@ -133,7 +294,10 @@ async def _execute(settings: Settings, steps: list[DeletionStep]) -> None:
                     pass
                 await _wait_node_gone(settings, step.zone, step.target)
             else:
-                await call(tpu.delete_queued_resource, step.zone, step.target, force=True)
+                try:
+                    await call(tpu.delete_queued_resource, step.zone, step.target, force=True)
+                except NotFoundError:
+                    pass  # gone already (a previous, interrupted teardown): the goal is met
             step.done = True
         except TpuDevopsError as exc:
             step.error = exc.message
@@ -147,110 +311,6 @@ async def _wait_node_gone(settings: Settings, zone: str, node_id: str) -> None:
         if node is None:
             return
         await anyio.sleep(2.0)
-
-
-async def destroy_queued_resource(
-    settings: Settings,
-    *,
-    zone: str | None = None,
-    queued_resource_id: str | None = None,
-    dry_run: bool = True,
-    confirmed: bool = False,
-) -> TeardownResult:
-    """Delete one queued resource of ours (node first). See the module docstring for the rules.
-
-    Raises:
-        NotFoundError: no such queued resource.
-        OwnershipError: it exists but lacks ``managed-by=tpu-devops`` / ``rig=<id>``.
-        ConfigError: execution asked for without confirmation.
-    """
-    require_project(settings)
-    zone = check_zone(or_default(zone, settings.zone, "zone"))
-    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
-    qr = await get_queued(settings, zone, qr_id)
-    if qr is None:
-        raise NotFoundError(
-            "no such queued resource", field="queued_resource_id", value=f"{qr_id} in {zone}",
-            fix="list_queued_resources(zone='all', only_ours=true) shows ours",
-        )  # fmt: skip
-    if not is_ours(qr, qr_id):
-        labels = labels_of(qr)
-        raise OwnershipError(
-            f"this queued resource was not created by tpu-devops for rig '{qr_id}' (labels: {labels or 'none'}); it is left alone",
-            field="queued_resource_id",
-            value=f"{qr_id} in {zone}",
-            fix="delete it with the tool that created it; this server only deletes resources labelled managed-by=tpu-devops, rig=<id>",
-        )
-    state = state_of(qr)
-    if state == "PROVISIONING":
-        return TeardownResult(
-            dry_run=dry_run, executed=False, steps=[], refused=[f"{qr_id} in {zone}: PROVISIONING"],
-            message="a PROVISIONING request cannot be deleted; try again once it is ACTIVE or FAILED",
-        )  # fmt: skip
-    steps = _steps_for(qr, zone, with_node=state in ("ACTIVE", "SUSPENDING"))
-    steps += await firewall_steps(settings, steps)
-    return await _dry_run_or_execute(settings, steps, dry_run=dry_run, confirmed=confirmed)
-
-
-MANAGE_ACTIONS = ("cleanup", "delete_all")
-
-
-async def manage_queued_resources(
-    settings: Settings,
-    *,
-    action: str = "cleanup",
-    zone: str | None = "all",
-    dry_run: bool = True,
-    confirmed: bool = False,
-) -> TeardownResult:
-    """Bulk teardown of our rig's queued resources in one zone or ``"all"``.
-
-    ``cleanup``: delete our FAILED / SUSPENDED requests (they still hold quota).
-    ``delete_all``: delete every request of our rig (nodes first), except PROVISIONING ones.
-    Resources without our labels are listed in ``left_alone`` and never touched.
-
-    Raises:
-        ConfigError: unknown action, or execution without confirmation.
-    """
-    if action not in MANAGE_ACTIONS:
-        raise ConfigError(
-            "unknown action", field="action", value=action, fix=f"use one of {', '.join(MANAGE_ACTIONS)}"
-        )
-    require_project(settings)
-    zones = await resolve_zones(settings, "all" if zone is None else zone)
-    found: dict[str, list[dict[str, Any]]] = {}
-
-    async def one(z: str) -> None:
-        found[z] = await call(api(settings).list_queued_resources, z)
-
-    async with anyio.create_task_group() as tg:
-        for z in zones:
-            tg.start_soon(one, z)
-    steps: list[DeletionStep] = []
-    left: list[str] = []
-    refused: list[str] = []
-    running: list[str] = []
-    rig = settings.resource_id
-    for z in zones:
-        for qr in found.get(z, []):
-            qr_id = str(qr.get("name", "")).rsplit("/", 1)[-1]
-            state = state_of(qr)
-            if not is_ours(qr, rig):
-                left.append(f"{qr_id} in {z} ({state}, not ours)")
-                continue
-            if action == "cleanup" and state not in TERMINAL_STATES:
-                if state not in NOT_LIVE_STATES:
-                    running.append(f"{qr_id} in {z} ({state})")
-                continue
-            if state == "PROVISIONING":
-                refused.append(f"{qr_id} in {z}: PROVISIONING (cannot be deleted now)")
-                continue
-            steps.extend(_steps_for(qr, z, with_node=state in ("ACTIVE", "SUSPENDING")))
-    steps += await firewall_steps(settings, steps)
-    return await _dry_run_or_execute(
-        settings, steps, dry_run=dry_run, confirmed=confirmed, left_alone=left, refused=refused,
-        still_running=running,
-    )  # fmt: skip
 
 
 # ---- endpoint access (added by helper endpoint-access; issue 11 §4) ------------------------------------
@@ -293,10 +353,40 @@ async def _delete_firewall_rule(settings: Settings) -> None:
     await access.delete_rig_rule(settings)
 
 
+# ---- confirmation --------------------------------------------------------------------------------
+
+
 class Confirmation(BaseModel):
-    """The answer to "delete these TPU resources now?" (from ``confirm`` or an elicitation)."""
+    """The user's answer to "delete these TPU resources now?" (an MCP elicitation form)."""
 
     confirm: bool = Field(description="Delete the listed TPU resources now?")
+
+
+class NotAsked(BaseModel):
+    """The confirmation resolver did not ask the user (a dry run, nothing to delete, or no elicitation)."""
+
+    reason: str = "not asked"
+
+
+# The plan the resolver built (and asked the user about) for this call, keyed by the call's arguments; the
+# tool body executes exactly it (and takes it out, so no later call can pick it up).
+_PLAN: contextvars.ContextVar[tuple[tuple[Any, ...], Plan] | None] = contextvars.ContextVar(
+    "tpu_devops_teardown_plan", default=None
+)
+
+
+def _take_plan(key: tuple[Any, ...]) -> Plan | None:
+    held = _PLAN.get()
+    _PLAN.set(None)
+    return held[1] if held is not None and held[0] == key else None
+
+
+def wants_deletion(dry_run: bool | None, confirm: bool, confirm_token: str | None) -> bool:
+    """Whether a call asks to delete: ``dry_run=false``, or (``dry_run`` omitted) ``confirm=true`` or a
+    token. An explicit ``dry_run=true`` always means a dry run."""
+    if dry_run is not None:
+        return not dry_run
+    return bool(confirm or confirm_token)
 
 
 def _can_elicit(ctx: Context) -> bool:
@@ -307,76 +397,236 @@ def _can_elicit(ctx: Context) -> bool:
     )
 
 
-def elicitation_summary(result: TeardownResult) -> str:
-    """The question shown to the user: the exact steps of a dry run."""
-    lines = [f"{s.action} {s.target} ({s.zone})" for s in result.steps] or ["nothing"]
-    return "Delete these TPU resources (ours only)?\n" + "\n".join(lines)
+def elicitation_summary(plan: Plan) -> str:
+    """The question shown to the user: the exact steps, and any warning."""
+    lines = [f"{s.action} {s.target} ({s.zone})" for s in plan.steps] or ["nothing"]
+    warn = [f"WARNING: {w}" for w in plan.warnings]
+    if plan.unlisted:
+        warn.append(
+            f"WARNING: {len(plan.unlisted)} zone(s) could not be listed; resources there are not included"
+        )
+    return f"Delete these TPU resources of rig '{plan.rig.rig}' (this server's only)?\n" + "\n".join(
+        lines + warn
+    )
 
 
-async def _confirmation(ctx: Context, dry_run: bool, confirm: bool, plan: Any) -> Any:
-    """``Confirmation`` directly, or an ``Elicit`` marker asking the user when the client can be asked."""
-    if dry_run or confirm or not _can_elicit(ctx):
-        return Confirmation(confirm=confirm)
+async def _resolve(ctx: Context, key: tuple[Any, ...], wants: bool, make_plan: Any) -> Any:
+    """Build the plan once for this call; ask the user (``Elicit``) when a deletion is wanted, there is
+    something to delete and the host can be asked; otherwise `NotAsked`."""
     try:
-        result = await plan()
+        plan = await make_plan()
     except TpuDevopsError:
-        return Confirmation(confirm=False)  # the tool body raises the real error
-    if not result.steps:
-        return Confirmation(confirm=False)
+        return NotAsked(reason="the plan failed")  # the tool body raises the real error
+    _PLAN.set((key, plan))
+    if not wants or not plan.steps:
+        return NotAsked(reason="dry run" if not wants else "nothing to delete")
+    if not _can_elicit(ctx):
+        return NotAsked(reason="this host cannot ask (no elicitation)")
     from mcp.server.mcpserver.resolve import Elicit
 
-    return Elicit(elicitation_summary(result), Confirmation)
+    return Elicit(elicitation_summary(plan), Confirmation)
 
 
 async def resolve_destroy_confirmation(
     ctx: Context,
     zone: str | None = None,
     queued_resource_id: str | None = None,
-    dry_run: bool = True,
+    dry_run: bool | None = None,
     confirm: bool = False,
+    confirm_token: str | None = None,
 ) -> Any:
-    """Resolver (mcp ``Resolve``) for `destroy_queued_resource`: elicits when needed and supported.
-
-    On protocol revisions >= 2026-07-28 the SDK carries the question inside an ``InputRequiredResult``;
-    older ones send ``elicitation/create``. Without the client capability, ``confirm`` decides.
-    """
+    """Resolver (mcp ``Resolve``) for `destroy_queued_resource`: asks the user when the host supports
+    elicitation and the call wants a deletion. On protocol revisions >= 2026-07-28 the SDK carries the
+    question inside an ``InputRequiredResult``; older ones send ``elicitation/create``."""
     from tpu_devops.config import get_settings
 
-    async def plan() -> TeardownResult:
-        return await destroy_queued_resource(get_settings(), zone=zone, queued_resource_id=queued_resource_id)
+    async def make() -> Plan:
+        return await plan_destroy(get_settings(), zone=zone, queued_resource_id=queued_resource_id)
 
-    return await _confirmation(ctx, dry_run, confirm, plan)
+    key = ("destroy", zone, queued_resource_id)
+    return await _resolve(ctx, key, wants_deletion(dry_run, confirm, confirm_token), make)
 
 
 async def resolve_manage_confirmation(
     ctx: Context,
     action: str = "cleanup",
     zone: str | None = "all",
-    dry_run: bool = True,
+    dry_run: bool | None = None,
     confirm: bool = False,
+    confirm_token: str | None = None,
 ) -> Any:
     """Resolver for `manage_queued_resource` (see `resolve_destroy_confirmation`)."""
     from tpu_devops.config import get_settings
 
-    async def plan() -> TeardownResult:
-        return await manage_queued_resources(get_settings(), action=action, zone=zone)
+    async def make() -> Plan:
+        return await plan_manage(get_settings(), action=action, zone=zone)
 
-    return await _confirmation(ctx, dry_run, confirm, plan)
+    key = ("manage", action, zone)
+    return await _resolve(ctx, key, wants_deletion(dry_run, confirm, confirm_token), make)
+
+
+def _tokens(settings: Settings) -> TokenStore:
+    try:
+        return TokenStore(settings.state_dir)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot keep confirmation tokens in the state directory: {exc.strerror}",
+            field="TPU_DEVOPS_STATE_DIR",
+            value=settings.state_dir,
+            fix="point TPU_DEVOPS_STATE_DIR at a writable directory",
+        ) from None
+
+
+def _issue(settings: Settings, plan: Plan) -> dict[str, Any]:
+    """A token for ``plan`` and the exact call that uses it (TeardownResult fields)."""
+    issued = _tokens(settings).issue(plan.digest, plan.summary())
+    return {
+        "confirm_token": issued.token,
+        "confirm_token_expires_in_s": issued.expires_in_s,
+        "next_call": plan.call(confirm="true", confirm_token=_q(issued.token)),
+    }
+
+
+def _refusal(settings: Settings, plan: Plan, why: str) -> ConfirmationError:
+    """ "Nothing was deleted" with the reason, the plan, and a fresh token in the exact call to make."""
+    issued = _issue(settings, plan)
+    return ConfirmationError(
+        f"nothing was deleted: {why}. It would delete: {plan.summary()}",
+        field="confirm_token",
+        fix=f"to delete exactly that, call {issued['next_call']} within {issued['confirm_token_expires_in_s'] // 60} "
+        f"min (single use; a host that can ask you will ask instead); {plan.call(dry_run='true')} shows the plan "
+        "again with a fresh token",
+    )
+
+
+async def teardown(
+    settings: Settings,
+    confirmation: Any,
+    *,
+    plan: Plan,
+    dry_run: bool | None,
+    confirm: bool,
+    confirm_token: str | None,
+) -> TeardownResult:
+    """Run ``plan`` under the confirmation rule (module docstring).
+
+    ``confirmation``: the resolver's outcome (an accepted `Confirmation` or `NotAsked`, a declined or a
+    cancelled elicitation).
+
+    Raises:
+        ConfirmationError: a deletion was asked for but not confirmed: declined, or (no elicitation /
+            cancelled) no valid token. The message says nothing was deleted and why; the fix is the exact
+            call with a fresh token.
+    """
+    from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation
+
+    wants = wants_deletion(dry_run, confirm, confirm_token)
+    if not wants or not plan.steps:
+        if not plan.steps:
+            why = "nothing of this rig to delete" + (
+                " in the cleanup sense (FAILED / SUSPENDED only)" if plan.action == "cleanup" else ""
+            )
+            return plan.result(dry_run=not wants, executed=False, message=why + _running_note(plan))
+        said = " (dry_run=true wins over confirm)" if dry_run and (confirm or confirm_token) else ""
+        issued = _issue(settings, plan)
+        return plan.result(
+            dry_run=True, executed=False, **issued,
+            message=f"dry run{said}: nothing deleted. To delete exactly this, call {issued['next_call']} within "
+            f"{issued['confirm_token_expires_in_s'] // 60} min (single use){_running_note(plan)}",
+        )  # fmt: skip
+    answer = getattr(confirmation, "data", None)
+    if isinstance(confirmation, AcceptedElicitation) and isinstance(answer, Confirmation):
+        if not answer.confirm:
+            raise _declined()
+        via = "confirmed by you when asked"
+    elif isinstance(confirmation, DeclinedElicitation):
+        if confirm_token:
+            _burn(settings, confirm_token, plan)
+        raise _declined()
+    else:  # cancelled (the host could not ask) or not asked (no elicitation): the token decides
+        cancelled = not isinstance(confirmation, AcceptedElicitation)
+        if not confirm_token:
+            raise _refusal(
+                settings,
+                plan,
+                "this host could not ask you to confirm (its confirmation request was cancelled; headless runs "
+                "such as `gemini -p` or `claude -p` cannot ask)"
+                if cancelled
+                else "this host cannot ask you to confirm (no MCP elicitation), and the call carried no "
+                "confirmation token from a dry run of exactly this deletion; confirm=true alone is not enough",
+            )
+        try:
+            _tokens(settings).redeem(confirm_token, plan.digest)
+        except ConfirmationError as exc:
+            raise _refusal(settings, plan, exc.message) from None
+        via = "confirmed by the dry run's token"
+    await _execute(settings, plan.steps)
+    failed = [s for s in plan.steps if s.error]
+    message = (
+        f"done ({via})"
+        if not failed
+        else f"stopped at {failed[0].action} {failed[0].target}: {failed[0].error}; the steps after it were not run"
+    )
+    return plan.result(dry_run=False, executed=True, message=message + _running_note(plan))
+
+
+def _running_note(plan: Plan) -> str:
+    """The warning that ``cleanup`` left live TPUs of ours alone (they keep billing)."""
+    if not plan.still_running:
+        return ""
+    return (
+        f". NOTE: {len(plan.still_running)} of ours still running and billing, not touched by cleanup "
+        f"(it deletes only FAILED/SUSPENDED requests): {'; '.join(plan.still_running)}. Delete them with "
+        "manage_queued_resource(action='delete_all') or destroy_queued_resource()"
+    )
+
+
+def _declined() -> ConfirmationError:
+    return ConfirmationError(
+        "nothing was deleted: you declined the confirmation",
+        fix="none needed; call it again when you want the deletion",
+    )
+
+
+def _burn(settings: Settings, token: str, plan: Plan) -> None:
+    """Spend a token whose deletion the user declined, so it cannot be replayed."""
+    try:
+        _tokens(settings).redeem(token, plan.digest)
+    except ConfirmationError:
+        pass
 
 
 async def destroy_confirmed(
-    settings: Settings, *, confirmed: bool, zone: str | None, queued_resource_id: str | None, dry_run: bool
+    settings: Settings,
+    confirmation: Any,
+    *,
+    zone: str | None,
+    queued_resource_id: str | None,
+    dry_run: bool | None,
+    confirm: bool,
+    confirm_token: str | None,
 ) -> TeardownResult:
-    """`destroy_queued_resource` behind the confirmation rule."""
-    return await destroy_queued_resource(
-        settings, zone=zone, queued_resource_id=queued_resource_id, dry_run=dry_run, confirmed=confirmed
+    """`destroy_queued_resource` behind the confirmation rule (the plan the resolver built, else a new one)."""
+    plan = _take_plan(("destroy", zone, queued_resource_id)) or await plan_destroy(
+        settings, zone=zone, queued_resource_id=queued_resource_id
+    )
+    return await teardown(
+        settings, confirmation, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token
     )
 
 
 async def manage_confirmed(
-    settings: Settings, *, confirmed: bool, action: str, zone: str | None, dry_run: bool
+    settings: Settings,
+    confirmation: Any,
+    *,
+    action: str,
+    zone: str | None,
+    dry_run: bool | None,
+    confirm: bool,
+    confirm_token: str | None,
 ) -> TeardownResult:
     """`manage_queued_resources` behind the confirmation rule."""
-    return await manage_queued_resources(
-        settings, action=action, zone=zone, dry_run=dry_run, confirmed=confirmed
+    plan = _take_plan(("manage", action, zone)) or await plan_manage(settings, action=action, zone=zone)
+    return await teardown(
+        settings, confirmation, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token
     )

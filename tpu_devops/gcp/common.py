@@ -268,9 +268,10 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, requests.ConnectionError | requests.Timeout | TimeoutError | ConnectionError)
 
 
-def retry_policy(deadline_s: float = RETRY_DEADLINE_S) -> Any:
+def retry_policy(deadline_s: float | None = None) -> Any:
     """google.api_core ``Retry`` with exponential backoff on `is_retryable` errors only, giving up after
-    ``deadline_s`` or what is left of the tool call's budget (`tpu_devops.deadline`), whichever is less.
+    ``deadline_s`` (default `RETRY_DEADLINE_S`, read at call time) or what is left of the tool call's budget
+    (`tpu_devops.deadline`), whichever is less.
 
     Raises:
         DeadlineError: the budget is (nearly) spent.
@@ -282,7 +283,9 @@ def retry_policy(deadline_s: float = RETRY_DEADLINE_S) -> Any:
         initial=RETRY_INITIAL_S,
         maximum=RETRY_MAXIMUM_S,
         multiplier=2.0,
-        timeout=deadline.timeout(deadline_s, "calling Google Cloud"),
+        timeout=deadline.timeout(
+            RETRY_DEADLINE_S if deadline_s is None else deadline_s, "calling Google Cloud"
+        ),
     )
 
 

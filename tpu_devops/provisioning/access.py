@@ -310,6 +310,8 @@ async def ensure_access(settings: Settings, access: EndpointAccess) -> EndpointA
     if existing is None:
         try:
             await call(_compute(settings).insert_firewall, body)
+            access.action = "created"
+            return access
         except NotFoundError as exc:  # Compute names the missing network: the seed's lost afternoon
             raise ConfigError(
                 f"the VPC network for the firewall rule does not exist: {exc.message}",
@@ -318,8 +320,13 @@ async def ensure_access(settings: Settings, access: EndpointAccess) -> EndpointA
                 fix="set TPU_NETWORK to an existing VPC (gcloud compute networks list), or leave it empty for the "
                 "project's default network",
             ) from None
-        access.action = "created"
-        return access
+        except CloudError as exc:
+            # A concurrent create of this rig (another server) made the rule a moment ago: check it as ours.
+            if getattr(exc, "status", None) != "ALREADY_EXISTS":
+                raise
+            existing = await _get_rule(settings, body["name"])
+            if existing is None:
+                raise
     if not is_ours(existing, settings.resource_id):
         raise OwnershipError(
             f"a firewall rule named {body['name']} exists and was not made by tpu-devops for this rig "

@@ -11,6 +11,7 @@ from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess, plan_access
+from tpu_devops.provisioning.ownership import CREATE_TOOL, this_rig
 from tpu_devops.provisioning.requests import (
     PLACEHOLDER_PROJECT,
     build_request,
@@ -118,6 +119,7 @@ async def plan_queued_resource(
         except ConfigError:
             store = None
     qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
+    rig = await this_rig(settings)
     body = build_request(
         settings,
         zone=zone,
@@ -125,6 +127,7 @@ async def plan_queued_resource(
         provisioning_model=model,
         max_run_duration_s=max_run,
         valid_until_duration_s=valid,
+        labels=rig.labels(CREATE_TOOL),
     )
     access = await plan_access(
         settings, allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet, preview=True

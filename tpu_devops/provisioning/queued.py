@@ -1,8 +1,16 @@
-"""Queued resources: create, describe, list, reservation status, and ownership by this server's rig.
+"""Queued resources: create, describe, list, reservation status of this server's rig.
 
 Two blast radii (DESIGN §2): creating touches only the id it was given and is never destructive;
 deleting lives in `tpu_devops.teardown`. A queued resource is ours when its node carries
-``managed-by=tpu-devops`` (and ``rig=<resource id>`` for one rig), as `requests.build_request` labels it.
+``managed-by=tpu-devops`` and ``rig=<RESOURCE_ID of this server>`` (`ownership`), whatever its id.
+
+One TPU per rig, failing closed (issue 12 §2): a create takes the rig lease (`store.acquire_rig_lease`,
+shared with the sweep), lists every zone first and refuses when a listing fails, and after creating
+lists every zone again. If a concurrent create (another server, possibly with its own state
+directory) made another live request of the rig, the newer of the two deletes itself at once and says
+so. "Newer" is ordered by (``createTime``, zone, id), which every server computes the same way, so
+exactly one request survives: if one server's re-check misses the other's request, that request was
+created after the re-check, hence is the newer one, and its own re-check sees the older.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, TpuDevopsError
@@ -20,6 +28,7 @@ from tpu_devops.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import classify_failed_data
+from tpu_devops.provisioning.ownership import CREATE_TOOL, Rig, this_rig
 from tpu_devops.provisioning.plan import hourly_price, stops_text
 from tpu_devops.provisioning.requests import (
     CreateCall,
@@ -29,6 +38,7 @@ from tpu_devops.provisioning.requests import (
     check_resource_id,
     check_zone,
     create_call,
+    duration_seconds,
     labels_of,
     max_run_duration_of,
     node_specs,
@@ -36,7 +46,7 @@ from tpu_devops.provisioning.requests import (
     provisioning_model_of,
     termination_time_of,
 )
-from tpu_devops.provisioning.store import open_store
+from tpu_devops.provisioning.store import CREATE, RigLease, acquire_rig_lease, open_store
 from tpu_devops.quota import known_support
 from tpu_devops.results import ToolResult
 
@@ -49,20 +59,6 @@ WAITING_STATES = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES")
 # States in which a queued resource of ours holds (or will hold) a TPU that bills: not finished, not
 # on its way out. A rig with more than one of these bills twice.
 NOT_LIVE_STATES = ("FAILED", "SUSPENDED", "SUSPENDING", "DELETING")
-
-
-def is_ours(qr: dict[str, Any], resource_id: str | None = None) -> bool:
-    """True when every node spec carries ``managed-by=tpu-devops`` (and ``rig=resource_id`` if given)."""
-    specs = node_specs(qr)
-    if not specs:
-        return False
-    for spec in specs:
-        labels = spec.get("node", {}).get("labels", {}) or {}
-        if labels.get("managed-by") != "tpu-devops":
-            return False
-        if resource_id is not None and labels.get("rig") != resource_id:
-            return False
-    return True
 
 
 def state_of(qr: dict[str, Any]) -> str:
@@ -81,7 +77,13 @@ def _parse_time(text: str | None) -> float | None:
 
 
 class QueuedResourceView(ToolResult):
-    """One queued resource as tools show it. Times are Unix seconds / seconds; ``ours`` means our labels."""
+    """One queued resource as tools show it. Times are Unix seconds / seconds.
+
+    ``ours``: this server's rig labels (`ownership`); ``owner``: the same in words ("ours", "another
+    rig's (rig=x)", "not created by tpu-devops", "ours, created by someone else"); ``created_by``: the
+    created-by label (a hash of the creator's ADC principal); ``created_by_you``: it is this server's
+    principal (None: unknown); ``tool``: the tool that created it (find_tpu / create_tpu_queued_resource).
+    """
 
     id: str
     zone: str
@@ -91,21 +93,26 @@ class QueuedResourceView(ToolResult):
     node_id: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     ours: bool = False
+    owner: str = "not created by tpu-devops"
     rig: str | None = None
+    created_by: str | None = None
+    created_by_you: bool | None = None
+    tool: str | None = None
     created_at: str | None = None
     age_s: float | None = None
     max_run_duration_s: float | None = None
+    valid_until_duration_s: float | None = None
     failed_error: str | None = None
     failure_reach: str | None = None
     holds_quota: bool = False
 
     def headline(self) -> str:
-        owner = f"ours (rig {self.rig})" if self.ours else "not ours"
         failed = f"; failed: {self.failed_error}" if self.failed_error else ""
-        return f"queued resource {self.id} in {self.zone}: {self.state}, {self.provisioning_model}, {owner}{failed}"
+        return f"queued resource {self.id} in {self.zone}: {self.state}, {self.provisioning_model}, {self.owner}{failed}"
 
     @classmethod
-    def of(cls, qr: dict[str, Any], zone: str, resource_id: str | None = None) -> QueuedResourceView:
+    def of(cls, qr: dict[str, Any], zone: str, rig: Rig) -> QueuedResourceView:
+        """The view of queued resource JSON ``qr`` in ``zone``, ownership as seen by ``rig``."""
         specs = node_specs(qr)
         node = specs[0].get("node", {}) if specs else {}
         state = state_of(qr)
@@ -113,6 +120,7 @@ class QueuedResourceView(ToolResult):
         created = _parse_time(qr.get("createTime"))
         labels = labels_of(qr)
         failure = classify_failed_data(failed, state) if failed else None
+        owner = rig.owner(qr)
         return cls(
             id=str(qr.get("name", "")).rsplit("/", 1)[-1],
             zone=zone,
@@ -121,25 +129,72 @@ class QueuedResourceView(ToolResult):
             accelerator_type=node.get("acceleratorType"),
             node_id=specs[0].get("nodeId") if specs else None,
             labels=labels,
-            ours=is_ours(qr),
-            rig=labels.get("rig"),
+            ours=owner.ours,
+            owner=owner.describe(rig.rig),
+            rig=owner.rig,
+            created_by=owner.created_by,
+            created_by_you=owner.by_you,
+            tool=owner.tool,
             created_at=qr.get("createTime"),
             age_s=None if created is None else round(time.time() - created, 1),
             max_run_duration_s=max_run_duration_of(qr),
+            valid_until_duration_s=duration_seconds(
+                (qr.get("queueingPolicy") or {}).get("validUntilDuration")
+            ),
             failed_error=failed.get("message"),
             failure_reach=failure.reach if failure else None,
             holds_quota=state in TERMINAL_STATES,
         )
 
+    @property
+    def live(self) -> bool:
+        """It holds, or will hold, a TPU that bills (not in `NOT_LIVE_STATES`)."""
+        return self.state not in NOT_LIVE_STATES
+
+    def order_key(self) -> tuple[float, str, str]:
+        """Creation order every server computes the same way: (``createTime``, zone, id)."""
+        created = _parse_time(self.created_at)
+        return (float("inf") if created is None else created, self.zone, self.id)
+
+    def where(self) -> str:
+        """``"gemma4-e2b in us-west4-b (ACTIVE, flex-start)"``."""
+        return f"{self.id} in {self.zone} ({self.state}, {self.provisioning_model})"
+
+
+class SecondTpuError(ConfigError):
+    """The rig already has a live queued resource (``others``, ACTIVE first) and a create would make a
+    second one; field ``zone``."""
+
+    def __init__(self, rig: str, zone: str, others: list[QueuedResourceView]) -> None:
+        self.others = sorted(others, key=lambda q: q.state != "ACTIVE")
+        first = self.others[0]
+        super().__init__(
+            f"rig '{rig}' already has a live queued resource: {describe_others(self.others)}; "
+            "a second one would bill twice",
+            field="zone",
+            value=zone,
+            fix=f"use the existing one (get_reservation_status zone={first.zone}), or delete it first "
+            f"(destroy_queued_resource zone={first.zone} queued_resource_id={first.id}); pass "
+            "allow_second=true only if you really want two TPUs billing at once",
+        )
+
 
 class CreateResult(ToolResult):
-    """Outcome of a create: ``created`` False when the id already existed (then ``state`` is its state)."""
+    """Outcome of a create: ``created`` False when the id already existed (then ``state`` is its state).
+
+    ``withdrawn``: this create made a request and deleted it again at once, because a concurrent create
+    of the same rig made another one first (``lost_race_to`` names it); the rig then holds one TPU.
+    """
 
     queued_resource_id: str
     zone: str
     provisioning_model: str
     created: bool
     state: str
+    ours: bool = True
+    owner: str | None = None
+    withdrawn: bool = False
+    lost_race_to: str | None = None
     operation: str | None = None
     request_id: str | None = None  # the API's idempotent requestId this create was sent with
     usd_per_hour: float | None = None
@@ -151,9 +206,16 @@ class CreateResult(ToolResult):
     endpoint_access: EndpointAccess | None = None
 
     def headline(self) -> str:
+        if self.withdrawn:
+            return (
+                f"queued resource '{self.queued_resource_id}' in {self.zone}: created and DELETED AGAIN at once: "
+                f"another create of this rig made {self.lost_race_to} first, and a rig holds one TPU. {self.next_step}"
+            )
         verb = "created" if self.created else "already exists"
         loud = "".join(
-            f" WARNING: {w}." for w in self.warnings if w.startswith(("SECOND TPU", "UNSUPPORTED IMAGE"))
+            f" WARNING: {w}."
+            for w in self.warnings
+            if w.startswith(("SECOND TPU", "UNSUPPORTED IMAGE", "CREATED BY"))
         )
         return f"queued resource '{self.queued_resource_id}' in {self.zone}: {verb}, state {self.state}.{loud} {self.next_step}"
 
@@ -184,26 +246,52 @@ async def ensure_hf_secret(settings: Settings) -> None:
         )
 
 
-async def rig_queued_resources(settings: Settings, qr_id: str | None = None) -> list[QueuedResourceView]:
-    """Every live queued resource of the rig ``qr_id`` (labels ``managed-by=tpu-devops``, ``rig=qr_id``;
-    default RESOURCE_ID) in every zone, listed concurrently. "Live": not in `NOT_LIVE_STATES`, i.e. it
-    holds or will hold a TPU that bills. Zones whose listing failed are skipped (logged).
+async def rig_queued_resources(settings: Settings, rig: Rig | None = None) -> list[QueuedResourceView]:
+    """Every live queued resource of this server's rig (`ownership`) in every zone, whatever its id,
+    listed concurrently. "Live": not in `NOT_LIVE_STATES`, i.e. it holds or will hold a TPU that bills.
+
+    Fails closed: a guard that cannot see a zone cannot promise one TPU per rig.
 
     Raises:
-        CloudError: the zone list itself failed.
+        CloudError: the zone list failed. ListingError: the listing failed in some zone (field ``zone``:
+            the zones, with Google's message).
     """
-    rig = qr_id or settings.resource_id
-    listing = await list_queued_resources(settings, "all", only_ours=True)
+    listing = await list_queued_resources(settings, "all", only_ours=True, rig=rig)
     if listing.errors:
-        import logging
+        raise listing_failed(listing.errors)
+    return [q for q in listing.queued_resources if q.live]
 
-        logging.getLogger(__name__).warning("listing failed in %s", ", ".join(sorted(listing.errors)))
-    return [q for q in listing.queued_resources if q.rig == rig and q.state not in NOT_LIVE_STATES]
+
+class ListingError(CloudError):
+    """Queued resources could not be listed in some zones, so a guard that must see every zone refused."""
+
+
+def listing_failed(errors: dict[str, str], consequence: str = "so nothing was created") -> ListingError:
+    """The fail-closed refusal for zones whose listing failed (``errors``: zone -> message)."""
+    zones = sorted(errors)
+    return ListingError(
+        f"could not list queued resources in {len(zones)} zone(s) ({', '.join(zones[:5])}"
+        f"{', ...' if len(zones) > 5 else ''}: {errors[zones[0]]}); this rig's TPUs there are unknown, "
+        f"{consequence} (one TPU per rig is checked in every zone)",
+        field="zone",
+        value=zones,
+        fix="try again in a minute (Google's API was failing for those zones); list_queued_resources(zone='all') "
+        "shows which zones answer",
+    )
 
 
 def describe_others(others: list[QueuedResourceView]) -> str:
     """``"gemma4-e2b in us-west4-b (ACTIVE, flex-start), ..."``."""
-    return ", ".join(f"{q.id} in {q.zone} ({q.state}, {q.provisioning_model})" for q in others)
+    return ", ".join(q.where() for q in others)
+
+
+def _creator_warning(view: QueuedResourceView) -> list[str]:
+    if view.created_by_you is False:
+        return [
+            f"CREATED BY SOMEONE ELSE: {view.where()} carries this rig's labels but created-by={view.created_by}, "
+            "not this server's credentials: another installation with the same RESOURCE_ID shares this rig"
+        ]
+    return []
 
 
 async def create_queued_resource(
@@ -216,29 +304,34 @@ async def create_queued_resource(
     queued_resource_id: str | None = None,
     check_secret: bool = True,
     allow_second: bool = False,
-    check_other_zones: bool = True,
+    lease: RigLease | None = None,
+    tool: str = CREATE_TOOL,
     allow_unsupported_image: bool = False,
     allowed_source_ranges: list[str] | None = None,
     open_to_internet: bool = False,
 ) -> CreateResult:
     """Create the queued resource (non-destructive: touches only its own id) and return at once.
 
-    If the id already exists in the zone, reports it (with its own provisioning model and price)
-    instead of failing. If the rig already has a live queued resource in another zone, refuses unless
-    ``allow_second`` (then creates with a loud warning): two TPUs of one rig bill twice.
-    ``check_other_zones=False`` skips that listing (the sweep does its own check before each create).
-    Before the create, the rig's endpoint access is put in place (`access.ensure_access`: the API key
-    secret and the firewall rule admitting ``allowed_source_ranges``, default your public IPv4);
-    ``check_secret=False`` skips that with the HF secret check (the sweep does both once).
+    If the id already exists in the zone, reports it (its owner, provisioning model and price) instead
+    of failing. One TPU per rig (module docstring): under the rig lease (``lease`` when the caller, a
+    sweep, already holds it), every zone is listed first and a live queued resource of the rig (any id,
+    any zone) refuses the create unless ``allow_second`` (then it creates with a loud warning); after the
+    create every zone is listed again and, if a concurrent create won, this one deletes itself
+    (``withdrawn``). ``tool`` is recorded in the ``tool`` label. Before the create, the rig's endpoint
+    access is put in place (`access.ensure_access`: the API key secret and the firewall rule admitting
+    ``allowed_source_ranges``, default your public IPv4); ``check_secret=False`` skips that with the HF
+    secret check (the sweep does both once).
 
     Raises:
         ConfigError: bad arguments (empty values, durations, max_run_duration_s with spot /
             on-demand), missing HF secret, missing startup-script renderer.
-        ConfigError: also when the rig already has a live queued resource in another zone (field
-            ``zone``; fix: use or delete it, or ``allow_second=true``).
+        ConfigError: also when the rig already has a live queued resource (field ``zone``; fix: use or
+            delete it, or ``allow_second=true``).
         ConfigError: VLLM_IMAGE is older than the first vLLM release that serves the model
             (`tpu_devops.images`), unless ``allow_unsupported_image`` (then a loud warning).
-        CloudError (and subclasses): the API refused; ``classify_exception`` gives its reach.
+        JobError: a sweep of this rig is running (or another create held the lease too long).
+        CloudError (and subclasses): the API refused (``classify_exception`` gives its reach), or a zone
+            could not be listed (before the create: nothing was made; after it: ours was deleted again).
     """
     zone = check_zone(or_default(zone, settings.zone, "zone"))
     model = check_provisioning_model(provisioning_model, settings)
@@ -247,44 +340,69 @@ async def create_queued_resource(
     image_warnings = image_gate(
         settings.vllm_image, settings.model_name, allow_unsupported_image=allow_unsupported_image
     )
+    rig = await this_rig(settings)
+    held = lease or await acquire_rig_lease(settings, open_store(settings), CREATE)
+    try:
+        return await _create_under_lease(
+            settings, rig, zone=zone, model=model, qr_id=qr_id, max_run=max_run, valid=valid,
+            check_secret=check_secret, allow_second=allow_second, tool=tool, warnings=list(image_warnings),
+            allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet,
+        )  # fmt: skip
+    finally:
+        if lease is None:
+            await anyio.to_thread.run_sync(held.release)
+
+
+async def _existing_result(settings: Settings, view: QueuedResourceView, model: str) -> CreateResult:
+    """The answer when the id is already taken in the zone: whose it is, its model and price."""
+    per_hour, _ = await hourly_price(settings, view.provisioning_model, view.zone)
+    note = (
+        f"; you asked for {model} but the existing one is {view.provisioning_model}"
+        if view.provisioning_model != model
+        else ""
+    )
+    return CreateResult(
+        queued_resource_id=view.id,
+        zone=view.zone,
+        provisioning_model=view.provisioning_model,
+        created=False,
+        state=view.state,
+        ours=view.ours,
+        owner=view.owner,
+        usd_per_hour=per_hour,
+        stops_billing=stops_text(view.provisioning_model, view.max_run_duration_s),
+        next_step=f"it already exists ({view.owner}{note}); use get_reservation_status, or destroy_queued_resource first to recreate",
+        warnings=_creator_warning(view),
+    )
+
+
+async def _create_under_lease(
+    settings: Settings,
+    rig: Rig,
+    *,
+    zone: str,
+    model: str,
+    qr_id: str,
+    max_run: int | None,
+    valid: int | None,
+    check_secret: bool,
+    allow_second: bool,
+    tool: str,
+    warnings: list[str],
+    allowed_source_ranges: list[str] | None,
+    open_to_internet: bool,
+) -> CreateResult:
     existing = await get_queued(settings, zone, qr_id)
     if existing is not None:
-        view = QueuedResourceView.of(existing, zone)
-        owner = "ours" if view.ours else "NOT ours (no managed-by=tpu-devops label)"
-        per_hour, _ = await hourly_price(settings, view.provisioning_model, zone)
-        note = (
-            f"; you asked for {model} but the existing one is {view.provisioning_model}"
-            if view.provisioning_model != model
-            else ""
+        return await _existing_result(settings, QueuedResourceView.of(existing, zone, rig), model)
+    others = [q for q in await rig_queued_resources(settings, rig) if (q.zone, q.id) != (zone, qr_id)]
+    if others and not allow_second:
+        raise SecondTpuError(rig.rig, zone, others)
+    if others:
+        warnings.append(
+            f"SECOND TPU OF RIG '{rig.rig}': {describe_others(others)} already exists and bills too "
+            "(allow_second=true); destroy the one you do not need"
         )
-        return CreateResult(
-            queued_resource_id=qr_id,
-            zone=zone,
-            provisioning_model=view.provisioning_model,
-            created=False,
-            state=view.state,
-            usd_per_hour=per_hour,
-            stops_billing=stops_text(view.provisioning_model, view.max_run_duration_s),
-            next_step=f"it already exists ({owner}{note}); use get_reservation_status, or destroy_queued_resource first to recreate",
-        )
-    warnings: list[str] = list(image_warnings)
-    if check_other_zones:
-        others = [q for q in await rig_queued_resources(settings, qr_id) if q.zone != zone]
-        if others and not allow_second:
-            raise ConfigError(
-                f"rig '{qr_id}' already has a queued resource in another zone: {describe_others(others)}; "
-                "a second one would bill twice",
-                field="zone",
-                value=zone,
-                fix=f"use the existing one (get_reservation_status zone={others[0].zone}), or delete it first "
-                f"(destroy_queued_resource zone={others[0].zone}); pass allow_second=true only if you really "
-                "want two TPUs billing at once",
-            )
-        if others:
-            warnings.append(
-                f"SECOND TPU OF RIG '{qr_id}': {describe_others(others)} already exists and bills too "
-                "(allow_second=true); destroy the one you do not need"
-            )
     per_hour, source = await hourly_price(settings, model, zone)
     if per_hour is None:
         warnings.append(source)
@@ -306,21 +424,32 @@ async def create_queued_resource(
         provisioning_model=model,
         max_run_duration_s=max_run,
         valid_until_duration_s=valid,
+        labels=rig.labels(tool),
     )
     request = create_call(zone, qr_id, body)
     try:
         op = await send_create(settings, request)
     except CloudError as exc:
-        if getattr(exc, "status", None) == "ALREADY_EXISTS":
-            again = await get_queued(settings, zone, qr_id)
-            state = state_of(again) if again else "UNKNOWN"
-            return CreateResult(
-                queued_resource_id=qr_id, zone=zone, provisioning_model=model, created=False, state=state,
-                usd_per_hour=per_hour, stops_billing=stops, next_step="it already exists; use get_reservation_status",
-            )  # fmt: skip
-        if endpoint_access is not None and endpoint_access.action == "created":
-            await release_unused_rule(settings)  # made for a TPU that was refused: nothing carries its tag
-        raise
+        # It did not exist a moment ago. If it exists now, the create may have been committed with only its
+        # answer lost (a 503 after retries, or a retry without the requestId answered 409): ask Google.
+        again = await get_queued(settings, zone, qr_id)
+        view = QueuedResourceView.of(again, zone, rig) if again is not None else None
+        if view is None or not await _made_by(settings, request, view, tool):
+            if view is not None and getattr(exc, "status", None) == "ALREADY_EXISTS":
+                return await _existing_result(settings, view, model)
+            if endpoint_access is not None and endpoint_access.action == "created":
+                # made for a TPU that was refused: nothing carries its tag
+                await release_unused_rule(settings)
+            raise
+        op = {}
+        warnings.append(
+            f"the API's answer to the create was lost ({exc.message[:160]}), but '{qr_id}' in {zone} is the "
+            "request this call made (same requestId): it is ours"
+        )
+    if not allow_second:
+        race = await _recheck_after_create(settings, rig, zone, qr_id)
+        if race is not None:
+            return race.result(model=model, usd_per_hour=per_hour, stops=stops)
     now = await get_queued(settings, zone, qr_id)
     if model == "flex-start":
         try:
@@ -340,6 +469,7 @@ async def create_queued_resource(
         provisioning_model=model,
         created=True,
         state=state_of(now) if now else "ACCEPTED",
+        owner=f"ours (rig {rig.rig})",
         operation=op.get("name"),
         request_id=request.request_id,
         usd_per_hour=per_hour,
@@ -347,6 +477,18 @@ async def create_queued_resource(
         next_step="poll get_reservation_status (or the wait job) until ACTIVE; then get_vllm_endpoint",
         endpoint_access=endpoint_access,
     )
+
+
+async def _made_by(settings: Settings, request: CreateCall, view: QueuedResourceView, tool: str) -> bool:
+    """Whether the existing ``view`` is the queued resource ``request`` created: Google answers by the
+    ``requestId`` (`is_own_create`); if that re-send fails too, this rig's labels with this server's
+    created-by and ``tool`` decide (nothing else could have put them there a moment after we looked)."""
+    if not view.ours:
+        return False
+    try:
+        return await is_own_create(settings, request)
+    except CloudError:
+        return bool(view.created_by_you and view.tool == tool)
 
 
 async def send_create(settings: Settings, request: CreateCall) -> dict[str, Any]:
@@ -387,10 +529,102 @@ async def is_own_create(settings: Settings, request: CreateCall) -> bool:
     return True
 
 
+class _LostRace(BaseModel):
+    """A create that found, on its re-check, an older live request of the same rig."""
+
+    zone: str
+    queued_resource_id: str
+    winner: str
+    deleted: bool
+    delete_error: str | None = None
+
+    def result(self, *, model: str, usd_per_hour: float | None, stops: str) -> CreateResult:
+        if self.deleted:
+            step = f"use {self.winner} (get_reservation_status); nothing of this call is left billing"
+            warnings: list[str] = []
+        else:
+            step = (
+                f"deleting it failed ({self.delete_error}): delete it with destroy_queued_resource(zone="
+                f"'{self.zone}', queued_resource_id='{self.queued_resource_id}') and use {self.winner}"
+            )
+            warnings = [f"SECOND TPU: '{self.queued_resource_id}' in {self.zone} is still there and may bill"]
+        return CreateResult(
+            queued_resource_id=self.queued_resource_id,
+            zone=self.zone,
+            provisioning_model=model,
+            created=False,
+            state="DELETING" if self.deleted else "UNKNOWN",
+            withdrawn=True,
+            lost_race_to=self.winner,
+            usd_per_hour=usd_per_hour,
+            stops_billing=stops,
+            next_step=step,
+            warnings=warnings,
+        )
+
+
+async def _recheck_after_create(settings: Settings, rig: Rig, zone: str, qr_id: str) -> _LostRace | None:
+    """List every zone again; if an older live request of this rig exists, delete ours at once.
+
+    Raises:
+        CloudError: a zone (or the zone list) could not be listed; ours was deleted again (fail closed: a second TPU may exist where we cannot see).
+    """
+    try:
+        listing = await list_queued_resources(settings, "all", only_ours=True, rig=rig)
+        errors = listing.errors
+    except CloudError as exc:  # the zone list itself
+        listing, errors = None, {"(list of TPU zones)": exc.message}
+    if listing is None or errors:
+        error = await delete_own_request(settings, rig, zone, qr_id)
+        raise listing_failed(
+            errors,
+            f"so '{qr_id}' just created in {zone} was deleted again"
+            if error is None
+            else f"and deleting '{qr_id}' just created in {zone} again FAILED ({error}): delete it with "
+            "destroy_queued_resource",
+        )
+    live = [q for q in listing.queued_resources if q.live]
+    mine = next((q for q in live if (q.zone, q.id) == (zone, qr_id)), None)
+    if mine is None:  # not listed yet (or already gone): read it directly
+        qr = await get_queued(settings, zone, qr_id)
+        mine = QueuedResourceView.of(qr, zone, rig) if qr is not None else None
+    if mine is None:
+        return None
+    older = [q for q in live if (q.zone, q.id) != (zone, qr_id) and q.order_key() < mine.order_key()]
+    if not older:
+        return None
+    winner = min(older, key=QueuedResourceView.order_key)
+    error = await delete_own_request(settings, rig, zone, qr_id)
+    import logging
+
+    logging.getLogger(__name__).warning(
+        "create of %s in %s lost the race to %s: %s", qr_id, zone, winner.where(), error or "deleted"
+    )
+    return _LostRace(
+        zone=zone, queued_resource_id=qr_id, winner=winner.where(), deleted=error is None, delete_error=error
+    )
+
+
+async def delete_own_request(settings: Settings, rig: Rig, zone: str, qr_id: str) -> str | None:
+    """Delete a request this call just created (nodes too). Re-read first: only while it still carries
+    this rig's labels. Returns None when deleted or gone, else the error text."""
+    try:
+        qr = await get_queued(settings, zone, qr_id)
+        if qr is None:
+            return None
+        if not rig.is_ours(qr):
+            return "it no longer carries this rig's labels; left alone"
+        await call(api(settings).delete_queued_resource, zone, qr_id, force=True)
+    except TpuDevopsError as exc:
+        return exc.message
+    return None
+
+
 async def describe_queued_resource(
     settings: Settings, zone: str | None = None, queued_resource_id: str | None = None
 ) -> QueuedResourceView:
-    """One queued resource (any owner; ``ours`` says whether it carries our labels).
+    """One queued resource (any owner; ``ours`` / ``owner`` say whether it carries this rig's labels and
+    who created it).
 
     Raises:
         NotFoundError: no such queued resource in the zone.
@@ -406,7 +640,7 @@ async def describe_queued_resource(
             value=f"{qr_id} in {zone}",
             fix="list_queued_resources(zone='all') shows what exists; create_tpu_queued_resource creates it",
         )
-    return QueuedResourceView.of(qr, zone)
+    return QueuedResourceView.of(qr, zone, await this_rig(settings))
 
 
 class QueuedResourceList(ToolResult):
@@ -421,10 +655,9 @@ class QueuedResourceList(ToolResult):
         """Headline, then one line per queued resource."""
         lines = [self.headline()]
         for q in self.queued_resources:
-            owner = f"ours (rig {q.rig})" if q.ours else "not ours"
-            extra = " holds quota until deleted" if q.holds_quota else ""
+            extra = ", holds quota until deleted" if q.holds_quota else ""
             lines.append(
-                f"- {q.id} in {q.zone}: {q.state}, {q.provisioning_model}, {q.accelerator_type}, {owner}{extra}"
+                f"- {q.id} in {q.zone}: {q.state}, {q.provisioning_model}, {q.accelerator_type}, {q.owner}{extra}"
             )
         lines.extend(f"- {zone}: listing failed: {msg}" for zone, msg in sorted(self.errors.items()))
         return "\n".join(lines)
@@ -432,8 +665,12 @@ class QueuedResourceList(ToolResult):
     def headline(self) -> str:
         ours = sum(1 for q in self.queued_resources if q.ours)
         return (
-            f"{len(self.queued_resources)} queued resource(s) ({ours} ours) in {self.zones_listed} zone(s)"
-            + (f"; {len(self.errors)} zone(s) failed" if self.errors else "")
+            f"{len(self.queued_resources)} queued resource(s) ({ours} of this rig) in {self.zones_listed} zone(s)"
+            + (
+                f"; {len(self.errors)} zone(s) FAILED to list: what is there is unknown"
+                if self.errors
+                else ""
+            )
         )
 
 
@@ -450,10 +687,12 @@ async def resolve_zones(settings: Settings, zone: str | None) -> list[str]:
 
 
 async def list_queued_resources(
-    settings: Settings, zone: str | None = None, *, only_ours: bool = False
+    settings: Settings, zone: str | None = None, *, only_ours: bool = False, rig: Rig | None = None
 ) -> QueuedResourceList:
     """List queued resources in one zone or ``"all"`` zones (concurrently, at most
     `MAX_CONCURRENT_CALLS` at a time). A zone whose listing fails is reported in ``errors``.
+    ``only_ours``: only this server's rig (`ownership`); ``rig``: this server's `Rig` when the caller
+    has it already.
 
     Raises:
         ConfigError: bad zone or no project. CloudError: the zone list itself failed, or the one zone
@@ -474,7 +713,8 @@ async def list_queued_resources(
     async with anyio.create_task_group() as tg:
         for z in zones:
             tg.start_soon(one, z)
-    views = [QueuedResourceView.of(qr, z) for z in zones for qr in results.get(z, [])]
+    rig = rig or await this_rig(settings)
+    views = [QueuedResourceView.of(qr, z, rig) for z in zones for qr in results.get(z, [])]
     if only_ours:
         views = [v for v in views if v.ours]
     if len(zones) == 1 and failures:
@@ -498,6 +738,7 @@ class ReservationStatus(ToolResult):
     exists: bool
     state: str | None = None
     ours: bool | None = None
+    owner: str | None = None
     provisioning_model: str | None = None
     time_in_state_s: float | None = None
     age_s: float | None = None
@@ -518,10 +759,12 @@ class ReservationStatus(ToolResult):
     next_step: str
 
     def headline(self) -> str:
-        loud = f"WARNING: {self.warnings[0]}. " if self.several and self.warnings else ""
+        loud = "".join(f"WARNING: {w}. " for w in self.warnings if self.several or w.startswith("CREATED BY"))
         if not self.exists:
             return f"{loud}'{self.queued_resource_id}' does not exist in {self.zone}. {self.next_step}"
         parts = [f"{loud}'{self.queued_resource_id}' in {self.zone}: {self.state}"]
+        if self.ours is False and self.owner:
+            parts.append(self.owner)
         if self.endpoint_url:
             parts.append(f"endpoint {self.endpoint_url}")
         if self.expires_in_s is not None:
@@ -550,29 +793,39 @@ async def reservation_status(
     explicit = zone is not None
     zone = check_zone(or_default(zone, settings.zone, "zone"))
     qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
+    me = await this_rig(settings)
     qr = await get_queued(settings, zone, qr_id)
     rig: list[QueuedResourceView] = []
+    unlisted: dict[str, str] = {}
     if scan_all_zones:
-        # find_tpu may have placed it in another zone, and a rig must never hold two: list ours everywhere.
-        listing = await list_queued_resources(settings, "all", only_ours=True)
-        rig = [q for q in listing.queued_resources if q.id == qr_id or q.rig == qr_id]
+        # find_tpu may have placed it in another zone, and a rig must never hold two: list ours everywhere,
+        # whatever their ids (every resource this server creates carries the rig label).
+        listing = await list_queued_resources(settings, "all", only_ours=True, rig=me)
+        rig, unlisted = listing.queued_resources, listing.errors
     if qr is None and not explicit and rig:
-        live = [q for q in rig if q.state not in NOT_LIVE_STATES]
-        pick = next((q for q in live if q.state == "ACTIVE"), None) or (live or rig)[0]
-        zone = pick.zone
-        qr = await get_queued(settings, zone, pick.id)
-    live_rig = [q for q in rig if q.state not in NOT_LIVE_STATES]
+        named = [q for q in rig if q.id == qr_id] if queued_resource_id is not None else rig
+        live = [q for q in named if q.live]
+        pick = next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
+        if pick is not None:
+            zone, qr_id = pick.zone, pick.id
+            qr = await get_queued(settings, zone, pick.id)
+    live_rig = [q for q in rig if q.live]
+    warnings = []
+    if len(live_rig) > 1:
+        warnings.append(
+            f"{len(live_rig)} queued resources of rig '{me.rig}' are live ({describe_others(live_rig)}): "
+            "each one bills; keep one and delete the others with destroy_queued_resource zone=<zone> "
+            "queued_resource_id=<id>"
+        )
+    if unlisted:
+        warnings.append(
+            f"{len(unlisted)} zone(s) could not be listed ({', '.join(sorted(unlisted)[:5])}): TPUs of this rig "
+            "there are not shown"
+        )
     extras = {
         "rig_queued_resources": [f"{q.id} in {q.zone}: {q.state}, {q.provisioning_model}" for q in rig],
         "several": len(live_rig) > 1,
-        "warnings": (
-            [
-                f"{len(live_rig)} queued resources of rig '{qr_id}' are live ({describe_others(live_rig)}): "
-                "each one bills; keep one and delete the others with destroy_queued_resource zone=<zone>"
-            ]
-            if len(live_rig) > 1
-            else []
-        ),
+        "warnings": warnings,
     }
     if qr is None:
         return ReservationStatus(
@@ -582,7 +835,8 @@ async def reservation_status(
             next_step="create it with create_tpu_queued_resource or find_tpu",
             **extras,
         )
-    view = QueuedResourceView.of(qr, zone)
+    view = QueuedResourceView.of(qr, zone, me)
+    extras["warnings"] = warnings + _creator_warning(view)
     now = time.time()
     created = _parse_time(qr.get("createTime"))
     status = ReservationStatus(
@@ -591,6 +845,7 @@ async def reservation_status(
         exists=True,
         state=view.state,
         ours=view.ours,
+        owner=view.owner,
         provisioning_model=view.provisioning_model,
         age_s=None if created is None else round(now - created, 1),
         node_id=view.node_id,

@@ -19,8 +19,8 @@ its firewall rule targets: `tpu_devops.provisioning.access`), ``metadata["startu
 - on-demand: neither; the API's default is standard provisioning.
 
 Durations are protobuf JSON durations (``"14400s"``, format ``google-duration``). Every create labels
-the node ``managed-by=tpu-devops`` and ``rig=<resource id>`` (`Settings.rig_labels`), which is how
-ownership is recognised later (`tpu_devops.provisioning.queued`).
+the node ``managed-by=tpu-devops`` and ``rig=<RESOURCE_ID>`` (`Settings.rig_labels`), whatever the queued
+resource's id, which is how ownership is recognised later (`tpu_devops.provisioning.ownership`).
 """
 
 from __future__ import annotations
@@ -274,10 +274,13 @@ def build_request(
     max_run_duration_s: int | None = None,
     valid_until_duration_s: int | None = None,
     startup_script: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The QueuedResource REST JSON that a create sends (shape: the module docstring).
 
-    ``startup_script`` None renders it with `render_startup_script` for the zone. Send it with
+    ``startup_script`` None renders it with `render_startup_script` for the zone. ``labels``: extra node
+    labels (`tpu_devops.provisioning.ownership.Rig.labels`: created-by, tool); ``managed-by`` and
+    ``rig=<RESOURCE_ID>`` always come from ``settings``, whatever ``qr_id`` is. Send it with
     `api_version` and `request_text` so that what goes out is exactly what a plan shows.
 
     Raises:
@@ -289,7 +292,7 @@ def build_request(
     node: dict[str, Any] = {
         "acceleratorType": settings.accelerator_type,
         "runtimeVersion": settings.runtime_version,
-        "labels": dict(settings.rig_labels) | {"rig": qr_id},
+        "labels": dict(labels or {}) | settings.rig_labels,
         "tags": [network_tag(settings.resource_id)],
         "metadata": {"startup-script": script},
         "networkConfig": {"enableExternalIps": settings.external_ip},

@@ -1,9 +1,10 @@
 """The persisted zone-attempt store and the rig's sweep lease.
 
 SQLite (WAL, busy timeout) at ``<state_dir>/zone_attempts.sqlite3`` so it survives restarts and is
-shared by concurrent servers. It also holds the sweep lease (table ``leases``): one `find_tpu` sweep
-per rig at a time, across every server sharing the state directory, so two sweeps can never each
-create a TPU in a different zone. After every attempt it renders ``<state_dir>/tpu_zones_status.md``
+shared by concurrent servers. It also holds the rig lease (table ``leases``): one `find_tpu` sweep or
+one create per rig at a time, across every server sharing the state directory, so two of them can never
+each create a TPU in a different zone (servers with separate state directories rely on the re-check
+after every create, `tpu_devops.provisioning.queued`). After every attempt it renders ``<state_dir>/tpu_zones_status.md``
 for people. Capacity and quota failures expire (`EXPIRY_S`); unsupported-model failures never do.
 """
 
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tpu_devops.config import Settings
-from tpu_devops.errors import ConfigError
+from tpu_devops.errors import ConfigError, JobError
 
 # How long a failure blocks a zone (seconds). None: forever.
 EXPIRY_S: dict[str, float | None] = {
@@ -86,6 +87,34 @@ def _alive(host: str, pid: int) -> bool:
     return True
 
 
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection to the SQLite file ``path`` with a 30 s busy timeout, the database in WAL mode.
+
+    Switching to WAL needs an exclusive lock, and SQLite does not always run the busy handler for
+    it, so a second writer opening at the same moment saw "database is locked". WAL is persistent
+    in the file: the mode is read first and switched only when needed, with a bounded retry.
+    """
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    db.execute("PRAGMA busy_timeout=30000")
+    delay = 0.02
+    for attempt in range(WAL_SWITCH_ATTEMPTS):
+        try:
+            mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                db.close()
+                raise
+            if attempt == WAL_SWITCH_ATTEMPTS - 1:
+                db.close()
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    return db
+
+
 class ZoneStore:
     """SQLite-backed attempt history under ``state_dir``. Safe across processes (WAL + busy timeout)."""
 
@@ -107,31 +136,7 @@ class ZoneStore:
             )
 
     def _connect(self) -> sqlite3.Connection:
-        """A connection with a 30 s busy timeout, the database in WAL mode.
-
-        Switching to WAL needs an exclusive lock, and SQLite does not always run the busy handler for
-        it, so a second writer opening at the same moment saw "database is locked". WAL is persistent
-        in the file: the mode is read first and switched only when needed, with a bounded retry.
-        """
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.execute("PRAGMA busy_timeout=30000")
-        delay = 0.02
-        for attempt in range(WAL_SWITCH_ATTEMPTS):
-            try:
-                mode = db.execute("PRAGMA journal_mode").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    db.execute("PRAGMA journal_mode=WAL")
-                break
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    db.close()
-                    raise
-                if attempt == WAL_SWITCH_ATTEMPTS - 1:
-                    db.close()
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
-        return db
+        return connect(self.path)
 
     def record(
         self,
@@ -316,16 +321,34 @@ def open_store(settings: Settings) -> ZoneStore:
         ) from None
 
 
-LEASE_TTL_S = 120.0  # a sweep's lease lapses this long after its last renewal (a crashed server)
+LEASE_TTL_S = 120.0  # a lease lapses this long after its last renewal (a crashed server)
 
 
-class SweepLease:
-    """The "one sweep per rig" lease (a row in the zone store's ``leases`` table), renewed while the
-    sweep runs and released when it ends. Renewals are throttled to one per ``ttl_s / 4``."""
+CREATE_LEASE_WAIT_S = (
+    20.0  # how long a create or sweep waits for another create's lease (a create takes seconds)
+)
+
+
+SWEEP, CREATE = "sweep", "create"
+
+
+def rig_lease_name(settings: Settings) -> str:
+    """The lease every create and sweep of this rig takes: ``rig:<project>:<RESOURCE_ID>``."""
+    return f"rig:{settings.project}:{settings.resource_id}"
+
+
+class RigLease:
+    """The rig's lease (a row in the zone store's ``leases`` table), held by one sweep or one create at a
+    time across every server sharing the state directory, renewed while its holder runs and released when
+    it ends. Renewals are throttled to one per ``ttl_s / 4``. ``purpose``: `SWEEP` or `CREATE`."""
 
     def __init__(self, store: ZoneStore, name: str, owner: str, ttl_s: float) -> None:
         self.store, self.name, self.owner, self.ttl_s = store, name, owner, ttl_s
         self._renewed = time.monotonic()
+
+    @property
+    def purpose(self) -> str:
+        return self.owner.split(":", 1)[0]
 
     def renew(self, job_id: str | None = None) -> None:
         if job_id is None and time.monotonic() - self._renewed < self.ttl_s / 4:
@@ -335,3 +358,53 @@ class SweepLease:
 
     def release(self) -> None:
         self.store.release_lease(self.name, self.owner)
+
+
+def _holder_error(settings: Settings, holder: Lease, purpose: str) -> JobError:
+    """The refusal naming who holds the rig's lease and how to get past it."""
+    here = holder.pid == os.getpid() and holder.host == socket.gethostname()
+    where = "this server" if here else f"server pid {holder.pid} on {holder.host}"
+    rig = settings.resource_id
+    doing = "a create" if purpose == CREATE else "a sweep"
+    if holder.owner.startswith(f"{SWEEP}:"):
+        job = holder.job_id or "(job id not yet recorded)"
+        return JobError(
+            f"a sweep for rig '{rig}' is already running as job {job} in {where}; {doing} now could leave "
+            "two TPUs billing",
+            field="find_tpu" if purpose == SWEEP else "queued_resource_id",
+            value=rig,
+            fix=f"poll get_job('{job}') until it ends, or cancel_job('{job}') first"
+            + ("" if here else " (in that server)"),
+        )
+    return JobError(
+        f"another create for rig '{rig}' has been running in {where} for over {CREATE_LEASE_WAIT_S:.0f} s; "
+        f"{doing} now could leave two TPUs billing",
+        field="find_tpu" if purpose == SWEEP else "queued_resource_id",
+        value=rig,
+        fix="wait a minute and try again (get_reservation_status shows what it created)",
+    )
+
+
+async def acquire_rig_lease(
+    settings: Settings, store: ZoneStore, purpose: str, ttl_s: float = LEASE_TTL_S
+) -> RigLease:
+    """Take this rig's lease for a `SWEEP` or a `CREATE`, waiting up to `CREATE_LEASE_WAIT_S` while
+    another *create* holds it (a create takes seconds); a running sweep refuses at once.
+
+    Raises:
+        JobError: the lease is held by a sweep (the message names its job id and server) or by a create
+            that did not finish within `CREATE_LEASE_WAIT_S`.
+    """
+    import uuid
+
+    import anyio
+
+    name, owner = rig_lease_name(settings), f"{purpose}:{uuid.uuid4().hex}"
+    deadline = time.monotonic() + CREATE_LEASE_WAIT_S
+    while True:
+        holder = await anyio.to_thread.run_sync(store.acquire_lease, name, owner, ttl_s)
+        if holder is None or holder.held:
+            return RigLease(store, name, owner, ttl_s)
+        if holder.owner.startswith(f"{SWEEP}:") or time.monotonic() >= deadline:
+            raise _holder_error(settings, holder, purpose)
+        await anyio.sleep(0.2)

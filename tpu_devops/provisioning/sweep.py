@@ -3,12 +3,21 @@
 Uses `requests` to check arguments, `queued` to create / read / delete the rig's own request,
 `failures` to decide how far a refusal reaches, `store` for the attempt history and the rig lease,
 and `tpu_devops.quota` to pick the zones worth trying.
+
+Nothing is left billing or waiting forever (issue 12 §3): every request a sweep sends carries
+``queueingPolicy.validUntilDuration`` equal to its per-zone budget, so a request abandoned by a sweep
+that died (SIGKILL, cancel, disconnect) expires by itself; the next sweep adopts a live ``find_tpu``
+request of this rig (waits on it until it is ACTIVE or its own time is up, then deletes it) instead of
+refusing to touch it, deletes a FAILED / SUSPENDED one of ours that blocks the zone it tries, and
+treats a request whose create answer was lost as its own.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+import math
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,25 +25,39 @@ import anyio
 from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import CloudError, ConfigError, TpuDevopsError
+from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess, ensure_access, plan_access
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import Failure, classify_exception, classify_failed_data
+from tpu_devops.provisioning.ownership import SWEEP_TOOL, Rig, this_rig
 from tpu_devops.provisioning.queued import (
     TERMINAL_STATES,
+    WAITING_STATES,
     CreateResult,
+    ListingError,
     QueuedResourceView,
+    SecondTpuError,
     create_queued_resource,
     ensure_hf_secret,
-    is_ours,
     rig_queued_resources,
     state_of,
 )
-from tpu_devops.provisioning.requests import check_durations, check_zone, node_specs
-from tpu_devops.provisioning.store import LEASE_TTL_S, SweepLease, ZoneStore, open_store
+from tpu_devops.provisioning.requests import VALID_UNTIL_MIN_S, check_durations, check_zone, node_specs
+from tpu_devops.provisioning.store import (
+    LEASE_TTL_S,
+    SWEEP,
+    RigLease,
+    ZoneStore,
+    acquire_rig_lease,
+    open_store,
+)
 from tpu_devops.quota import ZoneQuota, zones_with_quota
 from tpu_devops.results import ToolResult
+
+RATE_LIMIT_RETRIES = 3  # back-offs of 1, 2 and 4 poll intervals (15 / 30 / 60 s by default) per zone
+
+CANCEL_CLEANUP_S = 30.0  # a cancelled sweep spends at most this long deleting its waiting request
 
 # A PROVISIONING request cannot be deleted, so the sweep keeps waiting past its budget, up to this long.
 PROVISIONING_GRACE_S = 900.0
@@ -64,11 +87,13 @@ class SweepResult(ToolResult):
     stopped_because: str
     next_step: str
     status_file: str
+    warnings: list[str] = Field(default_factory=list)
 
     def headline(self) -> str:
+        loud = "".join(f" WARNING: {w}." for w in self.warnings)
         if self.found:
-            return f"TPU '{self.queued_resource_id}' ACTIVE in {self.zone} after {len(self.attempts)} zone(s). {self.next_step}"
-        return f"no TPU: {self.stopped_because}. {self.next_step}"
+            return f"TPU '{self.queued_resource_id}' ACTIVE in {self.zone} after {len(self.attempts)} zone(s). {self.next_step}{loud}"
+        return f"no TPU: {self.stopped_because}. {self.next_step}{loud}"
 
 
 @dataclass
@@ -118,295 +143,380 @@ async def candidate_zones(settings: Settings, opts: SweepOptions, store: ZoneSto
     return [z.zone for z in sorted(ok, key=score)][: opts.max_zones]
 
 
-async def _rig_elsewhere(settings: Settings, qr_id: str) -> QueuedResourceView | None:
-    """A live queued resource of this rig in any zone (ACTIVE first), else None.
+def request_budget(opts: SweepOptions) -> tuple[float, int]:
+    """(seconds the sweep waits in one zone, the ``validUntilDuration`` seconds its request carries).
 
-    Every zone, not only the candidates: a create in one zone while the rig holds a request in
-    another (made by a previous sweep, another server or create_tpu_queued_resource) bills twice.
+    The wait is ``zone_budget_s`` (or ``valid_until_duration_s`` when that is shorter); the request's
+    validUntilDuration equals it, rounded up to whole seconds and to at least `VALID_UNTIL_MIN_S`, so a
+    request outlives its sweep by at most a minute even if the sweep dies.
     """
-    try:
-        live = await rig_queued_resources(settings, qr_id)
-    except CloudError:
+    budget = opts.zone_budget_s
+    if opts.valid_until_duration_s is not None:
+        budget = min(budget, float(opts.valid_until_duration_s))
+    return budget, max(VALID_UNTIL_MIN_S, math.ceil(budget))
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How waiting on one request ended: ACTIVE (``url``), or a ``failure`` (FAILED, budget, vanished)."""
+
+    state: str
+    failure: Failure | None = None
+    url: str | None = None
+
+
+class _SweepRun:
+    """One run of `run_sweep`: its settings, rig, store, lease and the attempts made so far."""
+
+    def __init__(self, settings: Settings, record: Any, opts: SweepOptions, lease: RigLease | None, rig: Rig):
+        self.settings, self.record, self.opts, self.lease, self.rig = settings, record, opts, lease, rig
+        self.store = open_store(settings)
+        self.accel, self.model, self.qr_id = (
+            settings.accelerator_type,
+            opts.provisioning_model,
+            settings.resource_id,
+        )
+        self.budget_s, self.valid_until_s = request_budget(opts)
+        self.attempts: list[SweepAttempt] = []
+        self.warnings: list[str] = []
+        self.zones: list[str] = []
+
+    # ---- results ------------------------------------------------------------------------------
+
+    def result(
+        self, found: bool, stopped: str, next_step: str, zone: str | None = None, state: str | None = None,
+        url: str | None = None, qr_id: str | None = None,
+    ) -> SweepResult:  # fmt: skip
+        out = SweepResult(
+            found=found, zone=zone, queued_resource_id=qr_id or self.qr_id, provisioning_model=self.model,
+            state=state, endpoint_url=url, attempts=self.attempts, stopped_because=stopped, next_step=next_step,
+            status_file=str(self.store.status_path), warnings=self.warnings,
+        )  # fmt: skip
+        self.record.message = out.headline()
+        self.record.progress = dict(self.record.progress, tried=len(self.attempts))
+        return out
+
+    def already(self, existing: QueuedResourceView) -> SweepResult:
+        z, st = existing.zone, existing.state
+        return self.result(
+            st == "ACTIVE", f"'{existing.id}' already exists in {z} ({st}, {existing.provisioning_model}, "
+            f"{existing.owner}); a rig never holds two TPUs",
+            f"use get_reservation_status zone={z}, or destroy_queued_resource zone={z} queued_resource_id="
+            f"{existing.id} before sweeping again",
+            zone=z, state=st, qr_id=existing.id,
+        )  # fmt: skip
+
+    def progress(self, last: str) -> None:
+        self.record.progress = {"candidates": self.zones, "tried": len(self.attempts), "last": last}
+
+    def renew(self) -> None:
+        if self.lease is not None:
+            self.lease.renew()
+
+    def record_failure(self, zone: str, failure: Failure, started: float, *, outcome: str) -> SweepAttempt:
+        self.store.record(
+            zone=zone, accelerator_type=self.accel, provisioning_model=self.model, outcome=outcome,
+            reach=None if failure.reach == "config" else failure.reach, reason=failure.reason, message=failure.message,
+        )  # fmt: skip
+        attempt = SweepAttempt(
+            zone=zone, outcome=outcome, reach=failure.reach, reason=failure.reason, message=failure.message[:300],
+            seconds=round(time.monotonic() - started, 2),
+        )  # fmt: skip
+        self.attempts.append(attempt)
+        return attempt
+
+    def record_active(self, zone: str, started: float, message: str = "") -> None:
+        self.store.record(
+            zone=zone, accelerator_type=self.accel, provisioning_model=self.model, outcome="active", message="ACTIVE"
+        )  # fmt: skip
+        self.attempts.append(
+            SweepAttempt(
+                zone=zone, outcome="active", message=message, seconds=round(time.monotonic() - started, 2)
+            )
+        )
+
+    def found(self, zone: str, outcome: _Outcome, qr_id: str) -> SweepResult:
+        url = outcome.url
+        return self.result(
+            True, "found capacity", f"vLLM boots in about 10-15 min; then get_vllm_endpoint{' -> ' + url if url else ''}",
+            zone=zone, state=outcome.state, url=url, qr_id=qr_id,
+        )  # fmt: skip
+
+    # ---- waiting and cleaning -----------------------------------------------------------------
+
+    async def wait(self, zone: str, qr_id: str, budget_s: float) -> _Outcome:
+        """Poll one request until ACTIVE (with its URL), FAILED / SUSPENDED, or ``budget_s`` runs out.
+
+        The budget is a deadline: the last sleep is cut short at it (a 15 s poll interval used to carry a
+        20 s budget to 30 s), except for PROVISIONING, which cannot be deleted and is waited for.
+        """
+        deadline = time.monotonic() + budget_s
+        while True:
+            self.renew()
+            qr = await get_queued(self.settings, zone, qr_id)
+            if qr is None:
+                return _Outcome(
+                    state="GONE",
+                    failure=Failure("zone", "vanished", "the request disappeared while waiting", "try again"),
+                )
+            state = state_of(qr)
+            self.record.progress = dict(self.record.progress, current=f"{zone}: {state}")
+            if state == "ACTIVE":
+                node_id = node_specs(qr)[0].get("nodeId", qr_id) if node_specs(qr) else qr_id
+                ip, _ = await node_external_ip(self.settings, zone, node_id)
+                return _Outcome(state=state, url=f"http://{ip}:{self.settings.vllm_port}" if ip else None)
+            if state in TERMINAL_STATES:
+                err = qr.get("state", {}).get("failedData", {}).get("error", {}) or {}
+                return _Outcome(state=state, failure=classify_failed_data(err, state))
+            over = time.monotonic() - deadline
+            if over >= 0 and (state != "PROVISIONING" or over >= max(PROVISIONING_GRACE_S, budget_s)):
+                return _Outcome(
+                    state=state,
+                    failure=Failure(
+                        "zone", "budget", f"still {state} after {budget_s:.0f}s", "try again later"
+                    ),
+                )
+            await anyio.sleep(
+                self.opts.poll_interval_s if over >= 0 else min(self.opts.poll_interval_s, -over)
+            )
+
+    @contextlib.asynccontextmanager
+    async def cleanup_on_cancel(self, zone: str, qr_id: str) -> AsyncIterator[None]:
+        """On cancellation inside the block, delete the sweep request ``qr_id`` in ``zone`` if one made by
+        these credentials with find_tpu is there (shielded, at most `CANCEL_CLEANUP_S`), then re-raise."""
+        try:
+            yield
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_CLEANUP_S):
+                view = await self._view(zone, qr_id)
+                if view is not None and view.ours and view.created_by_you and view.tool == SWEEP_TOOL:
+                    await self.delete_own(zone, qr_id)
+            raise
+
+    async def delete_own(self, zone: str, qr_id: str) -> None:
+        """Delete a request of this rig (best effort; a failure is logged and shown as a warning)."""
+        from tpu_devops.provisioning.queued import delete_own_request
+
+        error = await delete_own_request(self.settings, self.rig, zone, qr_id)
+        if error is not None:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "could not delete sweep request %s in %s: %s", qr_id, zone, error
+            )
+            self.warnings.append(
+                f"could not delete '{qr_id}' in {zone} ({error}); it expires by itself after its "
+                f"validUntilDuration, or delete it with destroy_queued_resource(zone='{zone}', queued_resource_id='{qr_id}')"
+            )
+
+    async def settle(self, zone: str, qr_id: str, started: float, budget_s: float) -> SweepResult | None:
+        """Wait on one request of ours; ACTIVE -> the found result; otherwise record why, delete it, None.
+
+        A cancelled sweep (cancel_job, a client that went away) deletes the request it was waiting on
+        before it stops (`cleanup_on_cancel`), so nothing is left queued for capacity nobody wants.
+        """
+        async with self.cleanup_on_cancel(zone, qr_id):
+            outcome = await self.wait(zone, qr_id, budget_s)
+        if outcome.state == "ACTIVE":
+            self.record_active(zone, started)
+            return self.found(zone, outcome, qr_id)
+        assert outcome.failure is not None
+        failure = outcome.failure
+        self.record_failure(
+            zone, failure, started, outcome="timeout" if failure.reason == "budget" else "failed"
+        )
+        await self.delete_own(zone, qr_id)
+        if failure.reach == "config":
+            return self.result(False, f"configuration error in {zone}: {failure.message}", failure.fix)
         return None
-    live.sort(key=lambda q: q.state != "ACTIVE")
-    return live[0] if live else None
+
+    # ---- the sweep ----------------------------------------------------------------------------
+
+    async def adopt(self, view: QueuedResourceView) -> SweepResult | None:
+        """Take over a live request of this rig that no running sweep here owns (left by a sweep that died,
+        or whose create answer was lost): wait on it for this sweep's budget or what is left of its own
+        validUntilDuration, whichever is shorter, then clean it up like one of ours."""
+        started = time.monotonic()
+        remaining = self.budget_s
+        created = _parse_rfc3339(view.created_at)
+        if view.valid_until_duration_s is not None and created is not None:
+            remaining = min(remaining, max(0.0, created + view.valid_until_duration_s - time.time()))
+        self.progress(f"adopted '{view.id}' in {view.zone} ({view.state})")
+        return await self.settle(view.zone, view.id, started, remaining)
+
+    async def start(self) -> SweepResult | None:
+        """What the rig holds already, in every zone (fails closed): an ACTIVE TPU ends the sweep; a
+        PROVISIONING request, or a waiting one a sweep made, is adopted when these credentials created
+        it; anything else stops it (a request of another installation of this rig is theirs to manage,
+        and a find_tpu request of theirs expires by itself)."""
+        live = await rig_queued_resources(self.settings, self.rig)
+        if not live:
+            return None
+        active = [q for q in live if q.state == "ACTIVE"]
+        if active or len(live) > 1:
+            return self.already((active or live)[0])
+        view = live[0]
+        adoptable = view.state == "PROVISIONING" or (view.tool == SWEEP_TOOL and view.state in WAITING_STATES)
+        if adoptable and view.created_by_you:
+            done = await self.adopt(view)
+            if done is not None:
+                return done
+            self.zones = [z for z in self.zones if z != view.zone]
+            return None
+        return self.already(view)
+
+    async def create_backing_off(self, zone: str) -> CreateResult:
+        """The sweep's create in ``zone``; a per-minute request rate limit (`failures`: reason ``rate_limit``)
+        is waited out here, up to `RATE_LIMIT_RETRIES` times with doubling pauses, instead of being taken
+        as a verdict on the zone or the region.
+
+        Raises:
+            TpuDevopsError: the create failed for another reason, or still rate limited after the back-offs.
+        """
+        for attempt in range(RATE_LIMIT_RETRIES + 1):
+            try:
+                return await create_queued_resource(
+                    self.settings, zone=zone, provisioning_model=self.model,
+                    max_run_duration_s=self.opts.max_run_duration_s, valid_until_duration_s=self.valid_until_s,
+                    check_secret=False, lease=self.lease, tool=SWEEP_TOOL,
+                    allow_unsupported_image=self.opts.allow_unsupported_image,
+                )  # fmt: skip
+            except TpuDevopsError as exc:
+                if isinstance(exc, ConfigError) or attempt == RATE_LIMIT_RETRIES:
+                    raise
+                if classify_exception(exc).reason != "rate_limit":
+                    raise
+                pause = self.opts.poll_interval_s * 2**attempt
+                self.record.message = (
+                    f"the TPU API rate-limited the create in {zone}: retrying in {pause:.0f}s"
+                )
+                self.renew()
+                await anyio.sleep(pause)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def try_zone(self, zone: str) -> SweepResult | None:
+        """One zone: create our request (cleaning a dead one of ours that holds the id), wait, clean up."""
+        started = time.monotonic()
+        for _ in range(2):  # a second pass only after deleting a FAILED / SUSPENDED request of ours
+            try:
+                async with self.cleanup_on_cancel(zone, self.qr_id):
+                    created = await self.create_backing_off(zone)
+            except SecondTpuError as exc:  # a live request of the rig appeared (another server)
+                return self.already(exc.others[0])
+            except (ConfigError, ListingError):  # our settings, or zones we cannot see: not this zone's fault
+                raise
+            except TpuDevopsError as exc:
+                failure = classify_exception(exc)
+                attempt = self.record_failure(zone, failure, started, outcome="refused")
+                self.progress(f"{zone}: {attempt.reason}")
+                if failure.reach == "config":
+                    return self.result(
+                        False, f"configuration error in {zone}: {failure.message}",
+                        f"{failure.fix}. The sweep stopped: every other zone would fail the same way.",
+                    )  # fmt: skip
+                return None
+            self.warnings.extend(w for w in created.warnings if "answer to the create was lost" in w)
+            if created.withdrawn:
+                return self.result(
+                    False, f"another create of rig '{self.rig.rig}' made {created.lost_race_to} first, so this "
+                    f"sweep's request in {zone} was deleted again (a rig holds one TPU)",
+                    "use get_reservation_status to follow that one",
+                )  # fmt: skip
+            if created.created:
+                self.store.record(
+                    zone=zone, accelerator_type=self.accel, provisioning_model=self.model, outcome="accepted",
+                    message="request accepted",
+                )  # fmt: skip
+                return await self.settle(zone, created.queued_resource_id, started, self.budget_s)
+            if not created.ours:
+                self.attempts.append(
+                    SweepAttempt(
+                        zone=zone, outcome="skipped", reason="exists",
+                        message=f"'{self.qr_id}' is taken here by a resource that is {created.owner}", seconds=0,
+                    )
+                )  # fmt: skip
+                return None
+            if created.state not in TERMINAL_STATES:  # live and ours: adopt rather than abandon it
+                view = await self._view(zone, created.queued_resource_id)
+                if view is None:
+                    return None
+                return await self.adopt(view) if view.created_by_you else self.already(view)
+            await self.delete_own(
+                zone, created.queued_resource_id
+            )  # FAILED / SUSPENDED: holds quota and the id
+        return None
+
+    async def _view(self, zone: str, qr_id: str) -> QueuedResourceView | None:
+        qr = await get_queued(self.settings, zone, qr_id)
+        return None if qr is None else QueuedResourceView.of(qr, zone, self.rig)
+
+    async def run(self) -> SweepResult:
+        self.zones = await candidate_zones(self.settings, self.opts, self.store)
+        if not self.zones:
+            return self.result(
+                False,
+                "no candidate zone has quota for this provisioning model",
+                "check get_zones_with_available_quota",
+            )
+        self.record.progress = {"candidates": self.zones, "tried": 0}
+        done = await self.start()
+        if done is not None:
+            return done
+        await ensure_hf_secret(self.settings)
+        for zone in list(self.zones):
+            self.renew()
+            blocker = self.store.blocker(zone, self.accel, self.model)
+            if blocker is not None:
+                self.attempts.append(
+                    SweepAttempt(
+                        zone=zone, outcome="skipped", reach=blocker.reach, reason=blocker.reason,
+                        message=f"blocked by an earlier attempt: {blocker.message[:200]}",
+                    )
+                )  # fmt: skip
+                self.progress(f"{zone}: skipped")
+                continue
+            self.record.message = f"trying {zone} ({len(self.attempts) + 1}/{len(self.zones)})"
+            done = await self.try_zone(zone)
+            if done is not None:
+                return done
+        return self.result(
+            False,
+            f"no zone produced an ACTIVE TPU ({len(self.attempts)} tried)",
+            "see attempts; capacity failures expire, so retry later or widen zones",
+        )
+
+
+def _parse_rfc3339(text: str | None) -> float | None:
+    from datetime import datetime
+
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 async def run_sweep(
-    settings: Settings, record: Any, opts: SweepOptions, lease: SweepLease | None = None
+    settings: Settings, record: Any, opts: SweepOptions, lease: RigLease | None = None
 ) -> SweepResult:
     """Job body of `find_tpu`: try zones one at a time until one request becomes ACTIVE.
 
-    One create at a time, and before every create every zone is checked for a live queued resource
-    of this rig (the sweep stops instead of creating a second TPU). `start_sweep` also holds a lease
-    (``lease``, renewed while waiting) so only one sweep per rig runs at a time, across server
-    processes sharing the state directory. Each zone gets ``zone_budget_s`` to leave
-    the queue; a request that fails or waits out its budget is deleted (it is the sweep's own id,
-    and FAILED requests hold quota). Failures are recorded in the store with their reach; a
-    ``config`` failure stops the sweep at once. A PROVISIONING request is never abandoned.
-    """
-    store = open_store(settings)
-    accel = settings.accelerator_type
-    model = opts.provisioning_model
-    qr_id = settings.resource_id
-    zones = await candidate_zones(settings, opts, store)
-    attempts: list[SweepAttempt] = []
-
-    def result(
-        found: bool,
-        stopped: str,
-        next_step: str,
-        zone: str | None = None,
-        state: str | None = None,
-        url: str | None = None,
-    ) -> SweepResult:
-        out = SweepResult(
-            found=found, zone=zone, queued_resource_id=qr_id, provisioning_model=model, state=state, endpoint_url=url,
-            attempts=attempts, stopped_because=stopped, next_step=next_step, status_file=str(store.status_path),
-        )  # fmt: skip
-        record.message = out.headline()
-        record.progress = dict(record.progress, tried=len(attempts))
-        return out
-
-    if not zones:
-        return result(
-            False,
-            "no candidate zone has quota for this provisioning model",
-            "check get_zones_with_available_quota",
-        )
-    record.progress = {"candidates": zones, "tried": 0}
-
-    def already(existing: QueuedResourceView) -> SweepResult:
-        z, st = existing.zone, existing.state
-        return result(
-            st == "ACTIVE", f"'{existing.id}' already exists in {z} ({st}, {existing.provisioning_model}); "
-            "a sweep never holds two TPUs",
-            f"use get_reservation_status zone={z}, or destroy_queued_resource zone={z} before sweeping again",
-            zone=z, state=st,
-        )  # fmt: skip
-
-    existing = await _rig_elsewhere(settings, qr_id)
-    if existing is not None:
-        return already(existing)
-    await ensure_hf_secret(settings)
-    for zone in zones:
-        started = time.monotonic()
-        if lease is not None:
-            lease.renew()
-        blocker = store.blocker(zone, accel, model)
-        if blocker is not None:
-            attempts.append(
-                SweepAttempt(
-                    zone=zone,
-                    outcome="skipped",
-                    reach=blocker.reach,
-                    reason=blocker.reason,
-                    message=f"blocked by an earlier attempt: {blocker.message[:200]}",
-                )
-            )
-            record.progress = {"candidates": zones, "tried": len(attempts), "last": f"{zone}: skipped"}
-            continue
-        record.message = f"trying {zone} ({len(attempts) + 1}/{len(zones)})"
-        if attempts:  # the first zone was checked just above
-            existing = await _rig_elsewhere(settings, qr_id)
-            if existing is not None:
-                return already(existing)
-        try:
-            created = await _create_backing_off(settings, record, zone, opts, lease)
-        except TpuDevopsError as exc:
-            if isinstance(exc, ConfigError):  # our own argument / setting errors: not the zone's
-                raise
-            failure = classify_exception(exc)
-            attempt = _record_failure(
-                store, zone, accel, model, failure, attempts, started, outcome="refused"
-            )
-            record.progress = {
-                "candidates": zones,
-                "tried": len(attempts),
-                "last": f"{zone}: {attempt.reason}",
-            }
-            if failure.reach == "config":
-                return result(
-                    False, f"configuration error in {zone}: {failure.message}",
-                    f"{failure.fix}. The sweep stopped: every other zone would fail the same way.",
-                )  # fmt: skip
-            continue
-        if not created.created:
-            attempts.append(
-                SweepAttempt(
-                    zone=zone,
-                    outcome="skipped",
-                    reason="exists",
-                    message=f"'{qr_id}' already exists here ({created.state})",
-                    seconds=0,
-                )
-            )
-            continue
-        store.record(
-            zone=zone,
-            accelerator_type=accel,
-            provisioning_model=model,
-            outcome="accepted",
-            message="request accepted",
-        )
-        outcome = await _wait_in_zone(settings, record, zone, qr_id, opts, lease)
-        state, failure, url = outcome
-        if state == "ACTIVE":
-            store.record(
-                zone=zone,
-                accelerator_type=accel,
-                provisioning_model=model,
-                outcome="active",
-                message="ACTIVE",
-            )
-            attempts.append(
-                SweepAttempt(zone=zone, outcome="active", seconds=round(time.monotonic() - started, 2))
-            )
-            return result(
-                True, "found capacity", f"vLLM boots in about 10-15 min; then get_vllm_endpoint{' -> ' + url if url else ''}",
-                zone=zone, state=state, url=url,
-            )  # fmt: skip
-        assert failure is not None
-        _record_failure(
-            store,
-            zone,
-            accel,
-            model,
-            failure,
-            attempts,
-            started,
-            outcome="timeout" if failure.reason == "budget" else "failed",
-        )
-        await _delete_own(settings, zone, qr_id)
-        if failure.reach == "config":
-            return result(False, f"configuration error in {zone}: {failure.message}", failure.fix)
-    return result(
-        False,
-        f"no zone produced an ACTIVE TPU ({len(attempts)} tried)",
-        "see attempts; capacity failures expire, so retry later or widen zones",
-    )
-
-
-RATE_LIMIT_RETRIES = 3  # back-offs of 1, 2 and 4 poll intervals (15 / 30 / 60 s by default) per zone
-
-
-async def _create_backing_off(
-    settings: Settings, record: Any, zone: str, opts: SweepOptions, lease: SweepLease | None
-) -> CreateResult:
-    """The sweep's create in ``zone``; a per-minute request rate limit (`failures`: reason ``rate_limit``)
-    is waited out here, up to `RATE_LIMIT_RETRIES` times with doubling pauses, instead of being taken
-    as a verdict on the zone or the region.
+    One create at a time, each through `queued.create_queued_resource` (which lists every zone before
+    and after creating, failing closed, and withdraws a create that lost a race). `start_sweep` holds
+    the rig lease (``lease``, renewed while waiting) so only one sweep or create per rig runs at a time
+    across server processes sharing the state directory. Each zone gets the budget of `request_budget`
+    to leave the queue, and its request carries the same validUntilDuration; a request that fails or
+    waits out its budget is deleted (FAILED requests hold quota). Failures are recorded in the store with
+    their reach; a ``config`` failure stops the sweep at once. A PROVISIONING request is never
+    abandoned. What the rig already holds is handled first (`_SweepRun.start`).
 
     Raises:
-        TpuDevopsError: the create failed for another reason, or still rate limited after the back-offs.
+        ListingError: a zone could not be listed (fail closed: nothing is created blind).
+        ConfigError: a setting the request is built from is wrong, or the HF token secret is missing.
     """
-    for attempt in range(RATE_LIMIT_RETRIES + 1):
-        try:
-            return await create_queued_resource(
-                settings, zone=zone, provisioning_model=opts.provisioning_model,
-                max_run_duration_s=opts.max_run_duration_s, valid_until_duration_s=opts.valid_until_duration_s,
-                check_secret=False, check_other_zones=False, allow_unsupported_image=opts.allow_unsupported_image,
-            )  # fmt: skip
-        except TpuDevopsError as exc:
-            if isinstance(exc, ConfigError) or attempt == RATE_LIMIT_RETRIES:
-                raise
-            if classify_exception(exc).reason != "rate_limit":
-                raise
-            pause = opts.poll_interval_s * 2**attempt
-            record.message = f"the TPU API rate-limited the create in {zone}: retrying in {pause:.0f}s"
-            if lease is not None:
-                lease.renew()
-            await anyio.sleep(pause)
-    raise AssertionError("unreachable")  # the loop returns or raises
-
-
-def _record_failure(
-    store: ZoneStore,
-    zone: str,
-    accel: str,
-    model: str,
-    failure: Failure,
-    attempts: list[SweepAttempt],
-    started: float,
-    *,
-    outcome: str,
-) -> SweepAttempt:
-    store.record(
-        zone=zone, accelerator_type=accel, provisioning_model=model, outcome=outcome,
-        reach=None if failure.reach == "config" else failure.reach, reason=failure.reason, message=failure.message,
-    )  # fmt: skip
-    attempt = SweepAttempt(
-        zone=zone, outcome=outcome, reach=failure.reach, reason=failure.reason, message=failure.message[:300],
-        seconds=round(time.monotonic() - started, 2),
-    )  # fmt: skip
-    attempts.append(attempt)
-    return attempt
-
-
-async def _wait_in_zone(
-    settings: Settings,
-    record: Any,
-    zone: str,
-    qr_id: str,
-    opts: SweepOptions,
-    lease: SweepLease | None = None,
-) -> tuple[str, Failure | None, str | None]:
-    """Poll one request: ("ACTIVE", None, url) or (state, Failure, None).
-
-    The budget is a deadline: the last sleep is cut short at it (a 15 s poll interval used to carry a
-    20 s budget to 30 s), except for PROVISIONING, which cannot be deleted and is waited for.
-    """
-    deadline = time.monotonic() + opts.zone_budget_s
-    while True:
-        if lease is not None:
-            lease.renew()
-        qr = await get_queued(settings, zone, qr_id)
-        if qr is None:
-            return (
-                "GONE",
-                Failure("zone", "vanished", "the request disappeared while waiting", "try again"),
-                None,
-            )
-        state = state_of(qr)
-        record.progress = dict(record.progress, current=f"{zone}: {state}")
-        if state == "ACTIVE":
-            node_id = node_specs(qr)[0].get("nodeId", qr_id) if node_specs(qr) else qr_id
-            ip, _ = await node_external_ip(settings, zone, node_id)
-            return state, None, (f"http://{ip}:{settings.vllm_port}" if ip else None)
-        if state in TERMINAL_STATES:
-            err = qr.get("state", {}).get("failedData", {}).get("error", {}) or {}
-            return state, classify_failed_data(err, state), None
-        over = time.monotonic() - deadline
-        if over >= 0 and (state != "PROVISIONING" or over >= max(PROVISIONING_GRACE_S, opts.zone_budget_s)):
-            return (
-                state,
-                Failure(
-                    "zone", "budget", f"still {state} after {opts.zone_budget_s:.0f}s", "try again later"
-                ),
-                None,
-            )
-        await anyio.sleep(opts.poll_interval_s if over >= 0 else min(opts.poll_interval_s, -over))
-
-
-async def _delete_own(settings: Settings, zone: str, qr_id: str) -> None:
-    """Delete the request this sweep created in ``zone`` (best effort; logged, not raised).
-
-    Re-read first and deleted only while it still carries our labels (``managed-by=tpu-devops``,
-    ``rig=<id>``): ``force`` also deletes its nodes, so nothing else may ever be the target.
-    """
-    import logging
-
-    log = logging.getLogger(__name__)
-    try:
-        qr = await get_queued(settings, zone, qr_id)
-        if qr is None:
-            return
-        if not is_ours(qr, qr_id):
-            log.warning("sweep request %s in %s no longer carries our labels: left alone", qr_id, zone)
-            return
-        await call(api(settings).delete_queued_resource, zone, qr_id, force=True)
-    except TpuDevopsError as exc:
-        log.warning("could not delete sweep request %s in %s: %s", qr_id, zone, exc)
+    rig = await this_rig(settings)
+    return await _SweepRun(settings, record, opts, lease, rig).run()
 
 
 class SweepStarted(ToolResult):
@@ -444,19 +554,16 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
 
 
 async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
-    """Validate, take the rig's sweep lease, and start `run_sweep` as a job.
+    """Validate, take the rig's lease, and start `run_sweep` as a job.
 
     Explicit zones are checked against the project's TPU locations (one ``locations.list`` call)
     before the job starts, so a typo fails this call instead of the job.
 
     Raises:
         ConfigError: bad arguments (field ``zones`` for a zone that is not a TPU location) or no project.
-        JobError: a sweep for this rig is already running (this server or another one sharing the
-            state directory); the message names its job id.
+        JobError: a sweep (or, for longer than a create takes, a create) of this rig is running in this
+            server or another one sharing the state directory; the message names its job id.
     """
-    import uuid
-
-    from tpu_devops.errors import JobError
     from tpu_devops.jobs import JOBS
 
     require_project(settings)
@@ -475,23 +582,9 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
     opts.access = await plan_access(
         settings, allowed_source_ranges=opts.allowed_source_ranges, open_to_internet=opts.open_to_internet
     )
-    store = open_store(settings)
-    name = f"sweep:{settings.project}:{settings.resource_id}"
-    owner = uuid.uuid4().hex
-    ttl = max(LEASE_TTL_S, 3 * opts.poll_interval_s)
-    holder = store.acquire_lease(name, owner, ttl)
-    if holder is not None and not holder.held:
-        where = "this server" if holder.pid == os.getpid() else f"server pid {holder.pid} on {holder.host}"
-        job = holder.job_id or "(job id not yet recorded)"
-        raise JobError(
-            f"a sweep for rig '{settings.resource_id}' is already running as job {job} in {where}; "
-            "two sweeps at once could leave two TPUs billing",
-            field="find_tpu",
-            value=settings.resource_id,
-            fix=f"poll get_job('{job}') until it ends, or cancel_job('{job}') first"
-            + ("" if holder.pid == os.getpid() else " (in that server)"),
-        )
-    lease = SweepLease(store, name, owner, ttl)
+    lease = await acquire_rig_lease(
+        settings, open_store(settings), SWEEP, ttl_s=max(LEASE_TTL_S, 3 * opts.poll_interval_s)
+    )
     try:  # before the job starts, so a missing network or permission is this call's error
         await ensure_hf_secret(settings)
         opts.access = await ensure_access(settings, opts.access)

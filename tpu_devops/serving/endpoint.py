@@ -1,7 +1,7 @@
 """Endpoint discovery (DESIGN §3): ``VLLM_URL`` if set, else our ACTIVE queued resource's node IP.
 
-Discovery lists queued resources in the configured zone (then, if none of ours is there and no zone was
-asked for, in every zone, since find_tpu may have landed elsewhere), keeps those labelled ``managed-by=tpu-devops``
+Discovery lists queued resources in every zone (or only the zone asked for: find_tpu may have landed
+anywhere, and a second TPU of the rig may have any id), keeps those labelled ``managed-by=tpu-devops``
 and ``rig=<RESOURCE_ID>``, and for the single ACTIVE one reads its node's
 ``networkEndpoints[0].accessConfig.externalIp``: ``http://IP:VLLM_PORT``. The IP changes with every
 recreate, so it is never cached or hard-coded. Clear answers for none / still provisioning / several.
@@ -66,18 +66,16 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
     explicit = zone is not None
     zone = or_default(zone, settings.zone, "zone")
     everywhere = zone.strip().lower() == "all"
-    if everywhere:
-        zone = "all"
-        ours = []
+    if everywhere or not explicit:
+        # find_tpu may have landed in another zone, and a second TPU of the rig may be anywhere under any
+        # id: look in every zone (concurrently), whatever the configured zone holds.
+        listing = await list_queued_resources(settings, "all", only_ours=True)
+        ours = listing.queued_resources
+        zone = ours[0].zone if ours else ("all" if everywhere else check_zone(zone))
     else:
         zone = check_zone(zone)
         listing = await list_queued_resources(settings, zone)
-        ours = [q for q in listing.queued_resources if q.ours and q.rig == settings.resource_id]
-    if not ours and (everywhere or not explicit):
-        # find_tpu may have landed in another zone: look everywhere (concurrently) before saying none.
-        listing = await list_queued_resources(settings, "all", only_ours=True)
-        ours = [q for q in listing.queued_resources if q.rig == settings.resource_id]
-        zone = ours[0].zone if ours else zone
+        ours = [q for q in listing.queued_resources if q.ours]
     active = [q for q in ours if q.state == "ACTIVE"]
     if not ours:
         return EndpointResult(

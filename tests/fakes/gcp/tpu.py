@@ -141,7 +141,10 @@ class FakeTpu:
         self.nodes: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []  # every call: method, path, query, headers, body text
         self._failures: list[int] = []
+        self.broken_zones: dict[str, int] = {}
         self._lose = 0
+        self._lose_only: str | None = None
+        self._create_hooks: list[Callable[[QueuedRecord], None]] = []
         self._by_request_id: dict[tuple[str, str], dict[str, Any]] = {}  # (method, requestId) -> operation
         self._lock = threading.Lock()
         self._ops = itertools.count(1)
@@ -159,14 +162,38 @@ class FakeTpu:
         """The next ``times`` calls answer ``status`` (429 RESOURCE_EXHAUSTED or 503 UNAVAILABLE)."""
         self._failures.extend([status] * times)
 
-    def lose_next_responses(self, times: int = 1) -> None:
-        """The next ``times`` calls are carried out, then answered 503 (the response lost on the way)."""
+    def fail_zone(self, zone: str, status: int | None = 503) -> None:
+        """Every listing of queued resources in ``zone`` answers ``status`` (503 UNAVAILABLE, 403
+        PERMISSION_DENIED, 500 INTERNAL) until called again with ``status=None``: a zone that stays down."""
+        if status is None:
+            self.broken_zones.pop(zone, None)
+        else:
+            self.broken_zones[zone] = status
+
+    def lose_next_responses(self, times: int = 1, only: str | None = None) -> None:
+        """The next ``times`` calls are carried out, then answered 503 (the response lost on the way).
+        ``only``: count and lose only calls of that handler (``"create_queued"``, ``"delete_queued"``, ...),
+        so that e.g. every create is committed and unanswered while reads still answer."""
         self._lose += times
+        self._lose_only = only
+
+    def on_create(self, hook: Callable[[QueuedRecord], None]) -> None:
+        """Call ``hook(record)`` right after a create is committed (under the fake's lock): a test stages
+        what another server does at that moment (a concurrent create, a zone going down)."""
+        self._create_hooks.append(hook)
 
     def add_foreign(
-        self, zone: str, qr_id: str, labels: dict[str, str] | None = None, state: str = "ACTIVE"
+        self,
+        zone: str,
+        qr_id: str,
+        labels: dict[str, str] | None = None,
+        state: str = "ACTIVE",
+        created_at: float | None = None,
+        valid_until_s: float | None = None,
     ) -> None:
-        """Plant a queued resource this server did not create (someone else's), in ``state``."""
+        """Plant a queued resource this server did not create (someone else's, or another server's of the
+        same rig), in ``state``; ``created_at`` (fake-clock seconds) sets its ``createTime``;
+        ``valid_until_s`` its ``queueingPolicy.validUntilDuration`` (a waiting one then expires)."""
         body = {
             "tpu": {
                 "nodeSpec": [
@@ -182,8 +209,13 @@ class FakeTpu:
                 ]
             }
         }
-        now = self.clock()
-        rec = QueuedRecord(self.project, zone, qr_id, body, "ok", state=state, entered_at=now, created_at=now)
+        if valid_until_s is not None:
+            body["queueingPolicy"] = {"validUntilDuration": f"{valid_until_s:.0f}s"}
+        now = self.clock() if created_at is None else created_at
+        outcome = "wait" if state == "WAITING_FOR_RESOURCES" else "ok"
+        rec = QueuedRecord(
+            self.project, zone, qr_id, body, outcome, state=state, entered_at=now, created_at=now
+        )
         self.queued[(zone, qr_id)] = rec
         if state == "ACTIVE":
             rec.active_at = now
@@ -346,7 +378,7 @@ class FakeTpu:
 
         async def endpoint(request: Request) -> Any:
             response = await handler(request)
-            if self._lose:
+            if self._lose and self._lose_only in (None, handler.__name__):
                 self._lose -= 1
                 return google_error(503, "UNAVAILABLE", "The service is currently unavailable.")
             return response
@@ -404,6 +436,13 @@ class FakeTpu:
         zone = request.path_params["zone"]
         if err := self._zone_check(zone):
             return err
+        if zone in self.broken_zones:
+            status = self.broken_zones[zone]
+            name, text = {
+                403: ("PERMISSION_DENIED", f"Permission 'tpu.queuedResources.list' denied on 'projects/{self.project}/locations/{zone}'"),
+                500: ("INTERNAL", "Internal error encountered."),
+            }.get(status, ("UNAVAILABLE", "The service is currently unavailable."))  # fmt: skip
+            return google_error(status, name, text)
         with self._lock:
             items = [self._qr_json(r) for (z, _), r in sorted(self.queued.items()) if z == zone]
         return JSONResponse({"queuedResources": items})
@@ -473,6 +512,8 @@ class FakeTpu:
                 project, zone, qr_id, body, outcome, entered_at=now, created_at=now, history=["ACCEPTED"]
             )
             self.queued[(zone, qr_id)] = rec
+            for hook in self._create_hooks:
+                hook(rec)
         target = f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
         return JSONResponse(
             self._remember("create", request_id, self._operation(project, zone, "create", target))
