@@ -119,6 +119,14 @@ def local_tokenizer(model: str) -> Callable[[str], int] | None:
         return None
     path: str | None = None
     local = Path(model).expanduser()
+    if model.startswith(("/", ".", "~")):  # a path: read only where tools may read (`tpu_devops.files`)
+        from tpu_devops import files
+        from tpu_devops.errors import TpuDevopsError
+
+        try:
+            local = files.resolve(None, model, field="model")
+        except TpuDevopsError:
+            return None
     if local.is_file() and local.name == "tokenizer.json":
         path = str(local)
     elif local.is_dir() and (local / "tokenizer.json").is_file():
