@@ -13,7 +13,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GOOGLE_CLOUD_ZONE ?= us-west4-a
 
-.PHONY: setup run test tools snapshot lint format bench demo eval-analyst fake-gcp check-config gemini-extension clean
+.PHONY: setup run test audit tools snapshot lint format bench demo eval-analyst fake-gcp check-config gemini-extension clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -49,6 +49,11 @@ check-config: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# Issue #12's audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
+# through the MCP client against the fakes; prints each goal figure (make test runs its quick plan).
+audit: setup
+	$(PY) -m tests.audit
 
 tools: setup
 	$(PY) scripts/gen_tools.py --markdown GemmaTools.md --readme README.md

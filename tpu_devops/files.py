@@ -158,15 +158,17 @@ def _in_gcloud_config(real: Path) -> bool:
     return any(parts[i] == ".config" and parts[i + 1] == "gcloud" for i in range(len(parts) - 1))
 
 
+def _os_error(exc: OSError, field: str, value: Any) -> InputError:
+    if isinstance(exc, FileNotFoundError):
+        return _fail("no such file or directory", field, value, "check the path")
+    return _fail(f"cannot read: {exc.strerror or exc}", field, value, "check the path and its permissions")
+
+
 def _stat(real: Path, field: str, value: Any) -> os.stat_result:
     try:
         return real.stat()
-    except FileNotFoundError:
-        raise _fail("no such file or directory", field, value, "check the path") from None
     except OSError as exc:
-        raise _fail(
-            f"cannot read: {exc.strerror or exc}", field, value, "check the path and its permissions"
-        ) from None
+        raise _os_error(exc, field, value) from None
 
 
 def _size_error(size: int, max_bytes: int, field: str, value: Any) -> InputError:
@@ -263,12 +265,8 @@ def open_regular(
     too large, unreadable)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        raise _fail("no such file", field, value, "check the path") from None
     except OSError as exc:
-        raise _fail(
-            f"cannot read: {exc.strerror or exc}", field, value, "check the path and its permissions"
-        ) from None
+        raise _os_error(exc, field, value) from None
     try:
         check_regular(Path(path), field=field, value=value, max_bytes=max_bytes, st=os.fstat(fd))
         os.set_blocking(fd, True)

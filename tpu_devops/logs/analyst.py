@@ -46,6 +46,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tpu_devops import deadline as call_budget
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.logs.evidence import (
@@ -828,7 +829,9 @@ async def consult_model(
     messages, size, tools_ok = await _fit_first_prompt(
         fitter, question, nonce, summary, limits.evidence_token_budget, out.notices
     )
-    deadline = time.monotonic() + limits.deadline_s
+    # Within the tool call's own budget too (`tpu_devops.deadline`), keeping time to answer.
+    left = call_budget.remaining()
+    deadline = time.monotonic() + (limits.deadline_s if left is None else min(limits.deadline_s, left - 2))
     first_tool_msg = len(messages)
     step = 0
     overflow_retries = 0
@@ -854,9 +857,7 @@ async def consult_model(
             size = fitted
         remaining = deadline - time.monotonic()
         if remaining < 5:
-            out.notices.append(
-                f"the {limits.deadline_s:.0f} s analysis deadline passed; stopped with what was answered"
-            )
+            out.notices.append("the analysis deadline passed; stopped with what was answered")
             break
         kwargs: dict[str, Any] = {
             "model": model,

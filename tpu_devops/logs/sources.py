@@ -376,7 +376,7 @@ class LogSource(Protocol):
         ...
 
 
-READ_RESERVE_S = 15.0  # of a tool call's budget kept for mining and answering after the last page read
+READ_RESERVE_S = 8.0  # of a tool call's budget kept for mining and answering after the last page read
 
 
 def _time_is_short() -> bool:
