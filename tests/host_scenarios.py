@@ -169,10 +169,13 @@ def scenario_env(gcp: Any, vllm: Any, state_dir: Path, **extra: str) -> dict[str
 
 
 @contextlib.asynccontextmanager
-async def client_for(env: dict[str, str], errlog: Path, **client_kwargs: Any) -> AsyncIterator[Client]:
-    """The official MCP client on a fresh ``server.py`` with ``env``; its stderr goes to ``errlog``."""
+async def client_for(
+    env: dict[str, str], errlog: Path, cwd: Path = ROOT, **client_kwargs: Any
+) -> AsyncIterator[Client]:
+    """The official MCP client on a fresh ``server.py`` with ``env``, started in ``cwd`` (a host starts it
+    in the user's project); its stderr goes to ``errlog``."""
     params = StdioServerParameters(
-        command=sys.executable, args=[str(ROOT / "server.py")], env=env, cwd=str(ROOT)
+        command=sys.executable, args=[str(ROOT / "server.py")], env=env, cwd=str(cwd)
     )
     with open(errlog, "a") as fh:
         async with Client(

@@ -455,10 +455,14 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
             state_dir,
             RESOURCE_ID=NODE,
             VLLM_API_KEY=API_KEY,
-            TPU_DEVOPS_FILE_ROOTS="",  # only the state dir, the bundled data and the repo (working dir)
+            TPU_DEVOPS_FILE_ROOTS="",  # only the state dir, the bundled data and the project (working dir)
         )
+        # The server starts in a scratch project directory, as a host starts it in the user's: relative
+        # paths of the fuzz plan land there, never in this repo.
+        project = state_dir.parent / f"{state_dir.name}-project"
+        project.mkdir(exist_ok=True)
         try:
-            async with client_for(env, stderr) as client:
+            async with client_for(env, stderr, cwd=project) as client:
                 s = Session(client, figures)
                 tools = (await client.list_tools()).tools
                 figures.tools = len(tools)
@@ -468,7 +472,10 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
                 await keys_section(s, tools, rogue)
                 await foreign_section(s, world)
                 if full:
-                    async with client_for(env, stderr) as a, client_for(env, stderr) as b:
+                    async with (
+                        client_for(env, stderr, cwd=project) as a,
+                        client_for(env, stderr, cwd=project) as b,
+                    ):
                         await second_tpu_section(s, world, [Session(a, figures), Session(b, figures)])
                 else:
                     await second_tpu_section(s, world, [])
