@@ -14,6 +14,16 @@ from starlette.routing import Route
 
 from tests.fakes.http_runner import ServerThread
 from tests.fakes.openai_server import FakeVllm
+from tests.startup_vm import (
+    FAKE_CURL,
+    FAKE_DOCKER,
+    PLANTED,
+    PLANTED_KEY,
+    SHELLCHECK,
+    render,
+    run_startup_script,
+)
+from tests.startup_vm import settings as startup_settings
 from tpu_devops import multiengine
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, InputError
@@ -125,16 +135,7 @@ async def test_status_reports_every_engine_and_the_totals(tmp_path: Path) -> Non
 
 
 def run_multi(tmp_path: Path, *, dead_engine: int | None = None) -> tuple[object, Path, Path]:
-    import base64
-    import os
-    import subprocess
-
-    from tests.test_startup import FAKE_CURL, FAKE_DOCKER, FAKE_LOGGER, PLANTED, PLANTED_KEY, render
-
     script = render(tmp_path, GOOGLE_CLOUD_PROJECT="my-tpu-project", ACCELERATOR_TYPE="v5litepod-4")
-    bin_dir, fake, fs = tmp_path / "bin", tmp_path / "fake", tmp_path / "fs"
-    for d in (bin_dir, fake, fs):
-        d.mkdir()
     curl, docker = FAKE_CURL, FAKE_DOCKER
     if dead_engine is not None:  # that engine never answers and its container has exited
         port = 8001 + dead_engine
@@ -145,29 +146,12 @@ def run_multi(tmp_path: Path, *, dead_engine: int | None = None) -> tuple[object
             '[[ "$1" == inspect ]] && echo true',
             f'[[ "$1" == inspect && "$*" == *vllm-{dead_engine}* ]] && {{ echo false; exit 0; }}\n[[ "$1" == inspect ]] && echo true',
         )
-    for name, body in {
-        "curl": curl,
-        "docker": docker,
-        "logger": FAKE_LOGGER,
-        "sleep": "#!/bin/bash\n",
-    }.items():
-        (bin_dir / name).write_text(body)
-        (bin_dir / name).chmod(0o755)
-    env = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_DIR": str(fake),
-        "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
-        "FAKE_KEY_B64": base64.b64encode(PLANTED_KEY.encode()).decode(),
-        "TPU_DEVOPS_FS_ROOT": str(fs),
-    }
-    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
-    return proc, fake, fs
+    run, fs = run_startup_script(script, tmp_path, curl=curl, docker=docker)
+    return run.proc, run.fake, fs
 
 
 def test_rendered_multi_engine_script_is_shellcheck_clean(tmp_path: Path) -> None:
     import subprocess
-
-    from tests.test_startup import SHELLCHECK, render
 
     path = render(tmp_path, ACCELERATOR_TYPE="v5litepod-8", TENSOR_PARALLEL_SIZE="2")
     subprocess.run(["bash", "-n", str(path)], check=True)
@@ -176,9 +160,6 @@ def test_rendered_multi_engine_script_is_shellcheck_clean(tmp_path: Path) -> Non
 
 
 def test_script_serves_one_engine_per_chip_behind_haproxy(tmp_path: Path) -> None:
-    from tests.test_startup import PLANTED, PLANTED_KEY
-    from tests.test_startup import settings as startup_settings
-
     proc, fake, fs = run_multi(tmp_path)
     assert proc.returncode == 0, proc.stderr
     runs = [line for line in (fake / "argv.log").read_text().splitlines() if line.startswith("docker run")]

@@ -3,31 +3,19 @@ no token anywhere) and a full run of the rendered script against stand-in curl/d
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shlex
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.startup_vm import PLANTED, PLANTED_KEY, SHELLCHECK, render, run_startup_script, settings
 from tpu_devops import startup
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parent.parent
-SHELLCHECK = Path(sys.executable).parent / "shellcheck"
-PLANTED = "hf_PLANTEDtokenValue0123456789"
-PLANTED_KEY = "PLANTEDvllmApiKey-0123456789_abcdefghijklm"
-
-
-def settings(**env: str):
-    base = {"LIMIT_MM_PER_PROMPT": '{"image":4,"audio":1}', "MAX_NUM_BATCHED_TOKENS": "4096"}
-    base.update(env)
-    return load_settings(Path("/nonexistent/tpu.env"), base)
 
 
 def test_flags_are_built_once_and_cover_the_seed_command():
@@ -59,13 +47,6 @@ def test_gemma4_gets_a_batch_budget_above_the_multimodal_floor_by_default():
         ).errors
         == 0
     )
-
-
-def render(tmp_path: Path, **env: str) -> Path:
-    result = startup.render_startup_script(settings(**env))
-    path = tmp_path / "startup.sh"
-    path.write_text(result.script)
-    return path
 
 
 def test_rendered_script_passes_bash_n_and_shellcheck(tmp_path):
@@ -158,79 +139,13 @@ def test_deployment_config_lists_equivalent_commands():
 
 # ---- running the rendered script with stand-ins for curl, docker, logger and sleep ----------------
 
-FAKE_CURL = r"""#!/bin/bash
-printf 'curl %s\n' "$*" >>"$FAKE_DIR/argv.log"
-config=""
-for a in "$@"; do if [[ "$a" == "-" ]]; then config=$(cat); fi; done
-url=""
-for a in "$@"; do [[ "$a" == http* ]] && url="$a"; done
-if [[ -n "$config" ]]; then url=$(sed -n 's/^url = "\(.*\)"$/\1/p' <<<"$config"); fi
-case "$url" in
-  *service-accounts/default/token) echo '{"access_token":"ya29.fake-access","expires_in":3599}' ;;
-  *project/project-id) echo "metadata-project" ;;
-  *secretmanager.googleapis.com*)
-    n=$(cat "$FAKE_DIR/secret_calls" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" >"$FAKE_DIR/secret_calls"
-    echo "$url" >>"$FAKE_DIR/secret_urls"
-    grep -q 'Authorization: Bearer ya29.fake-access' <<<"$config" || exit 22
-    if (( n <= ${FAKE_SECRET_FAILURES:-0} )); then exit 22; fi
-    case "$url" in
-      */secrets/vllm-api-key/*) printf '{"name":"x","payload":{"data":"%s"}}\n' "$FAKE_KEY_B64" ;;
-      *) printf '{"name":"x","payload":{"data":"%s"}}\n' "$FAKE_TOKEN_B64" ;;
-    esac ;;
-  *guest-attributes*) cat "${@: -2:1}" >/dev/null 2>&1; echo "$url" >>"$FAKE_DIR/guest_attributes" ;;
-  *"/health") exit 0 ;;
-  *) exit 22 ;;
-esac
-"""
-
-FAKE_DOCKER = r"""#!/bin/bash
-printf 'docker %s\n' "$*" >>"$FAKE_DIR/argv.log"
-if [[ "$1" == run && -n "${FAKE_GCPLOGS_FAIL:-}" && "$*" == *gcplogs* ]]; then
-  echo "docker: Error response from daemon: failed to initialize logging driver: gcplogs" >&2
-  exit 125
-fi
-if [[ "$1" == run ]]; then
-  prev=""
-  for a in "$@"; do
-    if [[ "$prev" == --env-file ]]; then stat -c '%a' "$a" >"$FAKE_DIR/env_mode"; cp "$a" "$FAKE_DIR/env_copy"; fi
-    prev="$a"
-  done
-fi
-[[ "$1" == inspect ]] && echo true
-exit 0
-"""
-
-FAKE_LOGGER = """#!/bin/bash
-printf '%s\\n' "$*" >>"$FAKE_DIR/syslog"
-"""
-
 
 def run_script(
     tmp_path: Path, secret_failures: int = 0, gcplogs_fail: bool = False
 ) -> tuple[subprocess.CompletedProcess, Path]:
     script = render(tmp_path, GOOGLE_CLOUD_PROJECT="my-tpu-project")
-    bin_dir, fake, fs = tmp_path / "bin", tmp_path / "fake", tmp_path / "fs"
-    for d in (bin_dir, fake, fs):
-        d.mkdir()
-    for name, body in {
-        "curl": FAKE_CURL,
-        "docker": FAKE_DOCKER,
-        "logger": FAKE_LOGGER,
-        "sleep": "#!/bin/bash\n",
-    }.items():
-        (bin_dir / name).write_text(body)
-        (bin_dir / name).chmod(0o755)
-    env = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_DIR": str(fake),
-        "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
-        "FAKE_KEY_B64": base64.b64encode(PLANTED_KEY.encode()).decode(),
-        "FAKE_SECRET_FAILURES": str(secret_failures),
-        "FAKE_GCPLOGS_FAIL": "1" if gcplogs_fail else "",
-        "TPU_DEVOPS_FS_ROOT": str(fs),
-    }
-    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
-    return proc, fake
+    run, _ = run_startup_script(script, tmp_path, secret_failures=secret_failures, gcplogs_fail=gcplogs_fail)
+    return run.proc, run.fake
 
 
 def test_script_run_fetches_secret_starts_vllm_and_keeps_token_off_command_lines(tmp_path):
@@ -273,40 +188,12 @@ def test_script_gives_up_on_the_secret_after_the_deadline(tmp_path):
     script = render(tmp_path)
     text = script.read_text().replace("readonly SECRET_WAIT_S=1800", "readonly SECRET_WAIT_S=0")
     script.write_text(text)
-    proc, fake = run_script_text(tmp_path, text)
+    run, _ = run_startup_script(script, tmp_path / "deadline", secret_failures=1000)
+    proc, fake = run.proc, run.fake
     assert proc.returncode != 0
     syslog = (fake / "syslog").read_text()
     assert "STAGE secret-failed" in syslog and "roles/secretmanager.secretAccessor" in syslog
     assert "docker run" not in (fake / "argv.log").read_text()
-
-
-def run_script_text(tmp_path: Path, text: str) -> tuple[subprocess.CompletedProcess, Path]:
-    sub = tmp_path / "deadline"
-    sub.mkdir()
-    bin_dir, fake, fs = sub / "bin", sub / "fake", sub / "fs"
-    for d in (bin_dir, fake, fs):
-        d.mkdir()
-    for name, body in {
-        "curl": FAKE_CURL,
-        "docker": FAKE_DOCKER,
-        "logger": FAKE_LOGGER,
-        "sleep": "#!/bin/bash\n",
-    }.items():
-        (bin_dir / name).write_text(body)
-        (bin_dir / name).chmod(0o755)
-    (sub / "startup.sh").write_text(text)
-    env = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_DIR": str(fake),
-        "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
-        "FAKE_KEY_B64": base64.b64encode(PLANTED_KEY.encode()).decode(),
-        "FAKE_SECRET_FAILURES": "1000",
-        "TPU_DEVOPS_FS_ROOT": str(fs),
-    }
-    proc = subprocess.run(
-        ["bash", str(sub / "startup.sh")], env=env, capture_output=True, text=True, timeout=60
-    )
-    return proc, fake
 
 
 def test_script_falls_back_to_local_logs_when_gcplogs_is_refused(tmp_path):
