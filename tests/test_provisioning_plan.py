@@ -58,7 +58,9 @@ async def test_plan_without_a_project_shows_a_placeholder_and_says_so(tmp_path) 
     plan = await plan_queued_resource(settings, zone="us-west4-a", provisioning_model="flex-start")
     assert PLACEHOLDER_PROJECT in plan.request_url
     assert any("GOOGLE_CLOUD_PROJECT is not set" in w for w in plan.warnings)
-    assert f"--project={PLACEHOLDER_PROJECT}" in plan.gcloud_command
+    # the gcloud line asks gcloud's configuration instead, in a form the shell expands
+    assert '--project="$(gcloud config get-value project)"' in plan.gcloud_command
+    assert PLACEHOLDER_PROJECT not in plan.gcloud_command
 
 
 @pytest.mark.parametrize(

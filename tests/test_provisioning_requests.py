@@ -104,7 +104,7 @@ def test_gcloud_equivalent_follows_the_body(gcp_settings) -> None:
         body = build_request(
             gcp_settings, zone=ZONE, qr_id="r1", provisioning_model=model, startup_script="", **kw
         )
-        return gcloud_command(gcp_settings, zone=ZONE, qr_id="r1", body=body)
+        return gcloud_command(body, qr_id="r1")
 
     flex = line("flex-start", max_run_duration_s=3600)
     assert flex.startswith("gcloud alpha compute tpus queued-resources create \\\n  r1 ")
@@ -112,3 +112,25 @@ def test_gcloud_equivalent_follows_the_body(gcp_settings) -> None:
     assert "--spot" in line("spot") and "--provisioning-model" not in line("spot")
     od = line("on-demand")
     assert "--spot" not in od and "--provisioning-model" not in od
+
+
+def test_gcloud_equivalent_reads_project_and_zone_from_the_body_and_quotes_every_value(gcp_settings) -> None:
+    import shlex
+
+    from tpu_devops.provisioning.requests import PLACEHOLDER_PROJECT, PROJECT_FROM_GCLOUD, project_word
+
+    body = build_request(
+        gcp_settings, zone="us-east5-a", qr_id="r1", provisioning_model="spot", startup_script=""
+    )
+    node = body["tpu"]["nodeSpec"][0]["node"]
+    node["networkConfig"]["network"] = "projects/x/global/networks/my net; rm -rf ~"
+    words = shlex.split(gcloud_command(body, qr_id="r1").replace("\\\n", ""))
+    assert f"--project={gcp_settings.project}" in words and "--zone=us-east5-a" in words
+    assert "--network=projects/x/global/networks/my net; rm -rf ~" in words  # one word, not a second command
+    body["tpu"]["nodeSpec"][0]["parent"] = f"projects/{PLACEHOLDER_PROJECT}/locations/us-east5-a"
+    assert f"--project={PROJECT_FROM_GCLOUD}" in gcloud_command(body, qr_id="r1")
+    assert (
+        project_word("my-proj") == "my-proj" and project_word("example.com:my-proj") == "example.com:my-proj"
+    )
+    assert project_word(None) == project_word("") == project_word(PLACEHOLDER_PROJECT) == PROJECT_FROM_GCLOUD
+    assert PROJECT_FROM_GCLOUD.startswith('"')  # double quotes: the shell runs the substitution

@@ -1081,7 +1081,7 @@ def lint_vllm_flags(
 def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
     """`lint_vllm_flags` with ``accelerator_type`` defaulting to ACCELERATOR_TYPE; with neither ``command``
     nor ``flags`` it lints the configured deployment: the ``docker run ... vllm serve`` line the startup
-    script runs (`tpu_devops.startup.deployment_config`, built by ``vllm_serve_flags``), with the engines
+    script runs (`tpu_devops.startup.docker_run_command`, built by ``vllm_serve_flags``), with the engines
     per host the rig runs.
 
     Raises:
@@ -1092,10 +1092,9 @@ def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
     configured = not (args.get("command") or "").strip() and args.get("flags") is None
     if configured:
         from tpu_devops.multiengine import engines_per_host
-        from tpu_devops.startup import deployment_config
+        from tpu_devops.startup import docker_run_command, vllm_serve_argv
 
-        deployment = deployment_config(settings)
-        args["command"] = deployment.docker_command
+        args["command"] = docker_run_command(settings)
         if args.get("engines") in (None, 1):
             args["engines"] = engines_per_host(settings)
     result = lint_vllm_flags(**args)
@@ -1103,7 +1102,7 @@ def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
         result.notices.insert(
             0,
             f"no command or flags given: linted the configured deployment (tpu.env) as the startup script runs it: "
-            f"{deployment.image} {deployment.serve_command}",
+            f"{settings.vllm_image} {shlex.join(vllm_serve_argv(settings))}",
         )
     mixup = machine_type_mixup(str(args["accelerator_type"]), settings.accelerator_type)
     if mixup:

@@ -403,77 +403,90 @@ class DeploymentConfig(ToolResult):
         return "\n".join(lines)
 
 
-def deployment_config(settings: Settings) -> DeploymentConfig:
-    """Human-readable equivalents of a deployment with these settings (no secrets, nothing executed).
-
-    The gcloud lines follow the ``gcloud alpha compute tpus queued-resources create`` reference
-    (``--provisioning-model``, ``--max-run-duration``, ``--spot``, ``--valid-until-duration``,
-    ``--metadata-from-file``); they are for a person: this server calls the APIs through client libraries.
-    """
-    q = shlex.quote
-    zone, rid, project = (
-        settings.zone,
-        settings.resource_id,
-        settings.project or "$(gcloud config get-value project)",
-    )
-    argv = vllm_serve_argv(settings)
-    docker = " \\\n  ".join(
+def docker_run_command(settings: Settings) -> str:
+    """The ``docker run ... vllm serve`` line of one engine on the TPU VM, for a person (the startup
+    script runs the same image and `vllm_serve_argv`, with the key and token in a root-only env file)."""
+    return " \\\n  ".join(
         [
             "sudo docker run -d --name vllm --privileged --net host --shm-size 16G",
             "--env-file /run/tpu-devops/vllm.env",
             f"-v /root/.cache/vllm:{COMPILE_CACHE_MOUNT}",
             "-v /root/.cache/huggingface:/root/.cache/huggingface",
             "--log-driver=gcplogs",
-            q(settings.vllm_image) + " " + shlex.join(argv),
+            shlex.quote(settings.vllm_image) + " " + shlex.join(vllm_serve_argv(settings)),
         ]
     )
-    create = [
-        f"gcloud alpha compute tpus queued-resources create {q(rid)}",
-        f"--node-id {q(rid)} --zone {q(zone)}",
-        f"--accelerator-type {q(settings.accelerator_type)} --runtime-version {q(settings.runtime_version)}",
-    ]
-    if settings.provisioning_model == "flex-start":
-        create.append(f"--provisioning-model=flex-start --max-run-duration={settings.max_run_duration_s}s")
-    elif settings.provisioning_model == "spot":
-        create.append("--spot")
-    if settings.valid_until_duration_s:
-        create.append(f"--valid-until-duration={settings.valid_until_duration_s}s")
-    if settings.network:
-        create.append(f"--network {q(settings.network)}")
-    if settings.subnetwork:
-        create.append(f"--subnetwork {q(settings.subnetwork)}")
-    create.append(f"--labels managed-by=tpu-devops,rig={q(rid)}")
-    create.append("--metadata-from-file startup-script=startup.sh")
+
+
+def deployment_config(settings: Settings) -> DeploymentConfig:
+    """Human-readable equivalents of a deployment with these settings (no secrets, nothing executed).
+
+    The create line is `requests.gcloud_command` of the very body `requests.build_request` makes for a
+    create in the configured zone (`tpu_devops.provisioning.requests`), so it carries what the real
+    request carries (labels, network tag, ``--internal-ips``, flex-start or spot, valid-until) and is
+    the line ``plan_tpu_queued_resource`` shows. Every gcloud line names the project: the configured
+    one, else ``"$(gcloud config get-value project)"`` (`requests.project_word`), which the shell
+    expands. They are for a person: this server calls the APIs through client libraries.
+
+    Raises:
+        ConfigError: a setting cannot go into the startup script (`render_startup_script`).
+    """
+    from tpu_devops.provisioning.access import network_tag
+    from tpu_devops.provisioning.requests import (
+        build_request,
+        gcloud_command,
+        project_word,
+        with_placeholder_project,
+    )
+
+    q = shlex.quote
+    zone, rid = settings.zone, settings.resource_id
+    project = project_word(settings.project)
+    body = build_request(
+        with_placeholder_project(settings),
+        zone=zone,
+        qr_id=rid,
+        provisioning_model=settings.provisioning_model,
+    )
     secret = q(settings.hf_secret_id)
     key_secret = q(settings.vllm_api_key_secret_id)
+    # The TPU VM runs as the Compute Engine default service account (the request names no other).
+    member = (
+        f"\"serviceAccount:$(gcloud projects describe {project} --format='value(projectNumber)')"
+        '-compute@developer.gserviceaccount.com"'
+    )
     grant = (
-        "gcloud secrets add-iam-policy-binding {} --project {} "
-        "--member=serviceAccount:PROJECT_NUMBER-compute@developer.gserviceaccount.com "
+        f"gcloud secrets add-iam-policy-binding {{}} --project={project} --member={member} "
         "--role=roles/secretmanager.secretAccessor"
     )
+    where = f"--project={project} --zone={q(zone)}"
     gcloud = {
-        "store_token": f'printf %s "$HF_TOKEN" | gcloud secrets create {secret} --data-file=- --project {q(project)}',
+        "store_token": f'printf %s "$HF_TOKEN" | gcloud secrets create {secret} --data-file=- --project={project}',
         "store_api_key": (
             "python3 -c 'import secrets; print(secrets.token_urlsafe(32), end=\"\")' | "
-            f"gcloud secrets create {key_secret} --data-file=- --project {q(project)}"
+            f"gcloud secrets create {key_secret} --data-file=- --project={project}"
         ),
-        "grant_vm_access": grant.format(secret, q(project))
-        + " && \\\n  "
-        + grant.format(key_secret, q(project)),
-        "render_startup_script": "use the render_startup_script tool and save its script as startup.sh",
-        "create": " \\\n  ".join(create),
-        "describe": f"gcloud alpha compute tpus queued-resources describe {q(rid)} --zone {q(zone)}",
-        "boot_progress": f"gcloud compute tpus tpu-vm get-guest-attributes {q(rid)} --zone {q(zone)} --query-path=tpu-devops/",
-        "container_logs": f"gcloud logging read 'logName=\"projects/{project}/logs/{CONTAINER_LOG_NAME}\"' --limit 200",
-        "delete": f"gcloud alpha compute tpus queued-resources delete {q(rid)} --zone {q(zone)} --force",
+        "grant_vm_access": grant.format(secret) + " && \\\n  " + grant.format(key_secret),
+        "create": gcloud_command(body, qr_id=rid),
+        "describe": f"gcloud alpha compute tpus queued-resources describe {q(rid)} {where}",
+        "boot_progress": f"gcloud compute tpus tpu-vm get-guest-attributes {q(rid)} {where} --query-path=tpu-devops/",
+        "container_logs": (
+            f"gcloud logging read {q(f'log_id({json.dumps(CONTAINER_LOG_NAME)})')} --project={project} --limit=200"
+        ),
+        "delete": f"gcloud alpha compute tpus queued-resources delete {q(rid)} {where} --force",
     }
     # curl reads the header from a file (-H @file, curl >= 7.55) so the key stays off the command line.
     health = (
         f"curl -s http://EXTERNAL_IP:{settings.vllm_port}/v1/chat/completions -H 'Content-Type: application/json' "
-        f"-H @<(printf 'Authorization: Bearer %s' \"$(gcloud secrets versions access latest --secret={key_secret})\") "
+        f"-H @<(printf 'Authorization: Bearer %s' \"$(gcloud secrets versions access latest --secret={key_secret} "
+        f'--project={project})") '
         f'-d \'{{"model": {json.dumps(settings.model_name)}, "messages": [{{"role": "user", "content": "ping"}}], "max_tokens": 8}}\''
     )
     notes = [
+        "Save the render_startup_script tool's script as startup_script.sh where you run the create line "
+        "(--metadata-from-file reads it).",
+        f"The create line tags the node {network_tag(rid)}: vLLM's port opens only through the rig's firewall "
+        "rule on that tag, which create_tpu_queued_resource makes (plan_queued_resource shows it).",
         "Health checks use /v1/chat/completions: /v1/completions returns empty text on -it models.",
         "EXTERNAL_IP changes with every recreate: use the endpoint discovery tool instead of hard-coding it.",
     ]
@@ -487,8 +500,8 @@ def deployment_config(settings: Settings) -> DeploymentConfig:
         zone=zone,
         provisioning_model=settings.provisioning_model,
         image=settings.vllm_image,
-        serve_command=shlex.join(argv),
-        docker_command=docker,
+        serve_command=shlex.join(vllm_serve_argv(settings)),
+        docker_command=docker_run_command(settings),
         gcloud_commands=gcloud,
         health_check=health,
         flags=vllm_serve_flags(settings),

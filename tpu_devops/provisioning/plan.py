@@ -23,6 +23,7 @@ from tpu_devops.provisioning.requests import (
     gcloud_command,
     or_default,
     redacted_request,
+    with_placeholder_project,
 )
 from tpu_devops.provisioning.store import open_store
 from tpu_devops.quota import known_support
@@ -111,8 +112,7 @@ async def plan_queued_resource(
     model = check_provisioning_model(provisioning_model, settings)
     max_run, valid = check_durations(model, max_run_duration_s, valid_until_duration_s, settings)
     no_project = not settings.project
-    if no_project:  # a dry run is useful before a project exists; the placeholder makes that visible
-        settings = settings.model_copy(update={"project": PLACEHOLDER_PROJECT})
+    settings = with_placeholder_project(settings)  # a dry run is useful before a project exists
     if store is None:
         try:
             store = open_store(settings)
@@ -197,7 +197,7 @@ async def plan_queued_resource(
         request=redacted_request(body),
         request_bytes=len(sent.text.encode("utf-8")),
         request_sha256=sent.sha256,
-        gcloud_command=gcloud_command(settings, zone=zone, qr_id=qr_id, body=body),
+        gcloud_command=gcloud_command(body, qr_id=qr_id),
         usd_per_hour=per_hour,
         price_source=source,
         stops_billing=stops,

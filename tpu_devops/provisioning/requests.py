@@ -372,41 +372,73 @@ def redacted_request(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def gcloud_command(settings: Settings, *, zone: str, qr_id: str, body: dict[str, Any]) -> str:
+def with_placeholder_project(settings: Settings) -> Settings:
+    """``settings`` unchanged when a project is configured, else a copy whose project is
+    `PLACEHOLDER_PROJECT`, so that a dry run (the plan, the deployment view) can build the request a
+    create would send before a project exists. A create itself never uses this (`build_request` raises).
+    """
+    return settings if settings.project else settings.model_copy(update={"project": PLACEHOLDER_PROJECT})
+
+
+# Double quotes, not single: the shell must run the substitution to put gcloud's configured project there.
+PROJECT_FROM_GCLOUD = '"$(gcloud config get-value project)"'
+
+
+def project_word(project: str | None) -> str:
+    """The shell word for a gcloud ``--project`` value: the project id (`shlex.quote`d) when known,
+    else `PROJECT_FROM_GCLOUD`, which the shell expands to the project of gcloud's configuration.
+
+    None, "" and `PLACEHOLDER_PROJECT` (never a valid project id: ids are lowercase) count as unknown.
+    """
+    if not project or project == PLACEHOLDER_PROJECT:
+        return PROJECT_FROM_GCLOUD
+    return shlex.quote(project)
+
+
+def gcloud_command(body: dict[str, Any], *, qr_id: str) -> str:
     """The ``gcloud alpha compute tpus queued-resources create`` line equivalent to ``body``.
 
-    Read from the body itself (`provisioning_model_of`), so it cannot disagree with what is sent:
-    flex-start is ``--provisioning-model=flex-start --max-run-duration=...``, spot ``--spot``
-    (gcloud reference for ``alpha compute tpus queued-resources create``).
+    Everything is read from the body itself (project and zone from the node spec's ``parent``, the
+    provisioning model with `provisioning_model_of`), so it cannot disagree with what a create sends:
+    flex-start is ``--provisioning-model=flex-start --max-run-duration=...``, spot ``--spot``, the rig's
+    network tag ``--tags``, no external IP ``--internal-ips`` (gcloud reference:
+    https://cloud.google.com/sdk/gcloud/reference/alpha/compute/tpus/queued-resources/create). Every
+    value is shell-quoted; the project is `project_word` (the placeholder becomes gcloud's configured
+    project). The startup script is read from ``startup_script.sh`` (``--metadata-from-file``).
+    Lines are joined with `` \\`` + newline, as a person would paste them into bash.
     """
-    node = node_specs(body)[0]["node"]
+    spec = node_specs(body)[0]
+    node = spec["node"]
+    _, project, _, zone = spec["parent"].split("/")
     provisioning_model = provisioning_model_of(body)
+    q = shlex.quote
     parts = [
         "gcloud alpha compute tpus queued-resources create",
-        shlex.quote(qr_id),
-        f"--project={shlex.quote(settings.project)}",
-        f"--zone={zone}",
-        f"--node-id={shlex.quote(qr_id)}",
-        f"--accelerator-type={node['acceleratorType']}",
-        f"--runtime-version={node['runtimeVersion']}",
-        "--labels=" + ",".join(f"{k}={v}" for k, v in node["labels"].items()),
-        "--tags=" + ",".join(node.get("tags", [])),
-        "--metadata-from-file=startup-script=startup_script.sh",
+        q(qr_id),
+        f"--project={project_word(project)}",
+        f"--zone={q(zone)}",
+        f"--node-id={q(spec['nodeId'])}",
+        f"--accelerator-type={q(node['acceleratorType'])}",
+        f"--runtime-version={q(node['runtimeVersion'])}",
+        "--labels=" + q(",".join(f"{k}={v}" for k, v in node["labels"].items())),
     ]
+    if node.get("tags"):
+        parts.append("--tags=" + q(",".join(node["tags"])))
+    parts.append("--metadata-from-file=startup-script=startup_script.sh")
     if provisioning_model == "flex-start":
         parts += [
             "--provisioning-model=flex-start",
-            f"--max-run-duration={body['runDuration']['maxRunDuration']}",
+            f"--max-run-duration={q(body['runDuration']['maxRunDuration'])}",
         ]
     elif provisioning_model == "spot":
         parts.append("--spot")
     if "queueingPolicy" in body:
-        parts.append(f"--valid-until-duration={body['queueingPolicy']['validUntilDuration']}")
+        parts.append(f"--valid-until-duration={q(body['queueingPolicy']['validUntilDuration'])}")
     net = node.get("networkConfig", {})
     if net.get("enableExternalIps") is False:
         parts.append("--internal-ips")
     if net.get("network"):
-        parts.append(f"--network={shlex.quote(net['network'])}")
+        parts.append(f"--network={q(net['network'])}")
     if net.get("subnetwork"):
-        parts.append(f"--subnetwork={shlex.quote(net['subnetwork'])}")
+        parts.append(f"--subnetwork={q(net['subnetwork'])}")
     return " \\\n  ".join(parts)
