@@ -251,7 +251,7 @@ def render_startup_script(
 
 
 @tools.tool(title="Show the vLLM deployment as commands", open_world=False, **READ)
-def get_vllm_deployment_config(
+async def get_vllm_deployment_config(
     model_name: ModelNameOverride = None,
     max_model_len: MaxLenOverride = None,
     gpu_memory_utilization: UtilOverride = None,
@@ -262,7 +262,7 @@ def get_vllm_deployment_config(
     The deployment as human-readable commands: the vllm serve line (built by the same function as the
     startup script), the docker run line, the equivalent gcloud commands (secret, IAM grant, queued
     resource create/describe/delete, logs) and a chat-completions health check. Nothing is run."""
-    return tpu_devops.startup.deployment_config(
+    return await tpu_devops.startup.deployment_config(
         tpu_devops.startup.apply_overrides(
             settings,
             model_name=model_name,

@@ -10,6 +10,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.startup_vm import PLANTED, PLANTED_KEY, SHELLCHECK, render, run_startup_script, settings
@@ -70,7 +71,7 @@ def test_token_never_in_script_output_or_record(tmp_path):
     try:
         s = load_settings(Path("/nonexistent/tpu.env"), {"HF_TOKEN": PLANTED, "VLLM_API_KEY": PLANTED_KEY})
         rendered = startup.render_startup_script(s)
-        config = startup.deployment_config(s)
+        config = anyio.run(startup.deployment_config, s)
     finally:
         del os.environ["HF_TOKEN"]
     for secret in (PLANTED, PLANTED_KEY):
@@ -129,7 +130,7 @@ def test_override_ranges_are_the_shared_ones():
 
 
 def test_deployment_config_lists_equivalent_commands():
-    cfg = startup.deployment_config(settings(GOOGLE_CLOUD_PROJECT="my-tpu-project"))
+    cfg = anyio.run(startup.deployment_config, settings(GOOGLE_CLOUD_PROJECT="my-tpu-project"))
     assert cfg.serve_command.startswith("vllm serve google/gemma-4-E2B-it ")
     create = bash_words(cfg.gcloud_commands["create"])
     assert "--provisioning-model=flex-start" in create and "--max-run-duration=14400s" in create
@@ -225,12 +226,12 @@ def test_a_known_trap_in_the_rendered_flags_is_said_next_to_the_script() -> None
     risky = startup.apply_overrides(settings(), gpu_memory_utilization=0.95)
     notes = startup.render_startup_script(risky).notes
     assert any(n.startswith("LINT ERROR --gpu-memory-utilization 0.95") for n in notes)
-    assert any("LINT" in n for n in startup.deployment_config(risky).notes)
+    assert any("LINT" in n for n in anyio.run(startup.deployment_config, risky).notes)
     assert not any("LINT" in n for n in startup.render_startup_script(settings()).notes)
 
 
 def test_deployment_config_text_is_copyable_commands() -> None:
-    text = startup.deployment_config(settings()).render_text()
+    text = anyio.run(startup.deployment_config, settings()).render_text()
     assert "# docker run on the TPU VM" in text and "# create" in text and "# health check" in text
     assert "gcloud_commands:" not in text
 
@@ -274,7 +275,7 @@ async def test_deployment_create_line_is_the_plans(fake_gcp, tmp_path, extra) ->
 
     s = load_settings(environ=gcp_environ(fake_gcp, tmp_path, **extra))
     plan = await plan_queued_resource(s, allowed_source_ranges=["203.0.113.7/32"])
-    create = startup.deployment_config(s).gcloud_commands["create"]
+    create = (await startup.deployment_config(s)).gcloud_commands["create"]
     assert create == plan.gcloud_command
     assert ("--project=$(gcloud config get-value project)" in bash_words(create)) is (not s.project)
     words = bash_words(create)
@@ -293,7 +294,7 @@ async def test_deployment_create_line_is_the_plans(fake_gcp, tmp_path, extra) ->
 def test_every_command_in_the_deployment_view_runs_against_the_right_project(
     tmp_path, project, expected
 ) -> None:
-    cfg = startup.deployment_config(settings(GOOGLE_CLOUD_PROJECT=project))
+    cfg = anyio.run(startup.deployment_config, settings(GOOGLE_CLOUD_PROJECT=project))
     lines = {**cfg.gcloud_commands, "health_check": cfg.health_check}
     for name, line in lines.items():
         bash_words(line)  # valid shell quoting, or this raises

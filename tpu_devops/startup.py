@@ -418,13 +418,15 @@ def docker_run_command(settings: Settings) -> str:
     )
 
 
-def deployment_config(settings: Settings) -> DeploymentConfig:
+async def deployment_config(settings: Settings) -> DeploymentConfig:
     """Human-readable equivalents of a deployment with these settings (no secrets, nothing executed).
 
     The create line is `requests.gcloud_command` of the very body `requests.build_request` makes for a
-    create in the configured zone (`tpu_devops.provisioning.requests`), so it carries what the real
-    request carries (labels, network tag, ``--internal-ips``, flex-start or spot, valid-until) and is
-    the line ``plan_tpu_queued_resource`` shows. Every gcloud line names the project: the configured
+    create_tpu_queued_resource in the configured zone (`tpu_devops.provisioning.requests`), so it carries
+    what the real request carries (the rig's labels with created-by and tool, network tag,
+    ``--internal-ips``, flex-start or spot, valid-until) and is the line ``plan_queued_resource`` shows.
+    Async because the created-by label names this server's ADC principal (`ownership.this_rig`, read
+    in a worker thread). Every gcloud line names the project: the configured
     one, else ``"$(gcloud config get-value project)"`` (`requests.project_word`), which the shell
     expands. They are for a person: this server calls the APIs through client libraries.
 
@@ -432,6 +434,7 @@ def deployment_config(settings: Settings) -> DeploymentConfig:
         ConfigError: a setting cannot go into the startup script (`render_startup_script`).
     """
     from tpu_devops.provisioning.access import network_tag
+    from tpu_devops.provisioning.ownership import CREATE_TOOL, this_rig
     from tpu_devops.provisioning.requests import (
         build_request,
         gcloud_command,
@@ -447,6 +450,7 @@ def deployment_config(settings: Settings) -> DeploymentConfig:
         zone=zone,
         qr_id=rid,
         provisioning_model=settings.provisioning_model,
+        labels=(await this_rig(settings)).labels(CREATE_TOOL),
     )
     secret = q(settings.hf_secret_id)
     key_secret = q(settings.vllm_api_key_secret_id)
