@@ -343,3 +343,17 @@ async def test_gke_tools_over_stdio(fake_gcp, tmp_path: Path) -> None:
             "teardown_gke_deployment", {"cluster": "gemma", "kubeconfig": str(tmp_path / "nope")}
         )
         assert refused.is_error and "kubeconfig" in refused.content[0].text
+
+
+async def test_fake_gke_refuses_a_nameless_node_pool_as_gke_does(fake_gcp, gcp_settings) -> None:
+    """The one check the fake makes itself (the discovery document cannot say a pool needs a name),
+    through the real client: GKE's own 400 wording, and the shared validator refused nothing."""
+    from tpu_devops.errors import TpuDevopsError
+    from tpu_devops.gcp import container
+
+    parent = fake_gcp.container.add_cluster(LOCATION, "gemma")
+    body = manifests.node_pool_body(gcp_settings, replicas=1, max_replicas=1)
+    with pytest.raises(TpuDevopsError) as err:
+        await anyio.to_thread.run_sync(container.create_node_pool, gcp_settings, parent, {**body, "name": ""})
+    assert "Node_pool.name must be specified" in str(err.value)
+    assert fake_gcp.rejections == [] and fake_gcp.container.clusters[parent] == {}

@@ -58,6 +58,10 @@ class FakeContainer:
         body = await request.json()
         self.requests.append(body)
         pool = body.get("nodePool") or {}
+        # The one check the discovery validator cannot make: the document gives NodePool.name no
+        # "required" mark (only CreateNodePoolRequest's prose says "Required"), yet GKE refuses a pool
+        # without one with this 400 (reported in pulumi/pulumi-google-native#270). Everything else about
+        # the body (fields, types, enums) is `FakeGcp`'s discovery validator's.
         if not pool.get("name"):
             return google_error(400, "INVALID_ARGUMENT", "Node_pool.name must be specified.")
         if pool["name"] in self.clusters[parent]:
