@@ -4,6 +4,7 @@ calls, raw Gemma syntax, errors), non-streaming usage, /v1/completions on -it mo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -76,3 +77,15 @@ async def test_completions_endpoint_returns_empty_text_like_vllm_on_it_models() 
     with FakeVllm() as fake:
         body = httpx.post(f"{fake.url}/v1/completions", json={"model": fake.model, "prompt": "hi"}).json()
     assert body["choices"][0]["text"] == ""
+
+
+def test_the_fake_serves_the_vllm_of_the_pinned_default_image() -> None:
+    """A demo or test against the fake never shows a vLLM the product would refuse for Gemma 4."""
+    from tests.fakes.openai_server import PINNED_VERSION, FakeVllm
+    from tpu_devops.config import load_settings
+    from tpu_devops.images import check_image
+
+    settings = load_settings(Path("/nonexistent/tpu.env"), {})
+    assert settings.vllm_image.endswith(f":v{PINNED_VERSION}") and FakeVllm().version == PINNED_VERSION
+    served = check_image(f"vllm/vllm-tpu:v{FakeVllm().version}", settings.model_name)
+    assert served.status == "supported", served.message

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_details_from_the_server(tmp_path: Path) -> None:
-    with FakeVllm(max_model_len=16384, version="0.13.0") as fake:
+    with FakeVllm(max_model_len=16384) as fake:
         s = load_settings(
             tmp_path / "none.env", environ={"VLLM_URL": fake.url, "TPU_DEVOPS_STATE_DIR": str(tmp_path)}
         )
@@ -23,7 +23,7 @@ async def test_details_from_the_server(tmp_path: Path) -> None:
     assert d.model == "google/gemma-4-E2B-it"
     assert d.served_models == ["google/gemma-4-E2B-it"]
     assert d.max_model_len == 16384
-    assert d.vllm_version == "0.13.0"
+    assert d.vllm_version == "0.30.0"  # the fake serves the pinned default image's vLLM
     assert d.engine_cache_config is not None and d.engine_cache_config["block_size"] == "32"
     assert d.kv_pool_tokens == 321_376
     if d.configured_flags is not None:  # rendered by the startup-script module when present

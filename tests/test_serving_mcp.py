@@ -64,7 +64,7 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
             assert metrics["generation_tokens_total"] >= 11
 
             details = await call(client, "get_model_details")
-            assert details["max_model_len"] == 16384 and details["vllm_version"] == "0.13.0"
+            assert details["max_model_len"] == 16384 and details["vllm_version"] == "0.30.0"
 
             cost = await call(client, "estimate_deployment_cost", {"tokens_per_s": 1496.5})
             assert cost["price"]["source"] == "live"

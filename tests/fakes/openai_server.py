@@ -5,7 +5,8 @@ Endpoints (vLLM's OpenAI server, ``vllm/entrypoints/openai/api_server.py``):
 - ``GET /health`` -> 200 with an empty body when ready; 503 while "booting".
 - ``GET /v1/models`` -> ``{"object": "list", "data": [{"id", "object": "model", "owned_by": "vllm",
   "root", "parent", "max_model_len", "permission": [...]}]}``.
-- ``GET /version`` -> ``{"version": "0.13.0"}``.
+- ``GET /version`` -> ``{"version": "0.30.0"}``: by default the vLLM of the pinned default image
+  (`PINNED_VERSION`), so demo and tests never show a version the product would refuse for Gemma 4.
 - ``GET /metrics`` -> Prometheus text made by ``prometheus_client`` with vLLM's metric names (labels
   ``model_name`` and ``engine``): ``vllm:num_requests_running`` / ``_waiting`` (gauges),
   ``vllm:kv_cache_usage_perc`` (or the older ``vllm:gpu_cache_usage_perc``), counters
@@ -93,6 +94,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.fakes.http_runner import ServerThread
+from tpu_devops.config import DEFAULTS
+from tpu_devops.images import parse_image
+
+# The vLLM version of the image the product pins by default (VLLM_IMAGE vllm/vllm-tpu:v0.30.0 -> "0.30.0").
+PINNED_VERSION = str(parse_image(DEFAULTS["VLLM_IMAGE"]).version)
 
 TEMPLATE_OVERHEAD_TOKENS = 4
 TOOL_PARSER_MISSING = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
@@ -192,7 +198,7 @@ class FakeVllm:
 
     model: str = "google/gemma-4-E2B-it"
     max_model_len: int = 16384
-    version: str = "0.13.0"
+    version: str = PINNED_VERSION
     ttft_s: float = 0.0
     itl_s: float = 0.0
     default_output_tokens: int = 12
