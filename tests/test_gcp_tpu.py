@@ -112,6 +112,28 @@ def test_429_and_503_are_retried_once_then_succeed(fake_gcp, gcp_settings) -> No
     assert fake_gcp.tpu.state_of(ZONE, "r1") == "ACTIVE"
 
 
+def test_a_rate_limited_create_is_raised_at_once_with_googles_words(fake_gcp, gcp_settings) -> None:
+    """A 429 on create is the per-minute create quota (field report B13): retrying it within the call would
+    spend the same quota again, so it is raised at once for the caller to back off; reads still retry it."""
+    from tpu_devops.provisioning.failures import classify_exception
+
+    api = TpuApi(gcp_settings)
+    fake_gcp.tpu.fail_next(429, only="create_queued")
+    before = len(fake_gcp.tpu.requests)
+    with pytest.raises(QuotaError) as err:
+        create(api, body("flex-start"))
+    assert len(fake_gcp.tpu.requests) - before == 1
+    assert err.value.http_code == 429 and err.value.status == "RESOURCE_EXHAUSTED"
+    assert "'Create requests per minute per project'" in err.value.google_message
+    assert (classify_exception(err.value).reach, classify_exception(err.value).reason) == (
+        "transient",
+        "rate_limit",
+    )
+    assert fake_gcp.tpu.state_of(ZONE, "r1") is None
+    fake_gcp.tpu.fail_next(429, only="list_queued")
+    assert api.list_queued_resources(ZONE) == []  # a read waits the rate limit out
+
+
 def test_4xx_is_never_retried(fake_gcp, gcp_settings) -> None:
     api = TpuApi(gcp_settings)
     fake_gcp.tpu.script(ZONE, "invalid_accelerator")

@@ -264,3 +264,60 @@ async def test_a_cancelled_sweep_deletes_the_request_it_was_waiting_on(fake_gcp,
                 await anyio.sleep(0.02)
         tg.cancel_scope.cancel()
     assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
+
+
+# ---- a per-minute request quota on create (issue 13 §7): waited out in the same zone ---------------
+
+
+def _posts(fake_gcp, zone: str) -> int:
+    return sum(
+        1
+        for r in fake_gcp.tpu.requests
+        if r["method"] == "POST" and f"/locations/{zone}/queuedResources" in r["path"]
+    )
+
+
+def _pauses(monkeypatch) -> list[float]:
+    """Every anyio.sleep the sweep asks for, in order (slept for real: the intervals are hundredths)."""
+    asked: list[float] = []
+    real = anyio.sleep
+
+    async def sleep(delay: float, *args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(delay)
+        await real(delay, *args, **kwargs)
+
+    monkeypatch.setattr(anyio, "sleep", sleep)
+    return asked
+
+
+async def test_a_rate_limited_create_is_retried_in_the_same_zone_after_1_2_4_poll_intervals(
+    fake_gcp, gcp_settings, monkeypatch
+) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.fail_next(
+        429, times=3, only="create_queued"
+    )  # B13: 'Create requests per minute per project'
+    pauses = _pauses(monkeypatch)
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    opts = _opts("spot", ["us-west4-a", "us-west4-b"])
+    result = await run_sweep(gcp_settings, record, opts)
+    assert result.found and result.zone == "us-west4-a"
+    assert _posts(fake_gcp, "us-west4-a") == 4 and _posts(fake_gcp, "us-west4-b") == 0
+    backoffs = [opts.poll_interval_s * k for k in (1, 2, 4)]
+    assert any(pauses[i : i + 3] == backoffs for i in range(len(pauses))), pauses
+    assert [(a.zone, a.outcome) for a in result.attempts] == [("us-west4-a", "active")]  # the zone not blamed
+    assert ZoneStore(gcp_settings.state_dir).blocker("us-west4-a", ACC, "spot") is None
+
+
+async def test_a_create_still_rate_limited_after_the_backoffs_moves_on_without_skipping_the_region(
+    fake_gcp, gcp_settings
+) -> None:
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.fail_next(429, times=4, only="create_queued")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-a", "us-west4-b"]))
+    assert _posts(fake_gcp, "us-west4-a") == 4  # one create and three retries, each answered at once
+    first = result.attempts[0]
+    assert (first.zone, first.reach, first.reason) == ("us-west4-a", "transient", "rate_limit")
+    assert "per minute" in first.message
+    assert result.found and result.zone == "us-west4-b"  # same region: a request rate says nothing of chips

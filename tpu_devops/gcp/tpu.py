@@ -140,6 +140,7 @@ class TpuApi:
             version=version,
             params={"queuedResourceId": qr_id, "requestId": request_id},
             data=body_text,
+            retry_rate_limits=False,
         )
 
     def _rest(
@@ -151,10 +152,17 @@ class TpuApi:
         version: str = "v2alpha1",
         params: dict[str, str] | None = None,
         data: str | None = None,
+        retry_rate_limits: bool = True,
     ) -> dict[str, Any]:
         """One REST call with ADC, the shared retry policy, and Google's errors typed.
 
         ``data`` is sent as is (UTF-8 JSON); every retry sends the same params and bytes.
+        ``retry_rate_limits`` False: a 429 RESOURCE_EXHAUSTED (a per-minute request quota, field report
+        B13) is raised at once instead of retried within the call. A create sets it: each retry spends the
+        same create quota again, inside a tool call the retries would eat its whole budget and end in a
+        deadline error instead of "rate limited", and the sweep waits it out itself at its own pace
+        (`tpu_devops.provisioning.sweep`, 1, 2 then 4 poll intervals). 5xx and lost connections are still
+        retried (the create's requestId makes that safe).
         """
         from google.api_core import exceptions as gexc
 
@@ -172,7 +180,12 @@ class TpuApi:
 
         with common.google_errors(action, SERVICE):
             session = common.authorized_session(self.settings.gcp_endpoint)
-            return common.retry_policy()(send)()
+            policy = common.retry_policy()
+            if not retry_rate_limits:
+                policy = policy.with_predicate(
+                    lambda exc: common.is_retryable(exc) and not isinstance(exc, gexc.TooManyRequests)
+                )
+            return policy(send)()
 
     def delete_node(self, zone: str, node_id: str) -> None:
         """Request deletion of a TPU node (returns once the API accepted it)."""

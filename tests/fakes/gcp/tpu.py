@@ -19,7 +19,8 @@ payload shape Google returns (``{"error": {"code", "message", "status", "details
 - ``"wait"``: stays in WAITING_FOR_RESOURCES forever.
 
 A network that is not in ``networks`` always yields 404 "network ... not found" (the seed's lost
-afternoon). ``fail_next(status, times)`` makes the next calls answer 429 / 503 once-then-succeed;
+afternoon). ``fail_next(status, times, only)`` makes the next calls (of one handler with ``only``) answer
+429 / 503 once-then-succeed; a 429 is Google's per-minute request quota refusal (`rate_limit_error`);
 ``lose_next_responses(times)`` carries the next calls out and then answers 503 as if the response had
 been lost on the way back; ``latency_s`` delays every call (asynchronously, so concurrent calls overlap).
 
@@ -82,6 +83,32 @@ def google_error(
     return JSONResponse(body, status_code=code)
 
 
+# Google's refusal when a per-minute API request quota is spent: field report B13 (tests/data/field-reports/
+# B13-gcp-quota-metric-rate-limit.txt, marin PR #6198) gives the create wording; reads and deletes follow the
+# same pattern with their own quota metric. Google adds an ErrorInfo with reason RATE_LIMIT_EXCEEDED.
+_QUOTA_METRIC = {"POST": "Create requests", "GET": "Read requests", "DELETE": "Delete requests"}
+PROJECT_NUMBER = "000000000000"
+
+
+def rate_limit_error(method: str) -> JSONResponse:
+    """The 429 RESOURCE_EXHAUSTED a TPU API call of ``method`` gets when its per-minute quota is spent."""
+    metric = _QUOTA_METRIC.get(method, "Read requests")
+    return google_error(
+        429,
+        "RESOURCE_EXHAUSTED",
+        f"Quota exceeded for quota metric '{metric}' and limit '{metric} per minute per project' of service "
+        f"'tpu.googleapis.com' for consumer 'project_number:{PROJECT_NUMBER}'.",
+        [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "RATE_LIMIT_EXCEEDED",
+                "domain": "googleapis.com",
+                "metadata": {"service": "tpu.googleapis.com", "consumer": f"projects/{PROJECT_NUMBER}"},
+            }
+        ],
+    )
+
+
 def _not_found(name: str) -> JSONResponse:
     """Google's 404 for a resource name that does not exist."""
     return google_error(404, "NOT_FOUND", f"Resource '{name}' was not found")
@@ -140,7 +167,7 @@ class FakeTpu:
         self.queued: dict[tuple[str, str], QueuedRecord] = {}
         self.nodes: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []  # every call: method, path, query, headers, body text
-        self._failures: list[int] = []
+        self._failures: list[tuple[int, str | None]] = []  # (status, only this handler or None)
         self.broken_zones: dict[str, int] = {}
         self._lose = 0
         self._lose_only: str | None = None
@@ -158,9 +185,11 @@ class FakeTpu:
             raise ValueError(f"unknown outcome {outcome!r}; use one of {OUTCOMES}")
         self.scripts[zone] = outcome
 
-    def fail_next(self, status: int = 503, times: int = 1) -> None:
-        """The next ``times`` calls answer ``status`` (429 RESOURCE_EXHAUSTED or 503 UNAVAILABLE)."""
-        self._failures.extend([status] * times)
+    def fail_next(self, status: int = 503, times: int = 1, only: str | None = None) -> None:
+        """The next ``times`` calls answer ``status``: 429 is `rate_limit_error` (a per-minute request
+        quota), 503 UNAVAILABLE. ``only``: count and fail only calls of that handler (``"create_queued"``,
+        ``"list_queued"``, ...), so that e.g. creates are rate-limited while reads still answer."""
+        self._failures.extend([(status, only)] * times)
 
     def fail_zone(self, zone: str, status: int | None = 503) -> None:
         """Every listing of queued resources in ``zone`` answers ``status`` (503 UNAVAILABLE, 403
@@ -334,12 +363,12 @@ class FakeTpu:
         )
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        if self._failures:
-            status = self._failures.pop(0)
+        handler = getattr(request.state, "handler", None)
+        due = next((i for i, (_, only) in enumerate(self._failures) if only in (None, handler)), None)
+        if due is not None:
+            status, _ = self._failures.pop(due)
             if status == 429:
-                return google_error(
-                    429, "RESOURCE_EXHAUSTED", "Too many requests: rate limit exceeded, retry later."
-                )
+                return rate_limit_error(request.method)
             return google_error(status, "UNAVAILABLE", "The service is currently unavailable.")
         project = request.path_params.get("project")
         if project is not None and project != self.project:
@@ -374,9 +403,11 @@ class FakeTpu:
         return op
 
     def _losing(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
-        """``handler``, answering 503 after doing its work while `lose_next_responses` is armed."""
+        """``handler``, tagged with its name (what `fail_next` ``only`` matches), answering 503 after doing
+        its work while `lose_next_responses` is armed."""
 
         async def endpoint(request: Request) -> Any:
+            request.state.handler = handler.__name__  # what `fail_next(only=...)` matches
             response = await handler(request)
             if self._lose and self._lose_only in (None, handler.__name__):
                 self._lose -= 1
