@@ -503,7 +503,7 @@ ConfirmTokenArg = Annotated[str | None, Field()]
 )
 async def destroy_queued_resource(
     confirmation: Annotated[
-        ElicitationResult[tpu_devops.teardown.Confirmation],
+        ElicitationResult[tpu_devops.confirmation.Confirmation],
         Resolve(tpu_devops.teardown.resolve_destroy_confirmation),
     ],
     zone: Annotated[str | None, Field()] = None,
@@ -512,7 +512,7 @@ async def destroy_queued_resource(
     confirm: ConfirmArg = False,
     confirm_token: ConfirmTokenArg = None,
 ) -> tpu_devops.teardown.TeardownResult:
-    """Tear down this rig's TPU in any zone (a dry run giving a confirm_token by default).
+    """Tear down this rig's TPU in any zone (dry run by default).
 
     Every queued resource labelled managed-by=tpu-devops and rig=<RESOURCE_ID> (any id) in every zone, or the
     zone / id named; node first, then the request, then the rig's firewall rule with its last TPU. Never
@@ -530,7 +530,7 @@ async def destroy_queued_resource(
 )
 async def manage_queued_resource(
     confirmation: Annotated[
-        ElicitationResult[tpu_devops.teardown.Confirmation],
+        ElicitationResult[tpu_devops.confirmation.Confirmation],
         Resolve(tpu_devops.teardown.resolve_manage_confirmation),
     ],
     action: Annotated[
@@ -694,23 +694,30 @@ async def apply_gke_deployment(
     title="Tear down our GKE deployment", open_world=True, read_only=False, destructive=True, idempotent=True
 )
 async def teardown_gke_deployment(
+    confirmation: Annotated[
+        ElicitationResult[tpu_devops.confirmation.Confirmation],
+        Resolve(tpu_devops.gke.deploy.resolve_gke_teardown_confirmation),
+    ],
     cluster: ClusterArg,
     kubeconfig: KubeconfigArg = None,
     context: KubeContextArg = None,
     location: GkeLocationArg = None,
     namespace: NamespaceArg = "default",
     delete_node_pool: Annotated[bool, Field()] = True,
-    dry_run: Annotated[bool, Field()] = True,
-    confirm: Annotated[bool, Field()] = False,
+    dry_run: DryRunArg = None,
+    confirm: ConfirmArg = False,
+    confirm_token: ConfirmTokenArg = None,
 ) -> tpu_devops.gke.deploy.GkeTeardownResult:
-    """Delete our GKE deployment, found by our labels. dry_run (default) lists it.
+    """Delete our GKE deployment, found by our labels (dry run by default).
 
     Delete what apply_gke_deployment created, found by our labels only (managed-by=tpu-devops and this rig;
-    the node pool by its resource labels), never by a name alone. dry_run (default) lists it; deleting needs
-    confirm=true."""
+    the node pool by its resource labels), never by a name alone. Confirmed as destroy_queued_resource: a
+    dry run with a confirmation token unless confirm=true; deleting needs your answer when the host can ask
+    you, else that token (single use, 10 min, bound to that plan)."""
     return await tpu_devops.gke.deploy.teardown_gke_deployment(
-        settings, cluster=cluster, kubeconfig=kubeconfig, context=context, location=location,
+        settings, confirmation, cluster=cluster, kubeconfig=kubeconfig, context=context, location=location,
         namespace=namespace, delete_node_pool=delete_node_pool, dry_run=dry_run, confirm=confirm,
+        confirm_token=confirm_token,
     )  # fmt: skip
 
 

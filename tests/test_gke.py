@@ -13,6 +13,7 @@ import pytest
 
 from tests.fakes.gcp import discovery
 from tests.fakes.kube_api import FakeKube
+from tpu_devops.confirmation import ConfirmationError
 from tpu_devops.errors import ConfigError, InputError, OwnershipError, PermissionError_
 from tpu_devops.gke import deploy, manifests
 from tpu_devops.jobs import JOBS
@@ -222,12 +223,21 @@ async def test_teardown_deletes_only_what_carries_our_labels(
         ("HorizontalPodAutoscaler", "vllm-gemma4-e2b"), ("PodMonitoring", "vllm-gemma4-e2b"),
         ("Service", "vllm-gemma4-e2b"), ("Deployment", "vllm-gemma4-e2b"), ("NodePool", "tpu-devops-gemma4-e2b"),
     ]  # fmt: skip
-    assert not dry.executed and len(kube.objects) == 6
-    with pytest.raises(ConfigError) as err:
-        await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config, dry_run=False)
-    assert err.value.field == "confirm"
+    assert not dry.executed and len(kube.objects) == 6 and dry.confirm_token in dry.next_call
+    # confirm=true alone (what a prompt-injected model can say) deletes nothing on a host that cannot ask;
+    # the dry run's token, for exactly this plan, does (issue 12 §7, the rule of every destructive tool)
+    for args in ({"dry_run": False}, {"confirm": True}, {"confirm": True, "confirm_token": "a" * 16}):
+        with pytest.raises(ConfirmationError) as err:
+            await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config, **args)
+        assert "nothing was deleted" in str(err.value) and "confirm_token=" in str(err.value)
+    assert len(kube.objects) == 6
+    with pytest.raises(ConfirmationError):  # another namespace is another plan: the token does not fit
+        await deploy.teardown_gke_deployment(
+            gcp_settings, cluster=cluster, kubeconfig=config, namespace="other", confirm=True,
+            confirm_token=dry.confirm_token,
+        )  # fmt: skip
     done = await deploy.teardown_gke_deployment(
-        gcp_settings, cluster=cluster, kubeconfig=config, dry_run=False, confirm=True
+        gcp_settings, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
     )
     assert done.executed and all(s.done for s in done.steps)
     assert sorted(kube.objects) == [

@@ -14,13 +14,13 @@ from mcp.server.elicitation import AcceptedElicitation, CancelledElicitation, De
 from tests.conftest import gcp_environ
 from tpu_devops import teardown
 from tpu_devops.config import load_settings
-from tpu_devops.confirmation import ConfirmationError, TokenStore
+from tpu_devops.confirmation import Confirmation, ConfirmationError, NotAsked, TokenStore
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError
 
 pytestmark = pytest.mark.anyio
 ZONE = "us-west4-a"
 RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
-NO_ELICITATION = AcceptedElicitation(data=teardown.NotAsked(reason="no elicitation"))
+NO_ELICITATION = AcceptedElicitation(data=NotAsked(reason="no elicitation"))
 
 
 async def destroy(settings, confirmation=NO_ELICITATION, **kw):
@@ -131,7 +131,11 @@ async def test_tokens_are_single_use_unguessable_short_lived_and_bound_to_the_pl
         await destroy(gcp_settings, confirm=True, confirm_token=managed.confirm_token)
     # expired
     plan = await teardown.plan_destroy(gcp_settings, zone=None, queued_resource_id=None)
-    stale = TokenStore(gcp_settings.state_dir).issue(plan.digest, plan.summary(), ttl_s=-1).token
+    stale = (
+        TokenStore(gcp_settings.state_dir)
+        .issue(plan.deletion.digest, plan.deletion.summary(), ttl_s=-1)
+        .token
+    )
     with pytest.raises(ConfirmationError) as err:
         await destroy(gcp_settings, confirm=True, confirm_token=stale)
     assert "expired" in str(err.value)
@@ -170,9 +174,7 @@ async def test_elicitation_answers(fake_gcp, gcp_settings) -> None:
         await destroy(gcp_settings, confirm=True, confirm_token=token)
     # accepted with confirm unticked: declined too
     with pytest.raises(ConfirmationError):
-        await destroy(
-            gcp_settings, AcceptedElicitation(data=teardown.Confirmation(confirm=False)), confirm=True
-        )
+        await destroy(gcp_settings, AcceptedElicitation(data=Confirmation(confirm=False)), confirm=True)
     # cancelled (the host could not ask): the wording hosts use, and a fresh token in the fix
     with pytest.raises(ConfirmationError) as err:
         await destroy(gcp_settings, CancelledElicitation(), dry_run=False)
@@ -184,9 +186,7 @@ async def test_elicitation_answers(fake_gcp, gcp_settings) -> None:
     assert done.executed and "token" in done.message
     # accepted: deletes without any token
     fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG)
-    done = await destroy(
-        gcp_settings, AcceptedElicitation(data=teardown.Confirmation(confirm=True)), dry_run=False
-    )
+    done = await destroy(gcp_settings, AcceptedElicitation(data=Confirmation(confirm=True)), dry_run=False)
     assert done.executed and "confirmed by you" in done.message
 
 

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +26,8 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from tpu_devops import confirmation
 from tpu_devops.config import Settings, require_project
-from tpu_devops.confirmation import ConfirmationError, TokenStore, plan_digest
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError, TpuDevopsError
 from tpu_devops.provisioning.cloud import api, call, node_external_ip
 from tpu_devops.provisioning.ownership import Rig, this_rig
@@ -112,24 +111,17 @@ class Plan:
     unlisted: dict[str, str] = field(default_factory=dict)
 
     @property
-    def digest(self) -> str:
-        """What a confirmation token is bound to (`tpu_devops.confirmation.plan_digest`)."""
-        return plan_digest(
-            self.tool,
-            self.action,
-            self.project,
-            self.rig.rig,
-            [(s.action, s.target, s.zone) for s in self.steps],
-        )
-
-    def summary(self) -> str:
-        """The steps in words: ``delete_node gemma4-e2b (us-west4-a); delete_queued_resource ...``."""
-        return "; ".join(f"{s.action} {s.target} ({s.zone})" for s in self.steps) or "nothing"
-
-    def call(self, **extra: str) -> str:
-        """The exact call that repeats this plan with ``extra`` arguments, e.g. the confirmation token."""
-        args = {**self.args, **extra}
-        return f"{self.tool}({', '.join(f'{k}={v}' for k, v in args.items())})"
+    def deletion(self) -> confirmation.Deletion:
+        """This plan as the confirmation rule sees it (what a token is bound to; the elicitation question)."""
+        warnings = list(self.warnings)
+        if self.unlisted:
+            warnings.append(
+                f"{len(self.unlisted)} zone(s) could not be listed; resources there are not included"
+            )
+        return confirmation.Deletion(
+            tool=self.tool, action=self.action, project=self.project, rig=self.rig.rig,
+            steps=[(s.action, s.target, s.zone) for s in self.steps], args=self.args, warnings=warnings,
+        )  # fmt: skip
 
     def add(self, view: QueuedResourceView, qr: dict[str, Any]) -> None:
         """Steps to delete one queued resource of ours (its nodes first while they exist)."""
@@ -154,10 +146,6 @@ class Plan:
             refused=self.refused, still_running=self.still_running, warnings=self.warnings,
             unlisted_zones=self.unlisted, message=message, **extra,
         )  # fmt: skip
-
-
-def _q(value: str) -> str:
-    return f'"{value}"'
 
 
 async def _list_zones(
@@ -192,11 +180,11 @@ async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_
     args: dict[str, str] = {}
     if zone is not None:
         zone = check_zone(or_default(zone, settings.zone, "zone"))
-        args["zone"] = _q(zone)
+        args["zone"] = confirmation.quoted(zone)
     qr_id = None
     if queued_resource_id is not None:
         qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
-        args["queued_resource_id"] = _q(qr_id)
+        args["queued_resource_id"] = confirmation.quoted(qr_id)
     rig = await this_rig(settings)
     zones = [zone] if zone else await resolve_zones(settings, "all")
     found, errors = await _list_zones(settings, zones)
@@ -255,7 +243,9 @@ async def plan_manage(settings: Settings, *, action: str, zone: str | None) -> P
         )
     require_project(settings)
     zones = await resolve_zones(settings, "all" if zone is None else zone)
-    args = {"action": _q(action)} | ({"zone": _q(zone)} if zone not in (None, "all") else {})
+    args = {"action": confirmation.quoted(action)} | (
+        {"zone": confirmation.quoted(zone)} if zone not in (None, "all") else {}
+    )
     rig = await this_rig(settings)
     found, errors = await _list_zones(settings, zones)
     if len(zones) == 1 and errors:
@@ -353,78 +343,11 @@ async def _delete_firewall_rule(settings: Settings) -> None:
     await access.delete_rig_rule(settings)
 
 
-# ---- confirmation --------------------------------------------------------------------------------
+# ---- confirmation (the shared rule: `tpu_devops.confirmation`) ---------------------------------------
 
 
-class Confirmation(BaseModel):
-    """The user's answer to "delete these TPU resources now?" (an MCP elicitation form)."""
-
-    confirm: bool = Field(description="Delete the listed TPU resources now?")
-
-
-class NotAsked(BaseModel):
-    """The confirmation resolver did not ask the user (a dry run, nothing to delete, or no elicitation)."""
-
-    reason: str = "not asked"
-
-
-# The plan the resolver built (and asked the user about) for this call, keyed by the call's arguments; the
-# tool body executes exactly it (and takes it out, so no later call can pick it up).
-_PLAN: contextvars.ContextVar[tuple[tuple[Any, ...], Plan] | None] = contextvars.ContextVar(
-    "tpu_devops_teardown_plan", default=None
-)
-
-
-def _take_plan(key: tuple[Any, ...]) -> Plan | None:
-    held = _PLAN.get()
-    _PLAN.set(None)
-    return held[1] if held is not None and held[0] == key else None
-
-
-def wants_deletion(dry_run: bool | None, confirm: bool, confirm_token: str | None) -> bool:
-    """Whether a call asks to delete: ``dry_run=false``, or (``dry_run`` omitted) ``confirm=true`` or a
-    token. An explicit ``dry_run=true`` always means a dry run."""
-    if dry_run is not None:
-        return not dry_run
-    return bool(confirm or confirm_token)
-
-
-def _can_elicit(ctx: Context) -> bool:
-    caps = getattr(ctx, "client_capabilities", None)
-    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
-    return elicitation is not None and (
-        getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
-    )
-
-
-def elicitation_summary(plan: Plan) -> str:
-    """The question shown to the user: the exact steps, and any warning."""
-    lines = [f"{s.action} {s.target} ({s.zone})" for s in plan.steps] or ["nothing"]
-    warn = [f"WARNING: {w}" for w in plan.warnings]
-    if plan.unlisted:
-        warn.append(
-            f"WARNING: {len(plan.unlisted)} zone(s) could not be listed; resources there are not included"
-        )
-    return f"Delete these TPU resources of rig '{plan.rig.rig}' (this server's only)?\n" + "\n".join(
-        lines + warn
-    )
-
-
-async def _resolve(ctx: Context, key: tuple[Any, ...], wants: bool, make_plan: Any) -> Any:
-    """Build the plan once for this call; ask the user (``Elicit``) when a deletion is wanted, there is
-    something to delete and the host can be asked; otherwise `NotAsked`."""
-    try:
-        plan = await make_plan()
-    except TpuDevopsError:
-        return NotAsked(reason="the plan failed")  # the tool body raises the real error
-    _PLAN.set((key, plan))
-    if not wants or not plan.steps:
-        return NotAsked(reason="dry run" if not wants else "nothing to delete")
-    if not _can_elicit(ctx):
-        return NotAsked(reason="this host cannot ask (no elicitation)")
-    from mcp.server.mcpserver.resolve import Elicit
-
-    return Elicit(elicitation_summary(plan), Confirmation)
+def _deletion(plan: Plan) -> confirmation.Deletion:
+    return plan.deletion
 
 
 async def resolve_destroy_confirmation(
@@ -436,15 +359,14 @@ async def resolve_destroy_confirmation(
     confirm_token: str | None = None,
 ) -> Any:
     """Resolver (mcp ``Resolve``) for `destroy_queued_resource`: asks the user when the host supports
-    elicitation and the call wants a deletion. On protocol revisions >= 2026-07-28 the SDK carries the
-    question inside an ``InputRequiredResult``; older ones send ``elicitation/create``."""
+    elicitation and the call wants a deletion (`tpu_devops.confirmation.resolve`)."""
     from tpu_devops.config import get_settings
 
     async def make() -> Plan:
         return await plan_destroy(get_settings(), zone=zone, queued_resource_id=queued_resource_id)
 
-    key = ("destroy", zone, queued_resource_id)
-    return await _resolve(ctx, key, wants_deletion(dry_run, confirm, confirm_token), make)
+    wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
+    return await confirmation.resolve(ctx, ("destroy", zone, queued_resource_id), wants, make, _deletion)
 
 
 async def resolve_manage_confirmation(
@@ -461,56 +383,22 @@ async def resolve_manage_confirmation(
     async def make() -> Plan:
         return await plan_manage(get_settings(), action=action, zone=zone)
 
-    key = ("manage", action, zone)
-    return await _resolve(ctx, key, wants_deletion(dry_run, confirm, confirm_token), make)
-
-
-def _tokens(settings: Settings) -> TokenStore:
-    try:
-        return TokenStore(settings.state_dir)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot keep confirmation tokens in the state directory: {exc.strerror}",
-            field="TPU_DEVOPS_STATE_DIR",
-            value=settings.state_dir,
-            fix="point TPU_DEVOPS_STATE_DIR at a writable directory",
-        ) from None
-
-
-def _issue(settings: Settings, plan: Plan) -> dict[str, Any]:
-    """A token for ``plan`` and the exact call that uses it (TeardownResult fields)."""
-    issued = _tokens(settings).issue(plan.digest, plan.summary())
-    return {
-        "confirm_token": issued.token,
-        "confirm_token_expires_in_s": issued.expires_in_s,
-        "next_call": plan.call(confirm="true", confirm_token=_q(issued.token)),
-    }
-
-
-def _refusal(settings: Settings, plan: Plan, why: str) -> ConfirmationError:
-    """ "Nothing was deleted" with the reason, the plan, and a fresh token in the exact call to make."""
-    issued = _issue(settings, plan)
-    return ConfirmationError(
-        f"nothing was deleted: {why}. It would delete: {plan.summary()}",
-        field="confirm_token",
-        fix=f"to delete exactly that, call {issued['next_call']} within {issued['confirm_token_expires_in_s'] // 60} "
-        f"min (single use; a host that can ask you will ask instead); {plan.call(dry_run='true')} shows the plan "
-        "again with a fresh token",
-    )
+    wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
+    return await confirmation.resolve(ctx, ("manage", action, zone), wants, make, _deletion)
 
 
 async def teardown(
     settings: Settings,
-    confirmation: Any,
+    outcome: Any,
     *,
     plan: Plan,
     dry_run: bool | None,
     confirm: bool,
     confirm_token: str | None,
 ) -> TeardownResult:
-    """Run ``plan`` under the confirmation rule (module docstring).
+    """Run ``plan`` under the confirmation rule (module docstring; `tpu_devops.confirmation.decide`).
 
-    ``confirmation``: the resolver's outcome (an accepted `Confirmation` or `NotAsked`, a declined or a
+    ``outcome``: the resolver's outcome (an accepted `Confirmation` or `NotAsked`, a declined or a
     cancelled elicitation).
 
     Raises:
@@ -518,9 +406,7 @@ async def teardown(
             cancelled) no valid token. The message says nothing was deleted and why; the fix is the exact
             call with a fresh token.
     """
-    from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation
-
-    wants = wants_deletion(dry_run, confirm, confirm_token)
+    wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
     if not wants or not plan.steps:
         if not plan.steps:
             why = "nothing of this rig to delete" + (
@@ -528,38 +414,12 @@ async def teardown(
             )
             return plan.result(dry_run=not wants, executed=False, message=why + _running_note(plan))
         said = " (dry_run=true wins over confirm)" if dry_run and (confirm or confirm_token) else ""
-        issued = _issue(settings, plan)
+        offered = confirmation.offer(settings.state_dir, plan.deletion)
         return plan.result(
-            dry_run=True, executed=False, **issued,
-            message=f"dry run{said}: nothing deleted. To delete exactly this, call {issued['next_call']} within "
-            f"{issued['confirm_token_expires_in_s'] // 60} min (single use){_running_note(plan)}",
+            dry_run=True, executed=False, **offered,
+            message=f"dry run{said}: {confirmation.dry_run_message(offered)}{_running_note(plan)}",
         )  # fmt: skip
-    answer = getattr(confirmation, "data", None)
-    if isinstance(confirmation, AcceptedElicitation) and isinstance(answer, Confirmation):
-        if not answer.confirm:
-            raise _declined()
-        via = "confirmed by you when asked"
-    elif isinstance(confirmation, DeclinedElicitation):
-        if confirm_token:
-            _burn(settings, confirm_token, plan)
-        raise _declined()
-    else:  # cancelled (the host could not ask) or not asked (no elicitation): the token decides
-        cancelled = not isinstance(confirmation, AcceptedElicitation)
-        if not confirm_token:
-            raise _refusal(
-                settings,
-                plan,
-                "this host could not ask you to confirm (its confirmation request was cancelled; headless runs "
-                "such as `gemini -p` or `claude -p` cannot ask)"
-                if cancelled
-                else "this host cannot ask you to confirm (no MCP elicitation), and the call carried no "
-                "confirmation token from a dry run of exactly this deletion; confirm=true alone is not enough",
-            )
-        try:
-            _tokens(settings).redeem(confirm_token, plan.digest)
-        except ConfirmationError as exc:
-            raise _refusal(settings, plan, exc.message) from None
-        via = "confirmed by the dry run's token"
+    via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
     await _execute(settings, plan.steps)
     failed = [s for s in plan.steps if s.error]
     message = (
@@ -581,24 +441,9 @@ def _running_note(plan: Plan) -> str:
     )
 
 
-def _declined() -> ConfirmationError:
-    return ConfirmationError(
-        "nothing was deleted: you declined the confirmation",
-        fix="none needed; call it again when you want the deletion",
-    )
-
-
-def _burn(settings: Settings, token: str, plan: Plan) -> None:
-    """Spend a token whose deletion the user declined, so it cannot be replayed."""
-    try:
-        _tokens(settings).redeem(token, plan.digest)
-    except ConfirmationError:
-        pass
-
-
 async def destroy_confirmed(
     settings: Settings,
-    confirmation: Any,
+    outcome: Any,
     *,
     zone: str | None,
     queued_resource_id: str | None,
@@ -607,17 +452,17 @@ async def destroy_confirmed(
     confirm_token: str | None,
 ) -> TeardownResult:
     """`destroy_queued_resource` behind the confirmation rule (the plan the resolver built, else a new one)."""
-    plan = _take_plan(("destroy", zone, queued_resource_id)) or await plan_destroy(
+    plan = confirmation.take_plan(("destroy", zone, queued_resource_id)) or await plan_destroy(
         settings, zone=zone, queued_resource_id=queued_resource_id
     )
     return await teardown(
-        settings, confirmation, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token
+        settings, outcome, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token
     )
 
 
 async def manage_confirmed(
     settings: Settings,
-    confirmation: Any,
+    outcome: Any,
     *,
     action: str,
     zone: str | None,
@@ -626,7 +471,9 @@ async def manage_confirmed(
     confirm_token: str | None,
 ) -> TeardownResult:
     """`manage_queued_resources` behind the confirmation rule."""
-    plan = _take_plan(("manage", action, zone)) or await plan_manage(settings, action=action, zone=zone)
+    plan = confirmation.take_plan(("manage", action, zone)) or await plan_manage(
+        settings, action=action, zone=zone
+    )
     return await teardown(
-        settings, confirmation, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token
+        settings, outcome, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token
     )

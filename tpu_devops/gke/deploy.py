@@ -8,18 +8,22 @@
   objects. Then it creates the node pool (google-cloud-container) unless ``create_node_pool`` is false,
   applies the manifests, and returns a job that waits for the node pool operation and the ready pods.
 - **Teardown** finds what to delete by our labels only (``app.kubernetes.io/managed-by=tpu-devops``,
-  ``tpu-devops/rig=<id>``; the node pool by its ``resourceLabels``), never by a name alone; ``dry_run``
-  (default) lists it; deleting needs ``confirm=true``.
+  ``tpu-devops/rig=<id>``; the node pool by its ``resourceLabels``), never by a name alone; it is a dry run
+  with a confirmation token unless ``confirm=true``, and deleting needs the user's answer or that token
+  (the rule of every destructive tool, `tpu_devops.confirmation`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from tpu_devops import confirmation
 from tpu_devops.catalog import resolve_accelerator_type
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError, InputError, NotFoundError, OwnershipError, TpuDevopsError
@@ -260,20 +264,42 @@ class GkeTeardownStep(BaseModel):
 
 
 class GkeTeardownResult(ToolResult):
-    """What teardown deleted (or would delete), found by our labels only."""
+    """What teardown deleted (or would delete), found by our labels only. ``confirm_token`` (dry runs with
+    something to delete): echo it in the deleting call, within ``confirm_token_expires_in_s`` seconds,
+    once; ``next_call`` is that exact call (`tpu_devops.confirmation`)."""
 
     dry_run: bool
     executed: bool
     steps: list[GkeTeardownStep]
     left_alone: list[str] = Field(default_factory=list)
+    confirm_token: str | None = None
+    confirm_token_expires_in_s: int | None = None
+    next_call: str | None = None
     message: str
 
     def headline(self) -> str:
-        verb = "deleted" if self.executed else "would delete"
-        return f"{verb} {len(self.steps)} object(s) of ours ({', '.join(f'{s.kind} {s.name}' for s in self.steps) or 'none'}). {self.message}"
+        objects = ", ".join(f"{s.kind} {s.name}" for s in self.steps) or "none"
+        if self.executed:
+            return f"DELETED {len(self.steps)} object(s) of ours ({objects}). {self.message}"
+        return (
+            f"NOTHING DELETED: would delete {len(self.steps)} object(s) of ours ({objects}). {self.message}"
+        )
 
 
-async def teardown_gke_deployment(
+@dataclass
+class GkeTeardownPlan:
+    """What `teardown_gke_deployment` would delete: the steps (our objects, then our node pool), what it
+    leaves alone, and what it needs to act (the Kubernetes client, namespace, node pool name)."""
+
+    steps: list[GkeTeardownStep]
+    left_alone: list[str]
+    kube: Any
+    namespace: str
+    pool_name: str
+    deletion: confirmation.Deletion
+
+
+async def plan_gke_teardown(
     settings: Settings,
     *,
     cluster: str,
@@ -282,13 +308,11 @@ async def teardown_gke_deployment(
     location: str | None = None,
     namespace: str = "default",
     delete_node_pool: bool = True,
-    dry_run: bool = True,
-    confirm: bool = False,
-) -> GkeTeardownResult:
-    """Find our objects by label (and our node pool by resourceLabels), list them, delete on confirmation.
+) -> GkeTeardownPlan:
+    """Find our objects by label (and our node pool by resourceLabels): the plan of a teardown.
 
     Raises:
-        ConfigError: execution without ``confirm``. InputError / CloudError: kubeconfig or API failures.
+        InputError / CloudError: kubeconfig or API failures.
     """
     from tpu_devops.gcp import container
 
@@ -314,28 +338,110 @@ async def teardown_gke_deployment(
                 left.append(
                     f"node pool {pool['name']} (no managed-by=tpu-devops / rig={settings.resource_id} labels)"
                 )
-    if dry_run:
+    args = {"cluster": confirmation.quoted(cluster), "namespace": confirmation.quoted(namespace)}
+    for name, value in (("kubeconfig", kubeconfig), ("context", context), ("location", location)):
+        if value is not None:
+            args[name] = confirmation.quoted(value)
+    if not delete_node_pool:
+        args["delete_node_pool"] = "false"
+    deletion = confirmation.Deletion(
+        tool="teardown_gke_deployment", action="delete", project=settings.project, rig=settings.resource_id,
+        steps=[(f"delete {s.kind}", s.name, f"{cluster}/{namespace}") for s in steps], args=args,
+    )  # fmt: skip
+    return GkeTeardownPlan(steps, left, kube, namespace, pool_name, deletion)
+
+
+def _gke_key(cluster: str, kubeconfig: str | None, context: str | None, location: str | None, namespace: str, delete_node_pool: bool) -> tuple[Any, ...]:  # fmt: skip
+    return ("gke-teardown", cluster, kubeconfig, context, location, namespace, delete_node_pool)
+
+
+async def resolve_gke_teardown_confirmation(
+    ctx: Context,
+    cluster: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    location: str | None = None,
+    namespace: str = "default",
+    delete_node_pool: bool = True,
+    dry_run: bool | None = None,
+    confirm: bool = False,
+    confirm_token: str | None = None,
+) -> Any:
+    """Resolver (mcp ``Resolve``) for `teardown_gke_deployment`: asks the user when the host supports
+    elicitation and the call wants a deletion (`tpu_devops.confirmation.resolve`)."""
+    from tpu_devops.config import get_settings
+
+    async def make() -> GkeTeardownPlan:
+        return await plan_gke_teardown(
+            get_settings(), cluster=cluster, kubeconfig=kubeconfig, context=context, location=location,
+            namespace=namespace, delete_node_pool=delete_node_pool,
+        )  # fmt: skip
+
+    key = _gke_key(cluster, kubeconfig, context, location, namespace, delete_node_pool)
+    wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
+    return await confirmation.resolve(ctx, key, wants, make, lambda plan: plan.deletion)
+
+
+async def teardown_gke_deployment(
+    settings: Settings,
+    outcome: Any = None,
+    *,
+    cluster: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    location: str | None = None,
+    namespace: str = "default",
+    delete_node_pool: bool = True,
+    dry_run: bool | None = None,
+    confirm: bool = False,
+    confirm_token: str | None = None,
+) -> GkeTeardownResult:
+    """List our objects and node pool (`plan_gke_teardown`) and delete them under the confirmation rule of
+    every destructive tool (`tpu_devops.confirmation`): a dry run with a confirmation token unless the call
+    says ``confirm=true`` (or ``dry_run=false``); deleting needs the user's elicitation answer
+    (``outcome``, from `resolve_gke_teardown_confirmation`) or that token.
+
+    Raises:
+        ConfirmationError: a deletion asked for but not confirmed (nothing deleted; the fix is the exact
+            call with a fresh token). InputError / CloudError: kubeconfig or API failures.
+    """
+    from tpu_devops.gcp import container
+
+    key = _gke_key(cluster, kubeconfig, context, location, namespace, delete_node_pool)
+    plan = confirmation.take_plan(key) or await plan_gke_teardown(
+        settings, cluster=cluster, kubeconfig=kubeconfig, context=context, location=location,
+        namespace=namespace, delete_node_pool=delete_node_pool,
+    )  # fmt: skip
+    steps, left = plan.steps, plan.left_alone
+    wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
+    if not steps:
         return GkeTeardownResult(
-            dry_run=True, executed=False, steps=steps, left_alone=left,
-            message="dry run: nothing deleted; call again with dry_run=false and confirm=true",
+            dry_run=not wants,
+            executed=False,
+            steps=steps,
+            left_alone=left,
+            message="nothing of ours to delete",
+        )
+    if not wants:
+        offered = confirmation.offer(settings.state_dir, plan.deletion)
+        return GkeTeardownResult(
+            dry_run=True, executed=False, steps=steps, left_alone=left, **offered,
+            message=f"dry run: {confirmation.dry_run_message(offered)}",
         )  # fmt: skip
-    if not confirm:
-        raise ConfigError(
-            "deleting needs confirmation", field="confirm", value=False,
-            fix="review the dry run, then call again with dry_run=false and confirm=true",
-        )  # fmt: skip
+    via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
     for step in steps:
         if step.kind == "NodePool":
-            await common.run_blocking(container.delete_node_pool, settings, pool_name)
+            await common.run_blocking(container.delete_node_pool, settings, plan.pool_name)
         else:
             try:
-                await common.run_blocking(kube.delete, step.kind, namespace, step.name)
+                await common.run_blocking(plan.kube.delete, step.kind, plan.namespace, step.name)
             except NotFoundError:
                 pass  # gone meanwhile: the goal is reached
         step.done = True
     return GkeTeardownResult(
         dry_run=False, executed=True, steps=steps, left_alone=left,
-        message="deleted; the node pool's nodes go within minutes" if any(s.kind == "NodePool" for s in steps) else "deleted",
+        message=("deleted; the node pool's nodes go within minutes" if any(s.kind == "NodePool" for s in steps) else "deleted")
+        + f" ({via})",
     )  # fmt: skip
 
 
