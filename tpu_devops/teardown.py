@@ -31,7 +31,13 @@ from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError, TpuDevopsError
 from tpu_devops.provisioning.cloud import api, call, node_external_ip
 from tpu_devops.provisioning.ownership import Rig, this_rig
-from tpu_devops.provisioning.queued import NOT_LIVE_STATES, TERMINAL_STATES, QueuedResourceView, resolve_zones
+from tpu_devops.provisioning.queued import (
+    NOT_LIVE_STATES,
+    TERMINAL_STATES,
+    QueuedResourceView,
+    list_in_zones,
+    resolve_zones,
+)
 from tpu_devops.provisioning.requests import check_resource_id, check_zone, node_specs, or_default
 from tpu_devops.results import ToolResult
 
@@ -148,25 +154,6 @@ class Plan:
         )  # fmt: skip
 
 
-async def _list_zones(
-    settings: Settings, zones: list[str]
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
-    """(zone -> queued resource JSONs, zone -> error message) for ``zones``, listed concurrently."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    errors: dict[str, str] = {}
-
-    async def one(z: str) -> None:
-        try:
-            found[z] = await call(api(settings).list_queued_resources, z)
-        except TpuDevopsError as exc:
-            errors[z] = exc.message
-
-    async with anyio.create_task_group() as tg:
-        for z in zones:
-            tg.start_soon(one, z)
-    return found, errors
-
-
 async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_id: str | None) -> Plan:
     """The plan of `destroy_queued_resource`: this rig's queued resources (any id, or the one named) in
     ``zone``, or in every zone when ``zone`` is None.
@@ -187,7 +174,8 @@ async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_
         args["queued_resource_id"] = confirmation.quoted(qr_id)
     rig = await this_rig(settings)
     zones = [zone] if zone else await resolve_zones(settings, "all")
-    found, errors = await _list_zones(settings, zones)
+    found, failures = await list_in_zones(settings, zones)
+    errors = {z: exc.message for z, exc in failures.items()}
     if zone and errors:
         raise CloudError(
             f"could not list queued resources in {zone}: {errors[zone]}", field="zone", value=zone,
@@ -195,9 +183,12 @@ async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_
         )  # fmt: skip
     plan = Plan("destroy_queued_resource", "destroy", args, rig, settings.project, unlisted=errors)
     foreign: list[QueuedResourceView] = []
+    rig_live: list[QueuedResourceView] = []
     for z in zones:
         for qr in found.get(z, []):
             view = QueuedResourceView.of(qr, z, rig)
+            if view.ours and view.live:
+                rig_live.append(view)
             if qr_id is not None and view.id != qr_id:
                 continue
             if not view.ours:
@@ -221,7 +212,8 @@ async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_
             fix="list_queued_resources(zone='all', only_ours=true) shows this rig's; omit queued_resource_id "
             "to tear down whatever the rig holds",
         )
-    plan.steps += await firewall_steps(settings, plan.steps)
+    every_zone_seen = zone is None and not errors
+    plan.steps += await firewall_steps(settings, plan.steps, rig_live if every_zone_seen else None)
     return plan
 
 
@@ -247,16 +239,20 @@ async def plan_manage(settings: Settings, *, action: str, zone: str | None) -> P
         {"zone": confirmation.quoted(zone)} if zone not in (None, "all") else {}
     )
     rig = await this_rig(settings)
-    found, errors = await _list_zones(settings, zones)
+    found, failures = await list_in_zones(settings, zones)
+    errors = {z: exc.message for z, exc in failures.items()}
     if len(zones) == 1 and errors:
         raise CloudError(
             f"could not list queued resources in {zones[0]}: {errors[zones[0]]}", field="zone", value=zones[0],
             fix="try again shortly",
         )  # fmt: skip
     plan = Plan("manage_queued_resource", action, args, rig, settings.project, unlisted=errors)
+    rig_live: list[QueuedResourceView] = []
     for z in zones:
         for qr in found.get(z, []):
             view = QueuedResourceView.of(qr, z, rig)
+            if view.ours and view.live:
+                rig_live.append(view)
             if not view.ours:
                 plan.left_alone.append(f"{view.id} in {z} ({view.state}, {view.owner})")
                 continue
@@ -267,7 +263,8 @@ async def plan_manage(settings: Settings, *, action: str, zone: str | None) -> P
                     plan.still_running.append(f"{view.id} in {z} ({view.state})")
                 continue
             plan.add(view, qr)
-    plan.steps += await firewall_steps(settings, plan.steps)
+    every_zone_seen = zone in (None, "all") and not errors
+    plan.steps += await firewall_steps(settings, plan.steps, rig_live if every_zone_seen else None)
     return plan
 
 
@@ -306,11 +303,14 @@ async def _wait_node_gone(settings: Settings, zone: str, node_id: str) -> None:
 # ---- endpoint access (added by helper endpoint-access; issue 11 §4) ------------------------------------
 
 
-async def firewall_steps(settings: Settings, steps: list[DeletionStep]) -> list[DeletionStep]:
+async def firewall_steps(
+    settings: Settings, steps: list[DeletionStep], rig_live: list[QueuedResourceView] | None = None
+) -> list[DeletionStep]:
     """The step that deletes the rig's firewall rule (`tpu_devops.provisioning.access`) when ``steps``
     delete the rig's last live queued resource, so the rule goes with the TPU; [] otherwise (another
-    live TPU of the rig still needs it, or there is no rule of ours). Fails closed: when the rig's
-    queued resources cannot be listed, the rule is kept.
+    live TPU of the rig still needs it, or there is no rule of ours). ``rig_live``: the rig's live queued
+    resources when the caller listed every zone already (else they are listed here). Fails closed: when
+    the rig's queued resources cannot be listed, the rule is kept.
     """
     from tpu_devops.provisioning import access
     from tpu_devops.provisioning.queued import list_queued_resources
@@ -318,17 +318,15 @@ async def firewall_steps(settings: Settings, steps: list[DeletionStep]) -> list[
     deleting = {(s.zone, s.target) for s in steps if s.action == "delete_queued_resource"}
     if not deleting:
         return []
-    try:
-        listing = await list_queued_resources(settings, "all", only_ours=True)
-    except TpuDevopsError:
-        return []
-    if listing.errors:  # a zone we could not see may hold a live TPU that still needs the rule
-        return []
-    live = [
-        q
-        for q in listing.queued_resources
-        if q.rig == settings.resource_id and q.state not in NOT_LIVE_STATES
-    ]
+    if rig_live is None:
+        try:
+            listing = await list_queued_resources(settings, "all", only_ours=True)
+        except TpuDevopsError:
+            return []
+        if listing.errors:  # a zone we could not see may hold a live TPU that still needs the rule
+            return []
+        rig_live = [q for q in listing.queued_resources if q.live]
+    live = rig_live
     if any((q.zone, q.id) not in deleting for q in live):
         return []
     state = await access.firewall_state(settings)

@@ -686,6 +686,26 @@ async def resolve_zones(settings: Settings, zone: str | None) -> list[str]:
     return [check_zone(zone)]
 
 
+async def list_in_zones(
+    settings: Settings, zones: list[str]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, CloudError]]:
+    """(zone -> queued resource JSONs, zone -> the error its listing raised) for ``zones``, listed
+    concurrently (at most `MAX_CONCURRENT_CALLS` at a time). Never raises for one zone."""
+    results: dict[str, list[dict[str, Any]]] = {}
+    failures: dict[str, CloudError] = {}
+
+    async def one(z: str) -> None:
+        try:
+            results[z] = await call(api(settings).list_queued_resources, z)
+        except CloudError as exc:
+            failures[z] = exc
+
+    async with anyio.create_task_group() as tg:
+        for z in zones:
+            tg.start_soon(one, z)
+    return results, failures
+
+
 async def list_queued_resources(
     settings: Settings, zone: str | None = None, *, only_ours: bool = False, rig: Rig | None = None
 ) -> QueuedResourceList:
@@ -701,18 +721,7 @@ async def list_queued_resources(
     require_project(settings)
     started = time.perf_counter()
     zones = await resolve_zones(settings, zone)
-    results: dict[str, list[dict[str, Any]]] = {}
-    failures: dict[str, CloudError] = {}
-
-    async def one(z: str) -> None:
-        try:
-            results[z] = await call(api(settings).list_queued_resources, z)
-        except CloudError as exc:
-            failures[z] = exc
-
-    async with anyio.create_task_group() as tg:
-        for z in zones:
-            tg.start_soon(one, z)
+    results, failures = await list_in_zones(settings, zones)
     rig = rig or await this_rig(settings)
     views = [QueuedResourceView.of(qr, z, rig) for z in zones for qr in results.get(z, [])]
     if only_ours:
