@@ -171,11 +171,8 @@ class _SweepRun:
     def __init__(self, settings: Settings, record: Any, opts: SweepOptions, lease: RigLease | None, rig: Rig):
         self.settings, self.record, self.opts, self.lease, self.rig = settings, record, opts, lease, rig
         self.store = open_store(settings)
-        self.accel, self.model, self.qr_id = (
-            settings.accelerator_type,
-            opts.provisioning_model,
-            settings.resource_id,
-        )
+        self.accel, self.model = settings.accelerator_type, opts.provisioning_model
+        self.qr_id = settings.resource_id
         self.budget_s, self.valid_until_s = request_budget(opts)
         self.attempts: list[SweepAttempt] = []
         self.warnings: list[str] = []
@@ -338,9 +335,8 @@ class _SweepRun:
         validUntilDuration, whichever is shorter, then clean it up like one of ours."""
         started = time.monotonic()
         remaining = self.budget_s
-        created = _parse_rfc3339(view.created_at)
-        if view.valid_until_duration_s is not None and created is not None:
-            remaining = min(remaining, max(0.0, created + view.valid_until_duration_s - time.time()))
+        if view.valid_until_duration_s is not None and view.age_s is not None:
+            remaining = min(remaining, max(0.0, view.valid_until_duration_s - view.age_s))
         self.progress(f"adopted '{view.id}' in {view.zone} ({view.state})")
         return await self.settle(view.zone, view.id, started, remaining)
 
@@ -484,17 +480,6 @@ class _SweepRun:
             f"no zone produced an ACTIVE TPU ({len(self.attempts)} tried)",
             "see attempts; capacity failures expire, so retry later or widen zones",
         )
-
-
-def _parse_rfc3339(text: str | None) -> float | None:
-    from datetime import datetime
-
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 async def run_sweep(
