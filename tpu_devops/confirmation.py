@@ -227,9 +227,9 @@ def offer(state_dir: str | Path, deletion: Deletion) -> dict[str, Any]:
 
 
 def dry_run_message(offered: dict[str, Any]) -> str:
-    """``nothing deleted. To delete exactly this, call ... within 10 min (single use)``."""
+    """``To delete exactly this, call ... within 10 min (single use)`` (the headline says nothing was deleted)."""
     return (
-        f"nothing deleted. To delete exactly this, call {offered['next_call']} within "
+        f"To delete exactly this, call {offered['next_call']} within "
         f"{offered['confirm_token_expires_in_s'] // 60} min (single use)"
     )
 

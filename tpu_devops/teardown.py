@@ -81,6 +81,8 @@ class TeardownResult(ToolResult):
         n = sum(1 for s in self.steps if s.action == "delete_queued_resource")
         what = "; ".join(
             s.target + " in " + s.zone for s in self.steps if s.action == "delete_queued_resource"
+        ) + "".join(
+            f" (and firewall rule {s.target})" for s in self.steps if s.action == "delete_firewall_rule"
         )
         if self.executed:
             head = f"DELETED {n} queued resource(s) of rig '{self.rig}'{': ' + what if what else ''}."
@@ -411,11 +413,11 @@ async def teardown(
                 " in the cleanup sense (FAILED / SUSPENDED only)" if plan.action == "cleanup" else ""
             )
             return plan.result(dry_run=not wants, executed=False, message=why + _running_note(plan))
-        said = " (dry_run=true wins over confirm)" if dry_run and (confirm or confirm_token) else ""
+        said = "dry_run=true wins over confirm. " if dry_run and (confirm or confirm_token) else ""
         offered = confirmation.offer(settings.state_dir, plan.deletion)
         return plan.result(
             dry_run=True, executed=False, **offered,
-            message=f"dry run{said}: {confirmation.dry_run_message(offered)}{_running_note(plan)}",
+            message=f"{said}{confirmation.dry_run_message(offered)}{_running_note(plan)}",
         )  # fmt: skip
     via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
     await _execute(settings, plan.steps)

@@ -426,7 +426,7 @@ async def teardown_gke_deployment(
         offered = confirmation.offer(settings.state_dir, plan.deletion)
         return GkeTeardownResult(
             dry_run=True, executed=False, steps=steps, left_alone=left, **offered,
-            message=f"dry run: {confirmation.dry_run_message(offered)}",
+            message=confirmation.dry_run_message(offered),
         )  # fmt: skip
     via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
     for step in steps:
