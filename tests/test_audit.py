@@ -71,5 +71,6 @@ def test_the_measures_see_what_they_count() -> None:
     assert marked_untrusted({"a": [{"untrusted": {}}]}) and not marked_untrusted({"a": 1})
 
 
-# Measured, not asserted until their fixes land on main (issue #12 §1-§2, helper rig-guard):
-# figures.foreign_deletions == [] and figures.second_tpus == [].
+async def test_no_foreign_deletion_and_no_second_tpu(figures: Figures) -> None:
+    assert figures.foreign_resources == 9 and figures.foreign_deletions == [], _explain(figures)
+    assert figures.second_tpu_scenarios >= 1 and figures.second_tpus == [], _explain(figures)
