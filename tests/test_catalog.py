@@ -79,3 +79,41 @@ def test_machine_type_mixup_is_a_warning_text_only_for_another_generation() -> N
     assert warning and "v6e" in warning and "ct5lp-hightpu-1t" in warning
     assert machine_type_mixup("ct5lp-hightpu-1t", "v5litepod-1") is None
     assert machine_type_mixup("v6e-1", "v5litepod-1") is None  # an explicit what-if, not a mix-up
+
+
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [
+        ("flex-start", "flex-start"), ("FLEX_START", "flex-start"), ("flexstart", "flex-start"),
+        (" Spot ", "spot"), ("preemptible", "spot"), ("SPOT", "spot"),
+        ("on-demand", "on-demand"), ("on_demand", "on-demand"), ("STANDARD", "on-demand"),
+        ("reserved", None), ("", None), ("flex start", None),
+    ],
+)  # fmt: skip
+def test_every_entry_point_reads_provisioning_model_spellings_alike(spelling: str, name: str | None) -> None:
+    """One table of spellings: tpu.env, tool arguments and the price lookup cannot disagree."""
+    from pathlib import Path
+
+    from tpu_devops.catalog import provisioning_model_name
+    from tpu_devops.config import load_settings
+    from tpu_devops.errors import InputError
+    from tpu_devops.pricing import validate_provisioning_model
+    from tpu_devops.provisioning.requests import check_provisioning_model
+
+    assert provisioning_model_name(spelling) == name
+    settings = load_settings(Path("/nonexistent/tpu.env"), {})
+    if name is None:
+        with pytest.raises((ConfigError, InputError)):
+            check_provisioning_model(spelling, settings)
+        with pytest.raises(InputError):
+            validate_provisioning_model(spelling)
+        if spelling.strip():
+            with pytest.raises(ConfigError):
+                load_settings(Path("/nonexistent/tpu.env"), {"PROVISIONING_MODEL": spelling})
+        return
+    assert check_provisioning_model(spelling, settings) == name
+    assert validate_provisioning_model(spelling) == name
+    assert (
+        load_settings(Path("/nonexistent/tpu.env"), {"PROVISIONING_MODEL": spelling}).provisioning_model
+        == name
+    )

@@ -26,7 +26,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tpu_devops.catalog import PROVISIONING_MODELS, AcceleratorType, resolve_accelerator_type
+from tpu_devops.catalog import (
+    PROVISIONING_MODELS,
+    AcceleratorType,
+    provisioning_model_name,
+    resolve_accelerator_type,
+)
 from tpu_devops.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -86,17 +91,6 @@ _PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
-_PROVISIONING_ALIASES = {
-    "flex-start": "flex-start",
-    "flex_start": "flex-start",
-    "flexstart": "flex-start",
-    "spot": "spot",
-    "preemptible": "spot",
-    "on-demand": "on-demand",
-    "on_demand": "on-demand",
-    "ondemand": "on-demand",
-    "standard": "on-demand",
-}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 # TPU_DEVOPS_CACHE_DIR values that turn the cache off: the false spellings (empty means the default) and none.
@@ -461,7 +455,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         )
 
     pm_raw = env["PROVISIONING_MODEL"].strip().lower()
-    provisioning = _PROVISIONING_ALIASES.get(pm_raw)
+    provisioning = provisioning_model_name(pm_raw)
     if provisioning is None:
         raise ConfigError(
             "unknown provisioning model",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from tpu_devops.catalog import PROVISIONING_MODELS, resolve_accelerator_type
+from tpu_devops.catalog import PROVISIONING_MODELS, provisioning_model_name, resolve_accelerator_type
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, InputError, TpuDevopsError
 from tpu_devops.results import ToolResult
@@ -198,14 +198,8 @@ def validate_provisioning_model(provisioning_model: str) -> str:
 
 
 def _validate(provisioning_model: str) -> str:
-    pm = provisioning_model.strip().lower().replace("_", "-")
-    pm = {
-        "preemptible": "spot",
-        "ondemand": "on-demand",
-        "standard": "on-demand",
-        "flexstart": "flex-start",
-    }.get(pm, pm)
-    if pm not in PROVISIONING_MODELS:
+    pm = provisioning_model_name(provisioning_model)
+    if pm is None:
         raise InputError(
             "unknown provisioning model",
             field="provisioning_model",

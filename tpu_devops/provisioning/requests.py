@@ -33,12 +33,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from tpu_devops.catalog import provisioning_model_name
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError
 from tpu_devops.provisioning.access import network_tag
-
-API_PROVISIONING = {"flex-start": "FLEX_START", "spot": "SPOT", "on-demand": "STANDARD"}
-
 
 _ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,59}[a-z0-9])?$")
 
@@ -84,14 +82,8 @@ def check_provisioning_model(model: str | None, settings: Settings) -> str:
     if model is None:
         return settings.provisioning_model
     or_default(model, settings.provisioning_model, "provisioning_model")
-    m = model.strip().lower().replace("_", "-")
-    m = {
-        "flexstart": "flex-start",
-        "preemptible": "spot",
-        "ondemand": "on-demand",
-        "standard": "on-demand",
-    }.get(m, m)
-    if m not in API_PROVISIONING:
+    m = provisioning_model_name(model)
+    if m is None:
         raise ConfigError(
             "unknown provisioning model",
             field="provisioning_model",
