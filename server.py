@@ -256,13 +256,13 @@ async def get_vllm_deployment_config(
     max_model_len: MaxLenOverride = None,
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
-) -> tpu_devops.startup.DeploymentConfig:
+) -> tpu_devops.deployment.DeploymentConfig:
     """The deployment as commands: vllm serve, docker run, gcloud. Runs nothing.
 
     The deployment as human-readable commands: the vllm serve line (built by the same function as the
     startup script), the docker run line, the equivalent gcloud commands (secret, IAM grant, queued
     resource create/describe/delete, logs) and a chat-completions health check. Nothing is run."""
-    return await tpu_devops.startup.deployment_config(
+    return await tpu_devops.deployment.deployment_config(
         tpu_devops.startup.apply_overrides(
             settings,
             model_name=model_name,
