@@ -82,8 +82,8 @@ CALLS: list[tuple[str, dict[str, Any], Callable[[World], None] | None]] = [
     ("import_benchmark_results", {"results_path": BENCH}, None),
     ("estimate_deployment_cost", {"tokens_per_s": 1496.5}, None),
     ("get_cloud_logging_logs", {"limit": 50, "since": EXPORT_SINCE}, None),
-    ("get_vllm_docker_logs", {"since": EXPORT_SINCE}, None),
-    ("get_tpu_system_logs", {"since": EXPORT_SINCE}, None),
+    ("get_vllm_docker_logs", {"since": EXPORT_SINCE, "node": "gemma4-qr"}, None),
+    ("get_tpu_system_logs", {"since": EXPORT_SINCE, "node": "gemma4-qr"}, None),
     ("summarize_logs", {"path": EXPORT}, None),
     ("analyze_cloud_logging", {"question": "Why did vLLM fail to start?", "path": EXPORT}, None),
     ("plan_gke_deployment", {"cluster": "gemma", "kubeconfig": "$kubeconfig"}, None),
@@ -147,7 +147,8 @@ def fakes(state_dir: Path) -> Any:
     from tests.fakes.openai_server import FakeVllm
 
     with FakeGcp() as gcp, FakeVllm(ttft_s=0.001, itl_s=0.001) as vllm, FakeKube() as kube:
-        gcp.logging.load_export(EXPORT)
+        # the export was taken in "my-project": file it under the scenario's project
+        gcp.logging.add(json.loads(Path(EXPORT).read_text().replace("my-project", PROJECT)))
         gcp.container.add_cluster("us-west4-a", "gemma")
         world = World(gcp, vllm, kube)
         world.values["kubeconfig"] = kube.kubeconfig(state_dir / "kubeconfig")
@@ -201,14 +202,22 @@ async def _wait_job(client: Client, job_id: str) -> None:
 
 async def run_every_tool(state_dir: Path) -> Transcript:
     """Start fakes and a server, call every listed tool once (`CALLS`), return what the host saw."""
+    return await run_calls(state_dir, CALLS)
+
+
+async def run_calls(
+    state_dir: Path, calls: list[tuple[str, dict[str, Any], Callable[[World], None] | None]]
+) -> Transcript:
+    """Start fakes and a server and make ``calls`` in order (see `CALLS`); ``missing`` lists the listed
+    tools that ``calls`` does not reach."""
     out = Transcript()
     with fakes(state_dir) as world:
         env = scenario_env(world.gcp, world.vllm, state_dir)
         async with client_for(env, state_dir / "server-stderr.log") as client:
             out.listed = (await client.list_tools()).tools
             names = {t.name for t in out.listed}
-            out.missing = sorted(names - {name for name, _, _ in CALLS})
-            for tool, arguments, before in CALLS:
+            out.missing = sorted(names - {name for name, _, _ in calls})
+            for tool, arguments, before in calls:
                 if tool not in names:
                     continue
                 if before is not None:
@@ -251,3 +260,45 @@ def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:
         # the parameter joins the other properties, after a comma when there are any
         total += GEMINI_CLI_PER_TOOL_BYTES - (0 if t.input_schema.get("properties") else 1)
     return total
+
+
+def _variants(value: Any) -> set[str] | None:
+    """How a scalar may be written in the text (None: not checked: booleans, long or multi-line text)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return {str(value), f"{value:,}"}
+    if isinstance(value, float):
+        out = {str(value), f"{value:,}", f"{value:g}", f"{value:,.0f}"}
+        for digits in range(1, 5):
+            out |= {f"{value:.{digits}f}", f"{value:,.{digits}f}", f"{value:.{digits + 1}g}"}
+        if abs(value) <= 1:
+            out |= {f"{value * 100:.0f}%", f"{value * 100:.1f}%"}
+        return out
+    if isinstance(value, str) and 0 < len(value) <= 120 and "\n" not in value:
+        return {value}
+    return None
+
+
+def _leaves(obj: Any, path: str = "", depth: int = 0) -> Any:
+    """(path, scalar) of the key facts: scalars up to three levels down, the first item of each list."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if depth == 0 and k in ("summary", "untrusted", "omitted"):
+                continue
+            yield from _leaves(v, f"{path}.{k}" if path else k, depth + 1)
+    elif isinstance(obj, list):
+        if obj and depth <= 2:
+            yield from _leaves(obj[0], f"{path}[0]", depth + 1)
+    elif depth <= 3:
+        yield path, obj
+
+
+def missing_facts(answer: Answer) -> list[str]:
+    """The structured content's key facts (`_leaves`) that its text does not state in any usual form."""
+    missing = []
+    for path, value in _leaves(answer.structured or {}):
+        forms = _variants(value)
+        if forms and not any(f in answer.text for f in forms):
+            missing.append(f"{path}={value!r}"[:80])
+    return missing

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tpu_devops import deadline
 from tpu_devops.errors import JobError, TpuDevopsError
@@ -157,7 +157,8 @@ class JobView(ToolResult):
     message: str
     progress: dict[str, Any]
     result: dict[str, Any] | list[Any] | str | float | None = None
-    result_text: str | None = None
+    # The result's own text rendering: the text form shows it, the structured form has ``result`` instead.
+    result_text: str | None = Field(default=None, exclude=True)
     error: dict[str, Any] | None = None
 
     def headline(self) -> str:
@@ -167,10 +168,18 @@ class JobView(ToolResult):
         """The headline, progress, then the finished result in its own readable form."""
         if self.result_text is None:
             return super().render_text()
-        lines = [self.headline()]
+        lines = [self.headline(), f"what: {self.description}"]
         if self.progress:
             lines.append("progress: " + ", ".join(f"{k}={v}" for k, v in self.progress.items()))
         return "\n".join([*lines, "", self.result_text])
+
+    def structured(self) -> dict[str, Any]:
+        """The structured form without the finished result's summary when ``message`` already says it."""
+        data = super().structured()
+        result = data.get("result")
+        if isinstance(result, dict) and result.get("summary") == self.message:
+            data["result"] = {k: v for k, v in result.items() if k != "summary"}
+        return data
 
     @classmethod
     def of(cls, record: JobRecord) -> JobView:

@@ -191,6 +191,9 @@ class LintResult(ToolResult):
         lines.append(
             f"model: {self.model or '(not given)'}" + (f"; image: {self.image}" if self.image else "")
         )
+        if self.flags:
+            shown = [f"--{k}" if v is True else f"--{k} {v}" for k, v in self.flags.items()]
+            lines.append(f"flags read: {' '.join(shown)}")
         for f in self.findings:
             where = " ".join(x for x in (f.flag, f.value) if x) or f.id
             lines.append(f"{f.severity.upper()} {where}: {f.what_happens}")

@@ -375,6 +375,9 @@ class CostEstimate(ToolResult):
         lines.append(
             f"price: ${p.usd_per_chip_hour:.4f} per chip-hour x {p.chips} chip(s) = ${p.usd_per_hour:.4f}/h"
             + (f", effective {p.effective_time}" if p.effective_time else "")
+            + f" ({p.accelerator_type}, {p.generation}, {p.provisioning_model} in {p.region}; {p.source}"
+            + (f" SKU {p.sku_id}: {p.sku_description}" if p.sku_id else "")
+            + ")"
         )
         lines.append(f"24/7 month: ${self.usd_per_month_24x7:,.2f}")
         if self.usd_for_duration is not None:

@@ -126,14 +126,23 @@ class QuotaScan(ToolResult):
         """Headline, then one line per zone (quota limits, acceptance, last attempt)."""
         lines = [
             self.headline(),
-            f"quota ids: {self.zone_quota_id} / {self.region_quota_id}; {self.note}",
+            f"{self.provisioning_model} draws on the {self.quota_family} family; {self.chips_needed} chip(s) "
+            f"needed; quota ids: {self.zone_quota_id} / {self.region_quota_id}; {self.note}",
             "",
         ]
-        lines.append("zone | zone limit | region limit | enough | acceptance | last attempt | blocked until")
+
+        def yes_no(value: bool | None) -> str:
+            return "-" if value is None else ("yes" if value else "no")
+
+        lines.append(
+            "zone | zone limit | region limit | enough | flex-start documented | acceptance | last attempt | "
+            "blocked until"
+        )
         for z in self.zones:
             lines.append(
-                f"{z.zone} | {z.zone_limit} | {z.region_limit} | {'yes' if z.enough_for_request else 'no'} | "
-                f"{z.known_acceptance} | {z.last_attempt or '-'} | {z.blocked_until or '-'}"
+                f"{z.zone} | {z.zone_limit} | {z.region_limit} | {yes_no(z.enough_for_request)} | "
+                f"{yes_no(z.flex_start_documented)} | {z.known_acceptance} | {z.last_attempt or '-'} | "
+                f"{z.blocked_until or '-'}"
             )
         return "\n".join(lines)
 

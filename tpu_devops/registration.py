@@ -32,7 +32,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -80,6 +80,8 @@ class HostTool(Tool):
             MCPError: protocol-level errors, unchanged.
         """
         try:
+            # A list or object sent as JSON text (Claude Desktop does) is parsed first, as the SDK would.
+            arguments = self.fn_metadata.pre_parse_json(arguments)
             args = self._checker.check(arguments) if self._checker else arguments
         except InputError as exc:
             log.info("%s: arguments refused (%s)", self.name, exc.field or "several")
@@ -146,6 +148,28 @@ def _not_confirmed(action: str) -> TpuDevopsError:
     )
 
 
+def _accepts_str(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    return any(_accepts_str(arg) for arg in get_args(annotation))
+
+
+class ArgumentsMetadata(FuncMetadata):
+    """The SDK's `FuncMetadata` without one surprise: its pre-parse turns JSON text into a list or object
+    for any argument not annotated exactly ``str``, so a pasted log export given to an optional string
+    argument (``log_text: str | None``) arrived as a list and was refused. A string stays a string where
+    the argument accepts one."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        parsed = super().pre_parse_json(data)
+        fields = self.arg_model.model_fields
+        for key, value in data.items():
+            field = fields.get(key)
+            if isinstance(value, str) and field is not None and _accepts_str(field.annotation):
+                parsed[key] = value
+        return parsed
+
+
 def build_tool(
     fn: Callable[..., Any],
     *,
@@ -179,7 +203,10 @@ def build_tool(
         parameters=input_schema(arg_schema),
         # The structured form is built by ToolResult.structured and described by the wire schema; the SDK
         # would validate it against the model instead, which requires the fields the wire form prunes.
-        fn_metadata=FuncMetadata(arg_model=strict, output_schema=wire_output_schema(fm.output_schema)),
+        # Serialization mode: fields declared Field(exclude=True) never reach the structured form.
+        fn_metadata=ArgumentsMetadata(
+            arg_model=strict, output_schema=wire_output_schema(output.model_json_schema(mode="serialization"))
+        ),
     )
     tool = HostTool(**fields)
     tool._checker = ArgumentChecker(name, validation_schema(arg_schema))

@@ -123,9 +123,18 @@ class ToolResult(BaseModel):
         return {"summary": self.summary_text(), **prune(self.model_dump(mode="json", by_alias=True), self)}
 
     def host_forms(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, dict[str, Any]]:
-        """(text, structured content), each cut to ``limit`` characters with a note on what was left out."""
+        """(text, structured content), each cut to ``limit`` characters with a note on what was left out.
+
+        A result that carries untrusted text (an ``untrusted`` marker with a ``notice``,
+        `tpu_devops.untrusted.UntrustedContent`) states that notice in the text too: a host that reads
+        only the text must get the same warning as one that reads only the structure.
+        """
         hint = self.more_hint()
-        return cap_text(self.render_text(), limit, hint), cap_structured(self.structured(), limit, hint)
+        text = self.render_text()
+        notice = getattr(getattr(self, "untrusted", None), "notice", None)
+        if isinstance(notice, str) and notice not in text:
+            text = f"{text}\nuntrusted: {notice}"
+        return cap_text(text, limit, hint), cap_structured(self.structured(), limit, hint)
 
 
 def _droppable(value: Any, is_model: bool) -> bool:

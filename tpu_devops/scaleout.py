@@ -476,8 +476,11 @@ class ScaleOutPlan(ToolResult):
 
     def render_text(self) -> str:
         """Headline, why, one table row per shape, the model and its assumptions."""
-        lines = [self.headline(), f"why: {self.why}"]
-        lines.append(f"per-replica curve: {self.curve.source}")
+        lines = [self.headline(), f"winner: {self.winner}; why: {self.why}"]
+        other = ", ".join(f"{x:g}" for x in self.curve.other_prompt_lengths)
+        lines.append(
+            f"per-replica curve: {self.curve.source}" + (f" (other prompt lengths: {other})" if other else "")
+        )
         lines.append(
             "  cells: "
             + ", ".join(
@@ -509,8 +512,14 @@ class ScaleOutPlan(ToolResult):
                 f"{_n(o.median_tpot_ms, 7, 1)}  {_n(o.median_ttft_ms, 7, 0)}  {_n(o.usd_per_hour, 6, 2)}  "
                 f"{_n(o.usd_per_million_output_tokens, 7, 4)}"
             )
+            capacity = (
+                f"; capacity {o.capacity_tokens_per_s:,.1f} tok/s within the objectives"
+                if o.capacity_tokens_per_s is not None
+                else ""
+            )
             lines.append(
-                f"      {o.runs_on}; {o.streams_per_engine:g} streams/engine of at most {o.max_streams_per_engine}; "
+                f"      [{o.shape}{capacity}] {o.runs_on}; {o.streams_per_engine:g} streams/engine of at most "
+                f"{o.max_streams_per_engine}; "
                 f"KV pool {o.kv_tokens_per_engine:,} tokens/engine"
                 + (f" (KV replicated {o.kv_replication:g}x)" if o.kv_replication > 1 else "")
             )

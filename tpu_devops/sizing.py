@@ -560,8 +560,8 @@ class PlanResult(ToolResult):
                 else ""
             )
             lines.append(
-                f"  {g.kind}: {g.layers} layers, head_dim {g.head_dim}, {g.kv_heads} KV head(s){rep} "
-                f"-> {g.bytes_per_token:,} B/token"
+                f"  {g.kind}: {g.layers} layers ({', '.join(map(str, g.layer_indexes))}), head_dim {g.head_dim}, "
+                f"{g.kv_heads} KV head(s){rep} -> {g.bytes_per_token:,} B/token"
             )
         if kv.single_head_dim_error_pct is not None:
             lines.append(
@@ -591,6 +591,11 @@ class PlanResult(ToolResult):
                 f"KV pool: {self.kv_blocks:,} blocks x {self.block_size} tokens = {self.kv_tokens:,} tokens; "
                 f"{self.max_concurrency:.2f} requests of {self.max_model_len:,} tokens at once"
             )
+            lines.append(
+                f"per GiB of pool: {self.kv_tokens_per_gib:,} tokens; one {self.max_model_len:,}-token request: "
+                f"{self.request_kv_gib:.4g} GiB; weights up to {self.max_weights_gib:.2f} GiB leave room for one"
+            )
+            lines.append(f"sources: HBM per chip {b.hbm_source}; weights {b.weights_source}")
         if self.concurrency:
             lines.append(f"load: {self.concurrency.verdict}")
         lines.extend(f"warning: {w}" for w in self.warnings)

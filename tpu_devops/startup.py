@@ -211,9 +211,11 @@ class RenderedScript(ToolResult):
         return f"startup script: {self.bytes:,} bytes, sha256 {self.sha256[:12]}, serves {self.serve_command}"
 
     def render_text(self) -> str:
-        """Headline, notes, then the script."""
+        """Headline, where it goes and what it records, notes, then the script."""
         notes = "\n".join(f"- {n}" for n in self.notes)
-        return f"{self.headline()}\n{notes}\n\n{self.script}"
+        records = "\n".join(f"records {k}: {v}" for k, v in self.records.items())
+        meta = f"instance metadata key: {self.metadata_key}; sha256 {self.sha256}"
+        return f"{self.headline()}\n{meta}\n{records}\n{notes}\n\n{self.script}"
 
 
 def render_startup_script(settings: Settings) -> RenderedScript:

@@ -355,7 +355,8 @@ class GkePlan(ToolResult):
     node_pool: dict[str, Any] = Field(description="container v1 NodePool request body (REST JSON)")
     node_pool_url: str
     manifests: list[RenderedManifest]
-    yaml: str = Field(description="the manifests as one multi-document YAML (kubectl apply -f)")
+    # the text form shows the YAML; the structured form has the same manifests as objects
+    yaml: str = Field(description="the manifests as one multi-document YAML (kubectl apply -f)", exclude=True)
     secret_command: str = Field(description="how to create the Secret the pods read (values never shown)")
     server_dry_run: list[str] = Field(
         default_factory=list, description="per object: what the API server said"

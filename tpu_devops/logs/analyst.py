@@ -604,7 +604,20 @@ class AnalysisResult(UntrustedContent, ToolResult):
         return f"Answer from {self.model}"
 
     def render_text(self) -> str:
-        lines = [self.headline(), ""]
+        lines = [self.headline(), f"question: {inline(self.question)}"]
+        if self.model_consulted:
+            lines.append(
+                f"asked {self.model} at {self.endpoint} ({self.server or '?'}): finish_reason {self.finish_reason}, "
+                f"{self.tokens_used:,} tokens used, evidence {self.evidence_tokens:,} tokens"
+            )
+        if self.root_cause:
+            rc = self.root_cause
+            tags = ", ".join(x for x in (rc.signature, rc.kind, rc.scope) if x)
+            lines.append(
+                f"root cause (from the logs): {rc.template_id} {rc.severity} x{rc.count}, first {rc.first_seen} "
+                f"[{tags}]: {inline(rc.template[:300])}"
+            )
+        lines.append("")
         if not self.model_consulted:
             lines += [self.answer, ""]
         else:

@@ -209,6 +209,18 @@ class BootDiagnosis(UntrustedContent, ToolResult):
         description=f"line numbers of the harmless lines (at most {MAX_FINDING_LINES} each)",
     )
 
+    def structured(self) -> dict[str, Any]:
+        """The structured form without repeating the root cause (and the after-start failure) in
+        ``findings``: those list the other findings."""
+        data = super().structured()
+        shown = [f for f in (data.get("root_cause"), data.get("after_start")) if f]
+        rest = [f for f in data.get("findings", []) if f not in shown]
+        if len(rest) != len(data.get("findings", [])):
+            data["findings"] = rest
+            if not rest:
+                del data["findings"]
+        return data
+
     def recognised(self) -> bool:
         """False when nothing in the text is a vLLM boot line (a wrong file, a pasted non-log)."""
         return bool(
@@ -234,14 +246,25 @@ class BootDiagnosis(UntrustedContent, ToolResult):
             if x
         )
         lines.append(what)
+        if self.non_default_args:
+            args = ", ".join(f"{k}={inline(str(v))}" for k, v in self.non_default_args.items())
+            lines.append(f"non-default args: {args}")
         for p in self.phases:
             at = f"{p.elapsed_s:>7,.0f} s" if p.elapsed_s is not None else f"line {p.line:>5}"
-            lines.append(f"  {at}  {p.phase}" + (f": {p.detail}" if p.detail else ""))
+            stamp = f" ({p.timestamp}, line {p.line})" if p.timestamp else ""
+            lines.append(f"  {at}  {p.phase}" + (f": {p.detail}" if p.detail else "") + stamp)
         b = self.budget
         if b.total_hbm_gib is not None:
             lines.append(
                 f"HBM (GiB): total {b.total_hbm_gib}, cap {b.cap_gib}, weights {b.used_gib}, KV {b.kv_avail_gib}"
                 + (f"; {b.kv_tokens:,} KV tokens" if b.kv_tokens else "")
+                + (f" in {b.kv_blocks:,} blocks of {b.block_size}" if b.kv_blocks and b.block_size else "")
+                + (f", {b.kv_layers} KV layers, {b.kv_dtype}" if b.kv_layers else "")
+                + (
+                    f"; max concurrency {b.max_concurrency}x at {b.concurrency_at_tokens:,} tokens"
+                    if b.max_concurrency and b.concurrency_at_tokens
+                    else ""
+                )
             )
         if self.cross_check:
             lines.append(f"cross-check: {self.cross_check.verdict}")
@@ -254,9 +277,13 @@ class BootDiagnosis(UntrustedContent, ToolResult):
         for f in self.findings:
             where = f" (line {f.first_line}{f', x{f.count}' if f.count > 1 else ''})" if f.first_line else ""
             when = f" [{f.when}]" if f.when and f.when != "boot" else ""
-            lines.append(f"{f.severity.upper()}{when} {f.title}{where}")
+            weight = f"weight {f.weight}" if f.weight is not None else None
+            tags = ", ".join(x for x in (f.id, f.kind, f.scope, weight) if x)
+            lines.append(f"{f.severity.upper()}{when} {f.title}{where} [{tags}]")
             lines.append(f"  cause: {f.cause}")
             lines.append(f"  fix: {f.fix}")
+            if f.source:
+                lines.append(f"  source: {f.source}")
             if f.excerpt:
                 lines.append(f"  log: {fence(f.excerpt[:200])}")
         if self.noise:

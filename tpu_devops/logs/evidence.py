@@ -446,7 +446,8 @@ class SummaryResult(UntrustedContent, ToolResult):
         default=[], description="template ids whose text reads like instructions to an AI agent"
     )
     notices: list[str] = []
-    evidence: str = ""
+    # the readable evidence pack: the text form shows it; the structured form has templates and signatures
+    evidence: str = Field(default="", exclude=True)
 
     def headline(self) -> str:
         if self.root_cause is None:
@@ -467,6 +468,22 @@ class SummaryResult(UntrustedContent, ToolResult):
         lines = [self.headline()]
         if self.root_cause and self.root_cause.fix:
             lines.append(f"Fix: {self.root_cause.fix}")
+        if self.root_cause:
+            rc = self.root_cause
+            tags = ", ".join(x for x in (rc.signature, rc.kind, rc.scope) if x)
+            lines.append(f"root cause: {rc.template_id} {rc.severity} x{rc.count} [{tags}]")
+        if self.signatures:
+            lines.append(
+                "signatures: "
+                + "; ".join(
+                    f"{h.id} ({', '.join(x for x in (h.category, getattr(h, 'kind', None), getattr(h, 'scope', None)) if x)}) x{h.count}"
+                    for h in self.signatures
+                )
+            )
+        lines.append(
+            f"{self.entries:,} entries, {self.templates_total} templates, {self.first_seen} .. {self.last_seen}; "
+            f"evidence {self.evidence_tokens:,} tokens"
+        )
         lines += [f"note: {n}" for n in self.notices]
         lines.append(fence(self.evidence))
         return "\n".join(lines)

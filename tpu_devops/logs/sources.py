@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tpu_devops import deadline, files
 from tpu_devops.config import Settings, require_project
@@ -801,7 +801,12 @@ class LogsPage(UntrustedContent, ToolResult):
     insertIds of entries that read like instructions to an AI agent."""
 
     untrusted: UntrustedData = untrusted_data(
-        "logs", "entries[].message", "entries[].labels", "entries[].insert_id", "entries[].log"
+        "logs",
+        "entries[].message",
+        "entries[].labels",
+        "entries[].insert_id",
+        "entries[].log",
+        "common_labels",
     )
     source: str
     filter: str | None = None
@@ -810,6 +815,20 @@ class LogsPage(UntrustedContent, ToolResult):
     next_page_token: str | None = None
     suspected_injection: list[str] = []
     notices: list[str] = []
+    common_labels: dict[str, str] = Field(
+        default_factory=dict, description="labels every entry has (then left out of each entry's labels)"
+    )
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Labels shared by every entry move to ``common_labels``, so a page does not repeat them per entry."""
+        if len(self.entries) > 1 and not self.common_labels:
+            shared = dict(self.entries[0].labels)
+            for e in self.entries[1:]:
+                shared = {k: v for k, v in shared.items() if e.labels.get(k) == v}
+            if shared:
+                self.common_labels = shared
+                for e in self.entries:
+                    e.labels = {k: v for k, v in e.labels.items() if k not in shared}
 
     def headline(self) -> str:
         more = " (more: pass next_page_token)" if self.next_page_token else ""
@@ -818,8 +837,17 @@ class LogsPage(UntrustedContent, ToolResult):
     def render_text(self) -> str:
         lines = [self.headline()]
         lines += [f"note: {n}" for n in self.notices]
+        if self.filter:
+            lines.append(f"filter: {self.filter}")
+        if self.common_labels:
+            lines.append("every entry: " + ", ".join(f"{k}={v}" for k, v in self.common_labels.items()))
         if self.entries:
-            rows = [f"{e.timestamp} {e.severity:<8} [{e.insert_id}] {e.message}" for e in self.entries]
+            rows = [
+                f"{e.timestamp} {e.severity:<8} [{e.insert_id}] {e.log}"
+                + "".join(f" {k}={v}" for k, v in e.labels.items())
+                + f": {e.message}"
+                for e in self.entries
+            ]
             lines.append(fence("\n".join(rows)))
         if self.next_page_token:
             lines.append(f"next_page_token: {self.next_page_token}")

@@ -94,7 +94,8 @@ class QueuedResourceView(ToolResult):
     labels: dict[str, str] = Field(default_factory=dict)
     ours: bool = False
     owner: str = "not created by tpu-devops"
-    rig: str | None = None
+    # labels["rig"] again: the text names it, the structured form has it in labels
+    rig: str | None = Field(default=None, exclude=True)
     created_by: str | None = None
     created_by_you: bool | None = None
     tool: str | None = None
@@ -656,10 +657,20 @@ class QueuedResourceList(ToolResult):
         lines = [self.headline()]
         for q in self.queued_resources:
             extra = ", holds quota until deleted" if q.holds_quota else ""
+            when = f", created {q.created_at}" if q.created_at else ""
+            age = f" ({q.age_s:,.0f} s ago)" if q.age_s is not None else ""
+            run = f", stops after {q.max_run_duration_s:,.0f} s" if q.max_run_duration_s else ""
+            node = f", node {q.node_id}" if q.node_id else ""
+            who = f", created by {q.created_by}" if q.created_by else ""
+            tool = f" with {q.tool}" if q.tool else ""
+            failed = f", failed: {q.failed_error} (reach {q.failure_reach})" if q.failed_error else ""
+            labels = ", ".join(f"{k}={v}" for k, v in q.labels.items())
             lines.append(
                 f"- {q.id} in {q.zone}: {q.state}, {q.provisioning_model}, {q.accelerator_type}, {q.owner}{extra}"
+                f"{node}{when}{age}{run}{who}{tool}{failed}; labels {labels or 'none'}"
             )
         lines.extend(f"- {zone}: listing failed: {msg}" for zone, msg in sorted(self.errors.items()))
+        lines.append(f"listed in {self.elapsed_s:.3f} s")
         return "\n".join(lines)
 
     def headline(self) -> str:

@@ -138,7 +138,9 @@ class BenchmarkResult(ToolResult):
             lines.append(f"model {self.model or '?'}" + (f" at {self.endpoint}" if self.endpoint else ""))
         if self.price:
             lines.append(
-                f"price: ${self.price.usd_per_hour:.4f}/h {self.price.provisioning_model}, {self.price.label()}"
+                f"price: ${self.price.usd_per_hour:.4f}/h {self.price.provisioning_model}, {self.price.label()}; "
+                f"{self.price.chips} x {self.price.accelerator_type} ({self.price.generation}) in {self.price.region}"
+                + (f", effective {self.price.effective_time}" if self.price.effective_time else "")
             )
         if self.kv_pool_tokens:
             lines.append(f"KV pool: {self.kv_pool_tokens:,} tokens ({self.kv_pool_source})")
@@ -149,6 +151,11 @@ class BenchmarkResult(ToolResult):
                 f"{c.concurrency:>7}  {prompt:>6.0f}  {_f(c.output_tokens_per_s, 9, 1)}  "
                 f"{_f(c.median_ttft_ms, 7, 1)}/{_f(c.p99_ttft_ms, 7, 1)}  {_f(c.median_tpot_ms, 7, 2)}  "
                 f"{_f(c.per_stream_tokens_per_s, 12, 1)}  {c.failures:>4}  {_f(c.usd_per_million_output_tokens, 7, 4)}"
+            )
+            lines.append(
+                f"         {c.completed}/{c.requests} requests in {c.duration_s or 0:,.1f} s, mean output "
+                f"{c.output_tokens_mean or 0:,.0f} tokens, KV demand {c.kv_tokens_demand or 0:,} tokens"
+                + (f"; from {c.source}" if c.source else "")
             )
             if c.kv_warning:
                 lines.append(f"         ! {c.kv_warning}")

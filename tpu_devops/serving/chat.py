@@ -879,7 +879,17 @@ class ChatResult(UntrustedContent, ToolResult):
             if s
             else ""
         )
-        lines += ["", f"-- {self.model} at {self.endpoint}, finish_reason={self.finish_reason}{tokens}"]
+        lines += [
+            "",
+            f"-- {self.model} at {self.endpoint} ({self.endpoint_source}), finish_reason={self.finish_reason}{tokens}",
+        ]
+        if s:
+            gap = f" after token {s.max_gap_after_token}" if s.max_gap_after_token is not None else ""
+            lines.append(
+                f"stream: latency {s.latency_ms} ms, TTFT {s.ttft_ms} ms, TPOT mean {s.tpot_mean_ms} ms / median "
+                f"{s.itl_median_ms} ms, {s.output_tokens_per_s} tok/s overall, {s.decode_tokens_per_s} tok/s decoding, "
+                f"{s.output_chunks} chunks, largest gap {s.max_gap_ms} ms{gap}, stalled: {'yes' if s.stalled else 'no'}"
+            )
         lines.extend(f"note: {n}" for n in self.notices)
         return "\n".join(lines)
 

@@ -54,7 +54,11 @@ class ModelDetails(ToolResult):
 
     def render_text(self) -> str:
         """Headline, served models, engine cache config, the configured flags as one command line."""
-        lines = [self.headline(), f"endpoint: {self.endpoint} ({self.endpoint_source})"]
+        lines = [
+            self.headline(),
+            f"endpoint: {self.endpoint} ({self.endpoint_source}), server {self.server or '?'}, model {self.model}, "
+            f"max_model_len {self.max_model_len}, KV pool {self.kv_pool_tokens} tokens",
+        ]
         if self.context_source:
             lines.append(f"context from: {self.context_source}")
         lines.append(f"served: {', '.join(self.served_models) or 'nothing'}")

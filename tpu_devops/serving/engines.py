@@ -78,6 +78,11 @@ class EngineStatusResult(ToolResult):
                 f"engine {e.engine} ({e.path}): healthy in {e.health_ms:.0f} ms, {e.requests_running or 0:.0f} running / "
                 f"{e.requests_waiting or 0:.0f} waiting, KV {kv}, {e.generation_tokens_total or 0:,.0f} tokens generated{rate}"
             )
+        lines.append(
+            f"totals at {self.endpoint}: {self.healthy} of {len(self.engines)} engines healthy, "
+            f"{self.requests_running or 0:.0f} running, {self.requests_waiting or 0:.0f} waiting, "
+            f"{self.generation_tokens_total or 0:,.0f} tokens generated"
+        )
         return "\n".join(lines)
 
 

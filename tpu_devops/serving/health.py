@@ -100,7 +100,8 @@ class HealthResult(ToolResult):
         lines = [self.headline(), f"endpoint: {self.endpoint or '-'} ({self.endpoint_source or 'none'})"]
         for p in self.probes:
             ms = f"{p.latency_ms:,.1f} ms" if p.latency_ms is not None else "-"
-            lines.append(f"  {p.name:<9} {'ok' if p.ok else 'FAIL':<4} {ms:>11}  {p.detail or ''}")
+            failure = f" [{p.failure}]" if getattr(p, "failure", None) else ""
+            lines.append(f"  {p.name:<9} {'ok' if p.ok else 'FAIL':<4} {ms:>11}  {p.detail or ''}{failure}")
         lines.extend(f"note: {n}" for n in self.notices)
         return "\n".join(lines)
 

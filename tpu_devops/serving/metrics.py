@@ -184,11 +184,16 @@ class MetricsResult(ToolResult):
         def n(x: float | None, unit: str = "") -> str:
             return "?" if x is None else f"{x:,.0f}{unit}"
 
-        lines = [self.headline(), f"endpoint: {self.endpoint}"]
+        lines = [self.headline(), f"endpoint: {self.endpoint} ({self.metrics_kind} metrics)"]
         if self.metrics_kind != "vllm":
             lines += [f"{k}: {v:,.3f}".rstrip("0").rstrip(".") for k, v in self.server_series.items()]
             lines.extend(f"finding: {f}" for f in self.findings)
             return "\n".join(lines)
+        lines.append(
+            f"now: KV cache {self.kv_cache_usage if self.kv_cache_usage is not None else '?'} used "
+            f"({self.kv_cache_metric}), {n(self.requests_running)} running, {n(self.requests_waiting)} waiting, "
+            f"{n(self.preemptions_total)} preemptions total"
+        )
         if self.kv_pool_tokens:
             lines.append(
                 f"KV pool: {self.kv_pool_tokens:,} tokens (vllm:cache_config_info blocks x block size)"
