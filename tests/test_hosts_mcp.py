@@ -241,6 +241,6 @@ async def test_a_headless_host_that_cannot_confirm_gets_a_fix_and_nothing_is_del
             result = await client.call_tool("destroy_queued_resource", {"dry_run": False})
         text = result.content[0].text
         assert result.is_error and "nothing was deleted" in text and "could not ask you" in text
-        assert "dry_run=true" in text and "confirm=true" in text and "Fix:" in text
+        assert "dry_run=true" in text and "confirm_token" in text and "Fix:" in text
         assert "Resolver for parameter" not in text
         assert gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"

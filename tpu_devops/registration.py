@@ -143,8 +143,9 @@ def _not_confirmed(action: str) -> TpuDevopsError:
     return TpuDevopsError(
         f"nothing was deleted: this host could not ask you to confirm (its confirmation request was "
         f"{action}led; headless runs such as `gemini -p` or `claude -p` cannot ask)",
-        fix="run it first with dry_run=true to see exactly what would be deleted, then repeat the call with "
-        "dry_run=false, confirm=true and the confirmation the dry run's answer names",
+        fix="call it with dry_run=true: its answer lists exactly what would be deleted and gives a confirm_token "
+        "with the exact next_call; show the user the steps, and only if they agree make that call (it must echo "
+        "the token before it expires)",
     )
 
 

@@ -94,11 +94,11 @@ class QueuedResourceView(ToolResult):
     labels: dict[str, str] = Field(default_factory=dict)
     ours: bool = False
     owner: str = "not created by tpu-devops"
-    # labels["rig"] again: the text names it, the structured form has it in labels
+    # labels["rig"], ["created-by"] and ["tool"] again: the text names them, the structure has them in labels
     rig: str | None = Field(default=None, exclude=True)
-    created_by: str | None = None
+    created_by: str | None = Field(default=None, exclude=True)
     created_by_you: bool | None = None
-    tool: str | None = None
+    tool: str | None = Field(default=None, exclude=True)
     created_at: str | None = None
     age_s: float | None = None
     max_run_duration_s: float | None = None
