@@ -144,7 +144,7 @@ async def plan_scale_out(
     tpot_ms: Annotated[float | None, Field(ge=0.1, le=60_000)] = None,
     curve: Annotated[
         str | None,
-        Field(description="one-chip benchmark results"),
+        Field(),
     ] = None,
     prompt_tokens: Annotated[
         int | None,
@@ -154,7 +154,7 @@ async def plan_scale_out(
         int | None,
         Field(ge=1, le=256),
     ] = None,
-    model: Annotated[str | None, Field(description="config.json or repo id")] = None,
+    model: Annotated[str | None, Field()] = None,  # a config.json path or a repo id, as plan_capacity's
     provisioning_model: Annotated[str | None, Field(description="flex-start, spot or on-demand")] = None,
     region: Annotated[str | None, Field()] = None,
     usd_per_chip_hour: Annotated[float | None, Field(ge=0.001, le=1000)] = None,
@@ -187,14 +187,13 @@ def lint_vllm_flags(
         str | None,
         Field(
             max_length=8_000,
-            description="a vllm serve (or docker run) line",
         ),
     ] = None,
     flags: Annotated[
         dict[str, Any] | None,
         Field(
             max_length=100,
-            description='instead of command, e.g. {"max_model_len": 16384}',
+            description="instead of command",
         ),
     ] = None,
     accelerator_type: Annotated[str | None, Field()] = None,
@@ -274,16 +273,13 @@ async def get_vllm_deployment_config(
 
 
 @tools.tool(title="Diagnose a vLLM boot log", open_world=True, **READ)
-def diagnose_vllm_boot(
+async def diagnose_vllm_boot(
     log_text: Annotated[str | None, Field(max_length=1_000_000)] = None,
     path: Annotated[str | None, Field(max_length=4096)] = None,
-    node: Annotated[
-        str | None,
-        Field(description="read its log"),
-    ] = None,
-    since: Annotated[str, Field(description="with node: 30m/6h/2d ago")] = "24h",
+    node: Annotated[str | None, Field()] = None,
+    since: Annotated[str, Field(description="with node: 30m/6h/2d")] = "24h",
 ) -> logs.boot.BootDiagnosis:
-    """Why vLLM did or did not boot (log text, file or node): cause and fix.
+    """Why vLLM did or did not boot (log, file or node): cause and fix.
 
     Why did (or didn't) vLLM boot? Parses the vLLM version, non-default args, phase timeline (weights,
     memory statistics, KV init, compile seconds, startup complete), the logged HBM budget and KV tokens
@@ -294,11 +290,14 @@ def diagnose_vllm_boot(
     is an "unrecognised failure" with its line number, never dropped; harmless noise (vllm._C, Triton,
     metadata 404s) is counted, never a root cause. Boot state is apart from serving problems (a server that
     started and rejects requests is "boot OK, but requests fail"). With node, the container log is read from
-    Cloud Logging (redacted) instead of being pasted."""
+    Cloud Logging (redacted) instead of being pasted. With a project configured, it also says whether a warm
+    compile cache and staged weights exist for the deployment and the expected boot time (seed measurement)."""
+    run = tpu_devops.gcp.common.run_blocking
     if node:
         logs.boot.refuse_two_sources(node, log_text, path)
-        log_text = logs.sources.fetch_container_log_text(settings, node, since=since)
-    return logs.boot.diagnose_vllm_boot(log_text=log_text, path=path, settings=settings)
+        log_text = await run(logs.sources.fetch_container_log_text, settings, node, since=since)
+    diagnosis = await run(logs.boot.diagnose_vllm_boot, log_text=log_text, path=path, settings=settings)
+    return await tpu_devops.warmboot.annotate(settings, diagnosis)
 
 
 # ---- Capacity and provisioning (Google Cloud) --------------------------------------------------
@@ -326,7 +325,7 @@ ValidUntilArg = Annotated[
 ]
 SourceRangesArg = Annotated[
     list[str] | None,
-    Field(description="CIDRs for vLLM's port; default your IPv4"),
+    Field(description="CIDRs for vLLM's port"),
 ]
 OpenToInternetArg = Annotated[
     bool,
@@ -373,7 +372,7 @@ async def plan_queued_resource(
 
 AllowOldImageArg = Annotated[
     bool,
-    Field(description="allow an image too old for the model"),
+    Field(description="allow a too-old image"),
 ]
 
 
@@ -567,6 +566,29 @@ async def save_hf_token(
     Store the Hugging Face token in Secret Manager (HF_SECRET_ID): creates the secret if missing and adds
     a version. Checks its shape; never echoes, logs or returns it. The TPU VM reads it at boot."""
     return await tpu_devops.setup_check.save_hf_token(settings, token)
+
+
+@tools.tool(title="Reconfigure vLLM on the running TPU", open_world=True, idempotent=False, **CLOUD_WRITE)
+async def reconfigure_vllm(
+    model_name: ModelNameOverride = None,
+    max_model_len: MaxLenOverride = None,
+    gpu_memory_utilization: UtilOverride = None,
+    vllm_image: ImageOverride = None,
+    dry_run: bool = False,
+) -> tpu_devops.reconfigure.ReconfigureResult:
+    """Job: new vLLM flags on the same TPU. Poll get_job.
+
+    Takes the same overrides as render_startup_script, linted first (blocking findings refuse); dry_run
+    shows the old and new vllm serve lines side by side and changes nothing. Writes the new flags to the node's metadata
+    (nodes.patch, updateMask=metadata, the whole map kept); the VM's watcher replaces the container
+    (serving stops for one engine start, ~8 min on v5e-1) and reports each stage in guest attributes. The
+    job ends when /health answers and /v1/models shows the new max_model_len, or when the new flags failed
+    to boot: then the failed container's log is diagnosed and the last flags that served serve again. Only
+    this rig's node (labels) is changed; a second call while one runs is refused with the running job's id."""
+    return await tpu_devops.reconfigure.reconfigure_vllm(
+        settings, model_name=model_name, max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization, vllm_image=vllm_image, dry_run=dry_run,
+    )  # fmt: skip
 
 
 @tools.tool(title="Check cloud setup", open_world=True, **READ)
@@ -907,7 +929,7 @@ async def run_benchmark(
 
 @tools.tool(title="Import vllm bench serve results", open_world=True, **READ)
 async def import_benchmark_results(
-    results_path: Annotated[str, Field(max_length=4096, description="vllm bench serve JSON (file or dir)")],
+    results_path: Annotated[str, Field(max_length=4096)],
     provisioning_model: ProvisioningArg = None,
     results_dir: Annotated[
         str | None,
@@ -958,14 +980,13 @@ async def estimate_deployment_cost(
 # Log text is redacted (tokens, keys, emails, IPs, project numbers) before any of it leaves the process.
 
 
-SinceArg = Annotated[str | None, Field(description="30m/6h/2d ago or RFC 3339")]
+SinceArg = Annotated[str | None, Field(description="30m/6h/2d or RFC 3339")]
 UntilArg = Annotated[str | None, Field()]
-SeverityArg = Annotated[str | None, Field(description="minimum")]
+SeverityArg = Annotated[str | None, Field()]  # the minimum severity: the tools say so
 RawFilterArg = Annotated[
     str | None,
     Field(
         max_length=20_000,  # Cloud Logging's own limit on a filter
-        description="extra Cloud Logging filter",
     ),
 ]
 NodeArg = Annotated[str | None, Field()]
@@ -973,7 +994,6 @@ PathArg = Annotated[
     str | None,
     Field(
         max_length=4096,
-        description="exported log file",
     ),
 ]
 PageTokenArg = Annotated[str | None, Field()]
@@ -1015,7 +1035,7 @@ def get_cloud_logging_logs(
 @tools.tool(title="vLLM container logs", open_world=True, **READ)
 def get_vllm_docker_logs(
     node: NodeArg = None,
-    since: Annotated[str, Field(description="30m/6h/2d ago or RFC 3339")] = "24h",
+    since: Annotated[str, Field(description="30m/6h/2d or RFC 3339")] = "24h",
     severity: SeverityArg = None,
     text: Annotated[str | None, Field()] = None,
     limit: Annotated[int, Field(ge=1, le=500)] = 100,
@@ -1040,7 +1060,7 @@ def get_vllm_docker_logs(
 @tools.tool(title="TPU VM system logs", open_world=True, **READ)
 def get_tpu_system_logs(
     node: NodeArg = None,
-    since: Annotated[str, Field(description="30m/6h/2d ago or RFC 3339")] = "24h",
+    since: Annotated[str, Field(description="30m/6h/2d or RFC 3339")] = "24h",
     severity: SeverityArg = None,
     limit: Annotated[int, Field(ge=1, le=500)] = 100,
     page_token: PageTokenArg = None,

@@ -18,6 +18,7 @@ BENCHMARKS = [
     ("scaleout", "scripts.bench_scaleout"),
     ("logs", "scripts.bench_logs"),
     ("hosts", "scripts.bench_hosts"),
+    ("warmboot", "scripts.bench_warmboot"),
 ]
 
 

@@ -71,6 +71,7 @@ CALLS: list[tuple[str, dict[str, Any], Callable[[World], None] | None]] = [
     ("get_reservation_status", {}, None),
     ("get_vllm_endpoint", {}, None),
     ("get_system_status", {}, None),
+    ("reconfigure_vllm", {"max_model_len": 8192, "dry_run": True}, None),
     ("verify_model_health", {}, None),
     ("query_gemma", {"prompt": "Say hi", "max_tokens": 8}, None),
     ("query_gemma_with_stats", {"prompt": "Say hi", "max_tokens": 8}, None),

@@ -103,7 +103,14 @@ def run_startup_script(
     run = run_bash(
         [str(script)],
         workdir,
-        {"curl": curl, "docker": docker, "logger": FAKE_LOGGER, "sleep": "#!/bin/bash\n"},
+        # systemctl: the reconfigure watcher's unit (tests/test_startup_vm.py runs the watcher itself)
+        {
+            "curl": curl,
+            "docker": docker,
+            "logger": FAKE_LOGGER,
+            "sleep": "#!/bin/bash\n",
+            "systemctl": "#!/bin/bash\n",
+        },
         {
             "FAKE_TOKEN_B64": base64.b64encode(PLANTED.encode()).decode(),
             "FAKE_KEY_B64": base64.b64encode(PLANTED_KEY.encode()).decode(),

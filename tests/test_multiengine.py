@@ -3,6 +3,7 @@ variables, the HAProxy configuration, and per-engine status through the balancer
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -170,7 +171,11 @@ def test_script_serves_one_engine_per_chip_behind_haproxy(tmp_path: Path) -> Non
         assert "-e TPU_CHIPS_PER_PROCESS_BOUNDS=1,1,1" in run and "-e TPU_PROCESS_BOUNDS=1,1,1" in run
         assert f"-e TPU_PROCESS_PORT={8476 + i} " in run
         assert run.endswith(f"--port {8001 + i}") and run.count("--port") == 1
-        assert f"/root/.cache/vllm/engine-{i}:/root/.cache/vllm" in run
+        # each engine's compile cache under the cache key's directory (tpu_devops.warmboot)
+        assert re.search(
+            rf"/root/\.cache/vllm/[0-9a-f]{{16}}-(?:[0-9a-f]{{16}}|unknown)/engine-{i}:/root/\.cache/vllm ",
+            run,
+        )
         assert PLANTED not in run and PLANTED_KEY not in run  # both reach the engines by the env file only
         assert "--env-file" in run
     lb = next(r for r in runs if "haproxy:3.2" in r)

@@ -78,6 +78,7 @@ DEFAULTS: dict[str, str] = {
     "TPU_DEVOPS_CACHE_DIR": "",
     "TPU_DEVOPS_LOG_LEVEL": "INFO",
     "TPU_DEVOPS_FILE_ROOTS": "",
+    "TPU_DEVOPS_BUCKET": "",
 }
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -91,6 +92,10 @@ _PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+# Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters of
+# lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+BUCKET_SUFFIX = "-tpu-devops"  # the default bucket is <project id>-tpu-devops (at most 41 characters)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 # TPU_DEVOPS_CACHE_DIR values that turn the cache off: the false spellings (empty means the default) and none.
@@ -160,6 +165,7 @@ class Settings(BaseModel):
     state_dir: str
     cache_dir: str | None
     file_roots: tuple[str, ...] = ()  # more directories tools may read and write (`tpu_devops.files`)
+    bucket: str = ""
     env_file: str | None
     project_origin: str = ""  # "the environment" or "tpu.env (path)" when GOOGLE_CLOUD_PROJECT is set
     log_level: str = "INFO"
@@ -562,6 +568,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         cache_dir = _directory(
             env, "TPU_DEVOPS_CACHE_DIR", Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         )
+    bucket = _bucket(env, project)
     return Settings(
         project=project,
         region=region,
@@ -595,6 +602,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         state_dir=state_dir,
         cache_dir=cache_dir,
         file_roots=file_roots,
+        bucket=bucket,
         env_file=read_from,
         project_origin=_project_origin(project, environ, read_from),
         log_level=_log_level(env),
@@ -658,6 +666,7 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "TPU_DEVOPS_CACHE_DIR": (),  # fails closed: no schema cache (FAIL_CLOSED)
     "TPU_DEVOPS_FILE_ROOTS": ("file_roots",),  # tools then refuse every path argument (tpu_devops.files)
     "TPU_DEVOPS_LOG_LEVEL": (),  # INFO
+    "TPU_DEVOPS_BUCKET": ("bucket",),  # invalid: no bucket, every boot cold
 }
 # Variables replaced by a safe value instead of their default when invalid.
 FAIL_CLOSED = {"TPU_DEVOPS_READ_ONLY": "1", "TPU_DEVOPS_CACHE_DIR": "off"}
@@ -721,6 +730,26 @@ def load_settings_or_errors(
 
 def _shown(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _bucket(env: Mapping[str, str], project: str) -> str:
+    """``TPU_DEVOPS_BUCKET``: the product's Cloud Storage bucket (compile cache and staged weights).
+
+    Empty: ``<project id>-tpu-devops`` (empty while no project is set); ``off`` / ``none``: no bucket,
+    every boot is cold. Raises `ConfigError` for a name Cloud Storage would refuse.
+    """
+    raw = env["TPU_DEVOPS_BUCKET"].strip()
+    if raw.lower() in _DISABLED:
+        return ""
+    name = raw.removeprefix("gs://").rstrip("/") if raw else (f"{project}{BUCKET_SUFFIX}" if project else "")
+    if name and (not _BUCKET.match(name) or "google" in name or name.startswith("goog") or ".." in name):
+        raise ConfigError(
+            "not a Cloud Storage bucket name (3-63 lowercase letters, digits, - _ .; no 'google')",
+            field="TPU_DEVOPS_BUCKET",
+            value=raw,
+            fix="use e.g. my-project-tpu-devops, leave it empty for <project>-tpu-devops, or off for no bucket",
+        )
+    return name
 
 
 @lru_cache(maxsize=1)

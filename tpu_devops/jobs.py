@@ -92,8 +92,12 @@ class JobRegistry:
                 record.result = result.structured()
             else:
                 record.result = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-            record.state = "succeeded"
-            if record.message == "started":
+            # A result may end its job as failed and still carry everything it found (``job_failed``).
+            failed = bool(getattr(result, "job_failed", False))
+            record.state = "failed" if failed else "succeeded"
+            if failed and isinstance(result, ToolResult):
+                record.message = result.headline() or "failed"
+            elif record.message == "started":
                 record.message = "done"
         except asyncio.CancelledError:
             record.state = "cancelled"

@@ -156,6 +156,7 @@ async def _run_checks(settings: Settings) -> SetupReport:
         checks.append(Check(name="hf_secret", ok=ok, detail=detail, fix=None if ok else "run save_hf_token"))
     except TpuDevopsError as exc:
         checks.append(_failed("hf_secret", exc, "gcloud services enable secretmanager.googleapis.com"))
+    checks.append(await _bucket_check(settings))
     ours: list[dict[str, Any]] = []
     try:
         listing = await list_queued_resources(settings, "all", only_ours=True)
@@ -197,12 +198,32 @@ async def _endpoint_check(settings: Settings) -> Check:
     return Check(name="endpoint", ok=seen.ok, detail=seen.detail, fix=seen.fix)
 
 
+async def _bucket_check(settings: Settings) -> Check:
+    """The product bucket (compile cache, staged weights) and the VM's object access on it."""
+    from tpu_devops.bucket import inspect_bucket
+
+    status = await inspect_bucket(settings)
+    if not status.configured:
+        return Check(name="bucket", ok=True, detail=status.line())
+    missing = not status.exists and status.fix is None  # created before the first TPU: not a problem
+    ok = missing or (status.usable and bool(status.vm_access))
+    detail = status.line() if status.fix is None else f"bucket gs://{status.name}: {status.detail}"
+    return Check(
+        name="bucket", ok=ok, detail="; ".join([detail, *status.notes]), fix=None if ok else status.fix
+    )
+
+
 class SystemStatus(ToolResult):
     """One dashboard: configuration, our reservation, endpoint, running jobs, recent zone attempts."""
 
     configuration: dict[str, Any]
     reservation: dict[str, Any] | None = None
     endpoint: dict[str, Any] | None = None
+    warm_boot: list[str] = Field(
+        default_factory=list,
+        description="the bucket, whether a warm compile cache and staged weights exist, the expected boot "
+        "time (seed measurement) and the VM's last reconfigure",
+    )
     jobs_running: list[dict[str, Any]] = Field(default_factory=list)
     recent_attempts: list[str] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
@@ -257,6 +278,9 @@ async def system_status(settings: Settings) -> SystemStatus:
             endpoint = (await get_vllm_endpoint(settings)).model_dump(mode="json")
     except TpuDevopsError as exc:
         problems.append(f"endpoint: {exc}")
+    warm: list[str] = []
+    if settings.project:
+        warm = await _warm_lines(settings, reservation)
     jobs = [r.snapshot() for r in JOBS.list() if r.state == "running"]
     recent: list[str] = []
     try:
@@ -273,11 +297,36 @@ async def system_status(settings: Settings) -> SystemStatus:
         configuration=config,
         reservation=reservation,
         endpoint=endpoint,
+        warm_boot=warm,
         jobs_running=[{"job_id": j["job_id"], "kind": j["kind"], "message": j["message"]} for j in jobs],
         recent_attempts=recent,
         problems=problems,
         collected_in_s=round(time.perf_counter() - started, 3),
     )
+
+
+async def _warm_lines(settings: Settings, reservation: dict[str, Any] | None) -> list[str]:
+    """Bucket, warm cache, staged weights, expected boot; the running node's last reconfigure."""
+    from tpu_devops.warmboot import warm_state
+
+    lines = (await warm_state(settings)).lines()
+    if reservation and reservation.get("state") == "ACTIVE" and reservation.get("node_id"):
+        from tpu_devops.provisioning.cloud import api, call
+        from tpu_devops.reconfigure import GUEST_QUERY, last_reconfigure
+
+        try:
+            attrs = await call(
+                api(settings).get_guest_attributes, reservation["zone"], reservation["node_id"], GUEST_QUERY
+            )
+        except TpuDevopsError as exc:
+            lines.append(f"the VM's progress could not be read: {exc.message}")
+        else:
+            if attrs.get("tpu-devops/stage"):
+                lines.append(f"VM boot stage: {attrs['tpu-devops/stage']}")
+            last = last_reconfigure(attrs)
+            if last:
+                lines.append(f"last reconfigure {last.generation}: {last.last_stage} ({last.detail})")
+    return lines
 
 
 class SecretSaved(ToolResult):

@@ -32,6 +32,7 @@ from tpu_devops import __version__, multiengine
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, Settings
 from tpu_devops.errors import ConfigError
 from tpu_devops.results import ToolResult
+from tpu_devops.warmboot import shape_key
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "startup_script.sh.tmpl"
 GEMMA4_PARSER = "gemma4"  # vLLM tool-call and reasoning parser name for Gemma 4 (seed serve command)
@@ -99,6 +100,13 @@ def vllm_serve_flags(settings: Settings) -> list[str]:
 def vllm_serve_argv(settings: Settings) -> list[str]:
     """``["vllm", "serve", MODEL, *vllm_serve_flags(settings)]``."""
     return ["vllm", "serve", settings.model_name, *vllm_serve_flags(settings)]
+
+
+def script_args(settings: Settings) -> list[str]:
+    """The ``VLLM_ARGS`` array of the startup script (what follows ``vllm serve MODEL``; the script adds
+    each engine's ``--port``): the one list both the rendered script and a reconfigure spec carry, so the
+    watcher runs what a boot would."""
+    return _without_port(vllm_serve_flags(settings))
 
 
 def serving_flags_record(settings: Settings) -> dict[str, Any]:
@@ -252,7 +260,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         resource_id=_q("RESOURCE_ID", settings.resource_id),
         serving_flags_json=_q("serving flags", record),
         # The port is per engine: the script adds --port for each (VLLM_PORT when there is one engine).
-        vllm_args="\n".join(f"  {line}" for line in _paired(_without_port(flags))),
+        vllm_args="\n".join(f"  {line}" for line in _paired(script_args(settings))),
         engines=len(ports),
         engine_ports=" ".join(str(p) for p in ports),
         engine_tpu_env="\n".join(f"  {shlex.quote(e)}" for e in tpu_envs) if len(ports) > 1 else "",
@@ -260,6 +268,9 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         lb_config="\n".join(
             f"  {_q('LB_CONFIG', line)}" for line in multiengine.haproxy_config(settings).splitlines()
         ),
+        accelerator_type=_q("ACCELERATOR_TYPE", settings.accelerator_type),
+        bucket=_q("TPU_DEVOPS_BUCKET", settings.bucket),
+        cache_shape_key=_q("cache shape key", shape_key(flags)),
     )
     notes = [
         "The Hugging Face token is not in this script: the VM reads secret "

@@ -36,6 +36,7 @@ PUBLIC_HOSTS = {
     "cloudbilling": "cloudbilling.googleapis.com",
     "container": "container.googleapis.com",
     "compute": "compute.googleapis.com",
+    "storage": "storage.googleapis.com",
 }
 
 # Bounded so that one tool call stays well inside an MCP client's ~60 s timeout; inside a tool call both
@@ -53,6 +54,8 @@ PERMISSION_FIXES = {
     "secretmanager": "grant the caller roles/secretmanager.admin (or the secretmanager permission named) on the project",
     "container": "grant the caller roles/container.admin (or the container.* permission named) on the project",
     "compute": "grant the caller roles/compute.securityAdmin (compute.firewalls.* permissions) on the project",
+    "storage": "grant the caller roles/storage.admin on the project (it creates the product bucket and grants the "
+    "TPU VM's service account object access on it), or name a bucket you own in TPU_DEVOPS_BUCKET",
 }
 # google.api_core prefixes REST error messages with "METHOD URL: "; the URL adds nothing for a person.
 _URL_PREFIX = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE) \S+: ")

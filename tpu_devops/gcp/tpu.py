@@ -116,7 +116,49 @@ class TpuApi:
         )
         return _to_dict(tpu_v2.Node, node)
 
+    def get_guest_attributes(self, zone: str, node_id: str, query_path: str) -> dict[str, str]:
+        """Guest attributes of worker 0 under ``query_path`` (e.g. ``tpu-devops/``) as
+        ``{"namespace/key": value}`` (TPU API ``nodes.getGuestAttributes``; an empty map when none).
+
+        Raises `NotFoundError` when the node does not exist.
+        """
+        from google.cloud import tpu_v2
+
+        request = tpu_v2.GetGuestAttributesRequest(
+            name=f"{self._parent(zone)}/nodes/{node_id}", query_path=query_path, worker_ids=["0"]
+        )
+        resp = self._call(
+            f"read guest attributes of node {node_id} in {zone}", "get_guest_attributes", request
+        )
+        out: dict[str, str] = {}
+        for attrs in resp.guest_attributes:
+            for item in attrs.query_value.items:
+                out[f"{item.namespace}/{item.key}"] = item.value
+        return out
+
     # ---- writes ----------------------------------------------------------------------------
+
+    def set_node_metadata(self, zone: str, node_id: str, metadata: dict[str, str]) -> dict[str, Any]:
+        """Replace the node's whole metadata map with ``metadata`` (``nodes.patch`` with
+        ``updateMask=metadata``); returns the long-running operation as a dict.
+
+        A field mask names the whole ``metadata`` map, so the map sent replaces the node's map: callers
+        send every key they keep (``startup-script`` included), as gcloud's ``tpu-vm`` commands do
+        (googlecloudsdk/command_lib/compute/tpus/tpu_vm/util.py: ``UpdateMetadataKey`` edits the map read
+        from the node, then ``UpdateNode`` patches it with the mask).
+        """
+        from google.cloud import tpu_v2
+        from google.protobuf import field_mask_pb2
+
+        node = tpu_v2.Node(name=f"{self._parent(zone)}/nodes/{node_id}", metadata=metadata)
+        op = self._call(
+            f"update the metadata of node {node_id} in {zone}",
+            "update_node",
+            node=node,
+            update_mask=field_mask_pb2.FieldMask(paths=["metadata"]),
+        )
+        operation = getattr(op, "operation", None)
+        return {"name": getattr(operation, "name", ""), "done": bool(getattr(operation, "done", False))}
 
     def create_queued_resource(
         self, zone: str, qr_id: str, body_text: str, *, version: str, request_id: str

@@ -208,6 +208,11 @@ class BootDiagnosis(UntrustedContent, ToolResult):
         default_factory=dict,
         description=f"line numbers of the harmless lines (at most {MAX_FINDING_LINES} each)",
     )
+    warm_boot: list[str] = Field(
+        default_factory=list,
+        description="for the configured deployment: the bucket, whether a warm compile cache and staged weights "
+        "exist, the expected boot time (seed measurement); empty without a project",
+    )
 
     def structured(self) -> dict[str, Any]:
         """The structured form without repeating the root cause (and the after-start failure) in
@@ -288,6 +293,7 @@ class BootDiagnosis(UntrustedContent, ToolResult):
                 lines.append(f"  log: {fence(f.excerpt[:200])}")
         if self.noise:
             lines.append("harmless noise: " + ", ".join(f"{k} x{v}" for k, v in self.noise.items()))
+        lines += [f"warm boot (this deployment): {w}" for w in self.warm_boot]
         return "\n".join(lines)
 
     def headline(self) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.images import image_gate
@@ -77,6 +79,11 @@ class QueuedResourcePlan(ToolResult):
     stops_billing: str
     max_cost_usd: float | None
     warnings: list[str]
+    warm_boot: list[str] = Field(
+        default_factory=list,
+        description="the product bucket and the VM's access to it, whether a warm compile cache and staged "
+        "weights exist for this deployment, the expected boot time (seed measurement)",
+    )
     endpoint_access: EndpointAccess
 
     def headline(self) -> str:
@@ -100,8 +107,9 @@ async def plan_queued_resource(
     open_to_internet: bool = False,
 ) -> QueuedResourcePlan:
     """Build the exact create request, gcloud equivalent, price, warnings and endpoint access (the
-    firewall rule create would make, with your public IPv4 detected for it). Makes no cloud call
-    besides the price lookup and that detection.
+    firewall rule create would make, with your public IPv4 detected for it), and the warm-boot picture
+    (the product bucket, a warm compile cache, staged weights, the expected boot time). Changes nothing:
+    its cloud calls are the price lookup, that detection and read-only Cloud Storage calls.
 
     Raises:
         ConfigError: bad zone / model / durations / source ranges, no startup-script renderer, or a
@@ -120,6 +128,10 @@ async def plan_queued_resource(
             store = None
     qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
     rig = await this_rig(settings)
+    # Rendered as create will render it: a bucket that exists but is not usable is left out of the script.
+    warm, bucket_usable = await _warm_boot(settings, no_project)
+    if not bucket_usable:
+        settings = settings.model_copy(update={"bucket": ""})
     body = build_request(
         settings,
         zone=zone,
@@ -204,4 +216,21 @@ async def plan_queued_resource(
         max_cost_usd=max_cost,
         warnings=warnings,
         endpoint_access=access,
+        warm_boot=warm,
     )
+
+
+async def _warm_boot(settings: Settings, no_project: bool) -> tuple[list[str], bool]:
+    """(the plan's warm-boot lines, whether create would name the bucket in the startup script): read
+    with `tpu_devops.warmboot.warm_state` (read-only Cloud Storage calls). A bucket that does not exist
+    yet counts as usable: create makes it first (`bucket.prepare_for_create`)."""
+    from tpu_devops.warmboot import expected_boot, warm_state
+
+    if no_project:
+        return [f"no project: the bucket is not checked; {expected_boot(settings, None).text}"], True
+    state = await warm_state(settings)
+    lines = state.lines()
+    bucket = state.bucket
+    if bucket.configured and not bucket.exists and bucket.fix is None:
+        lines[0] = f"bucket gs://{bucket.name}: {bucket.detail}"
+    return lines, (not bucket.exists and bucket.fix is None) or bucket.usable

@@ -418,6 +418,10 @@ async def _create_under_lease(
         await ensure_hf_secret(settings)
         endpoint_access = await ensure_access(settings, planned)
         warnings.extend(endpoint_access.warnings)
+        from tpu_devops.bucket import create_warnings, prepare_for_create
+
+        settings, bucket = await prepare_for_create(settings)  # the sweep prepares once, before its job
+        warnings.extend(create_warnings(bucket))
     body = build_request(
         settings,
         zone=zone,

@@ -573,6 +573,9 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
     try:  # before the job starts, so a missing network or permission is this call's error
         await ensure_hf_secret(settings)
         opts.access = await ensure_access(settings, opts.access)
+        from tpu_devops.bucket import prepare_for_create
+
+        settings, _ = await prepare_for_create(settings)  # every create of the sweep renders this bucket
     except BaseException:
         lease.release()
         raise

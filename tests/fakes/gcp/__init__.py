@@ -99,6 +99,7 @@ def _default_surfaces() -> dict[str, Any]:
         ("container", "tests.fakes.gcp.container", "FakeContainer"),
         ("compute", "tests.fakes.gcp.compute", "FakeCompute"),
         ("public_ip", "tests.fakes.gcp.compute", "FakePublicIp"),
+        ("storage", "tests.fakes.gcp.storage", "FakeStorage"),
     ):
         try:
             mod = importlib.import_module(module)

@@ -166,6 +166,8 @@ class FakeTpu:
         self.external_ip = "127.0.0.1"
         self.queued: dict[tuple[str, str], QueuedRecord] = {}
         self.nodes: dict[tuple[str, str], dict[str, Any]] = {}
+        # (zone, node id) -> {"namespace/key": value}: what the VM wrote (worker 0)
+        self.guest_attributes: dict[tuple[str, str], dict[str, str]] = {}
         self.requests: list[dict[str, Any]] = []  # every call: method, path, query, headers, body text
         self._failures: list[tuple[int, str | None]] = []  # (status, only this handler or None)
         self.broken_zones: dict[str, int] = {}
@@ -441,6 +443,12 @@ class FakeTpu:
                 Route(
                     f"{base}/{{zone}}/nodes/{{node_id}}", self._losing(self.delete_node), methods=["DELETE"]
                 ),
+                Route(f"{base}/{{zone}}/nodes/{{node_id}}", self._losing(self.patch_node), methods=["PATCH"]),
+                Route(
+                    f"{base}/{{zone}}/nodes/{{node_id}}:getGuestAttributes",
+                    self._losing(self.get_guest_attributes),
+                    methods=["POST"],
+                ),
             ]
         return out
 
@@ -624,6 +632,65 @@ class FakeTpu:
         return JSONResponse(
             self._operation(project, zone, "delete", f"projects/{project}/locations/{zone}/nodes/{node_id}")
         )
+
+    # Fields nodes.patch may update (discovery: "Supported fields: [description, tags, labels, metadata,
+    # network_config.enable_external_ips]"), as mask paths in both spellings.
+    PATCHABLE = {"description": "description", "tags": "tags", "labels": "labels", "metadata": "metadata"}
+
+    async def patch_node(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        project, zone, node_id = (request.path_params[k] for k in ("project", "zone", "node_id"))
+        mask = request.query_params.get("updateMask") or request.query_params.get("update_mask") or ""
+        paths = [p.strip() for p in mask.split(",") if p.strip()]
+        if not paths:
+            return google_error(400, "INVALID_ARGUMENT", "update_mask is required")
+        unsupported = [p for p in paths if p not in self.PATCHABLE]
+        if unsupported:
+            return google_error(400, "INVALID_ARGUMENT", f"Unsupported update mask path(s): {unsupported}")
+        body = json.loads((await request.body()) or b"{}")
+        with self._lock:
+            node = self.nodes.get((zone, node_id))
+            if node is None:
+                return _not_found(f"projects/{project}/locations/{zone}/nodes/{node_id}")
+            for path in paths:  # a masked field is replaced whole (a map included)
+                field_name = self.PATCHABLE[path]
+                if field_name in body:
+                    node[field_name] = copy.deepcopy(body[field_name])
+                else:
+                    node.pop(field_name, None)
+        op = self._operation(project, zone, "update", f"projects/{project}/locations/{zone}/nodes/{node_id}")
+        return JSONResponse(op)
+
+    async def get_guest_attributes(self, request: Request) -> JSONResponse:
+        if err := await self._prelude(request):
+            return err
+        project, zone, node_id = (request.path_params[k] for k in ("project", "zone", "node_id"))
+        body = json.loads((await request.body()) or b"{}")
+        query = str(body.get("queryPath") or body.get("query_path") or "")
+        with self._lock:
+            if (zone, node_id) not in self.nodes:
+                return _not_found(f"projects/{project}/locations/{zone}/nodes/{node_id}")
+            attrs = dict(self.guest_attributes.get((zone, node_id), {}))
+        prefix = query.strip("/")
+        items = []
+        for full, value in sorted(attrs.items()):
+            if prefix and not (full == prefix or full.startswith(prefix + "/")):
+                continue
+            namespace, _, key = full.partition("/")
+            items.append({"namespace": namespace, "key": key, "value": value})
+        return JSONResponse({"guestAttributes": [{"queryPath": query, "queryValue": {"items": items}}]})
+
+    def put_guest_attribute(self, zone: str, node_id: str, key: str, value: str) -> None:
+        """What the VM's metadata-server PUT to ``instance/guest-attributes/<key>`` does."""
+        with self._lock:
+            self.guest_attributes.setdefault((zone, node_id), {})[key] = value
+
+    def node_metadata(self, zone: str, node_id: str) -> dict[str, str]:
+        """The node's metadata map (what the VM sees as instance attributes); empty when it is gone."""
+        with self._lock:
+            node = self.nodes.get((zone, node_id))
+            return dict((node or {}).get("metadata") or {})
 
     # ---- inspection helpers for tests ----------------------------------------------------------
 
