@@ -173,6 +173,7 @@ class ArgumentChecker:
         value = error.instance
         echo = shown(name, value)
         expected = _expected(error.schema if isinstance(error.schema, dict) else prop)
+        about = f" ({prop['description']})" if prop.get("description") else ""
         v = error.validator
         if v == "required":
             missing = re.findall(r"'([^']+)' is a required property", error.message)
@@ -189,8 +190,7 @@ class ArgumentChecker:
                 f"expected {expected}, got {kind_of(value)}",
                 field=field,
                 value=echo,
-                fix=f"pass {field} as {expected}"
-                + (f" ({prop['description']})" if prop.get("description") else ""),
+                fix=f"pass {field} as {expected}{about}",
             )
         if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             return InputError(
@@ -226,15 +226,10 @@ class ArgumentChecker:
                 "does not have the expected form",
                 field=field,
                 value=echo,
-                fix=f"write {field} to match {error.validator_value}"
-                + (f" ({prop['description']})" if prop.get("description") else ""),
+                fix=f"write {field} to match {error.validator_value}{about}",
             )
         return InputError(
-            f"is not valid ({v})",
-            field=field,
-            value=echo,
-            fix=f"pass {field} as {expected}"
-            + (f" ({prop['description']})" if prop.get("description") else ""),
+            f"is not valid ({v})", field=field, value=echo, fix=f"pass {field} as {expected}{about}"
         )
 
 
