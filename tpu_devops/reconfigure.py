@@ -100,11 +100,14 @@ async def find_rig_node(settings: Settings) -> RigNode:
     listing = await list_queued_resources(settings, "all", only_ours=True)
     active = [q for q in listing.queued_resources if q.rig == settings.resource_id and q.state == "ACTIVE"]
     if not active:
+        failed = ", ".join(sorted(listing.errors))
         raise NotFoundError(
-            f"rig '{settings.resource_id}' has no ACTIVE TPU to reconfigure",
+            f"rig '{settings.resource_id}' has no ACTIVE TPU to reconfigure"
+            + (f" in the zones that could be listed (listing failed in {failed})" if failed else ""),
             field="RESOURCE_ID",
             value=settings.resource_id,
-            fix="create one (find_tpu / create_tpu_queued_resource); get_reservation_status shows its state",
+            fix="try again if a zone's listing failed; else create one (find_tpu / create_tpu_queued_resource); "
+            "get_reservation_status shows its state",
         )
     if len(active) > 1:
         raise OwnershipError(
