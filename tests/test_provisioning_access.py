@@ -216,3 +216,67 @@ async def test_a_refused_create_or_a_fruitless_sweep_leaves_no_rule_behind(fake_
         await anyio.sleep(0.05)
     assert JOBS.get(started.job_id).state == "succeeded"
     assert fake_gcp.compute.firewalls == {}  # the sweep found nothing: its rule went too
+
+
+@pytest.mark.parametrize(
+    "variable,value",
+    [
+        ("GOOGLE_CLOUD_REGION", "us-east5"),  # the configured zone is then outside it
+        ("LIMIT_MM_PER_PROMPT", "{image:4}"),
+        ("MAX_MODEL_LEN", "16k"),
+        ("GPU_MEMORY_UTILIZATION", "high"),
+        ("MAX_NUM_BATCHED_TOKENS", "4k"),
+        ("TENSOR_PARALLEL_SIZE", "one"),
+    ],
+)
+async def test_a_bad_setting_refuses_create_and_find_tpu_before_anything_is_made(
+    fake_gcp, tmp_path, variable, value
+) -> None:
+    """The server starts with an invalid tpu.env (issue 11 §6); create and the sweep must refuse with it
+    before making the API key, the firewall rule or the bucket, not after (a half-done change)."""
+    from tpu_devops.config import load_settings_or_errors
+    from tpu_devops.provisioning.sweep import SweepOptions, start_sweep
+
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    s = load_settings_or_errors(environ=gcp_environ(fake_gcp, tmp_path, **{variable: value}))
+    assert s.config_errors
+    opts = SweepOptions(
+        provisioning_model="flex-start", zones=None, zone_budget_s=5, poll_interval_s=0.05, max_zones=1,
+        max_run_duration_s=None, valid_until_duration_s=None,
+    )  # fmt: skip
+    for attempt in (lambda: create_queued_resource(s, zone="us-central1-a"), lambda: start_sweep(s, opts)):
+        with pytest.raises(ConfigError) as err:
+            await attempt()
+        assert err.value.field in {variable, "GOOGLE_CLOUD_ZONE"} and "restart the server" in (
+            err.value.fix or ""
+        )
+    assert fake_gcp.compute.firewalls == {} and "vllm-api-key" not in fake_gcp.secrets.secrets
+    assert fake_gcp.tpu.creates() == [] and not fake_gcp.storage.buckets
+
+
+async def test_a_cancelled_sweep_deletes_the_rule_it_made(fake_gcp, tmp_path) -> None:
+    import anyio
+
+    from tpu_devops.jobs import JOBS
+    from tpu_devops.provisioning.sweep import SweepOptions, start_sweep
+
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.timings = {"ACCEPTED": 0, "WAITING_FOR_RESOURCES": 3600, "PROVISIONING": 0}
+    s = settings_for(fake_gcp, tmp_path)
+    opts = SweepOptions(
+        provisioning_model="flex-start", zones=["us-west4-a"], zone_budget_s=600, poll_interval_s=0.05,
+        max_zones=1, max_run_duration_s=None, valid_until_duration_s=None,
+    )  # fmt: skip
+    started = await start_sweep(s, opts)
+    assert started.endpoint_access is not None and started.endpoint_access.action == "created"
+    for _ in range(400):  # the request is waiting for capacity
+        if fake_gcp.tpu.creates():
+            break
+        await anyio.sleep(0.05)
+    await JOBS.cancel(started.job_id)
+    for _ in range(400):
+        if JOBS.get(started.job_id).state != "running":
+            break
+        await anyio.sleep(0.05)
+    assert JOBS.get(started.job_id).state == "cancelled"
+    assert fake_gcp.compute.firewalls == {}  # no TPU carries its tag any more

@@ -15,7 +15,9 @@ created after the re-check, hence is the newer one, and its own re-check sees th
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +35,7 @@ from tpu_devops.provisioning.plan import hourly_price, stops_text
 from tpu_devops.provisioning.requests import (
     CreateCall,
     build_request,
+    check_create_settings,
     check_durations,
     check_provisioning_model,
     check_resource_id,
@@ -59,6 +62,9 @@ WAITING_STATES = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES")
 # States in which a queued resource of ours holds (or will hold) a TPU that bills: not finished, not
 # on its way out. A rig with more than one of these bills twice.
 NOT_LIVE_STATES = ("FAILED", "SUSPENDED", "SUSPENDING", "DELETING")
+# How long a failed or cancelled create may spend deleting the firewall rule it made (every zone listed
+# once, then one delete): a cancelled call must still end soon.
+RULE_RELEASE_S = 20.0
 
 
 def state_of(qr: dict[str, Any]) -> str:
@@ -341,6 +347,10 @@ async def create_queued_resource(
     image_warnings = image_gate(
         settings.vllm_image, settings.model_name, allow_unsupported_image=allow_unsupported_image
     )
+    check_create_settings(
+        settings, zone=zone, qr_id=qr_id, provisioning_model=model, max_run_duration_s=max_run,
+        valid_until_duration_s=valid,
+    )  # fmt: skip
     rig = await this_rig(settings)
     held = lease or await acquire_rig_lease(settings, open_store(settings), CREATE)
     try:
@@ -418,20 +428,22 @@ async def _create_under_lease(
         await ensure_hf_secret(settings)
         endpoint_access = await ensure_access(settings, planned)
         warnings.extend(endpoint_access.warnings)
-        from tpu_devops.bucket import create_warnings, prepare_for_create
+    async with release_rule_on_failure(settings, endpoint_access):
+        if check_secret:
+            from tpu_devops.bucket import create_warnings, prepare_for_create
 
-        settings, bucket = await prepare_for_create(settings)  # the sweep prepares once, before its job
-        warnings.extend(create_warnings(bucket))
-    body = build_request(
-        settings,
-        zone=zone,
-        qr_id=qr_id,
-        provisioning_model=model,
-        max_run_duration_s=max_run,
-        valid_until_duration_s=valid,
-        labels=rig.labels(tool),
-    )
-    request = create_call(zone, qr_id, body)
+            settings, bucket = await prepare_for_create(settings)  # the sweep prepares once, before its job
+            warnings.extend(create_warnings(bucket))
+        body = build_request(
+            settings,
+            zone=zone,
+            qr_id=qr_id,
+            provisioning_model=model,
+            max_run_duration_s=max_run,
+            valid_until_duration_s=valid,
+            labels=rig.labels(tool),
+        )
+        request = create_call(zone, qr_id, body)
     try:
         op = await send_create(settings, request)
     except CloudError as exc:
@@ -973,6 +985,20 @@ async def create_with_optional_wait(
         result.wait_job_id = result.job_id = rec.id
         result.next_step = f"a wait job started: poll get_job {rec.id} (job_id='{rec.id}') until it succeeds; then get_vllm_endpoint"
     return result
+
+
+@contextlib.asynccontextmanager
+async def release_rule_on_failure(settings: Settings, access: EndpointAccess | None) -> AsyncIterator[None]:
+    """Around the steps between making the rig's firewall rule and the create (or sweep) that needs it:
+    when they fail or are cancelled, delete the rule ``access`` says this call created (nothing will
+    carry its tag), shielded and bounded, then re-raise. A rule that existed before is left alone."""
+    try:
+        yield
+    except BaseException:
+        if access is not None and access.action == "created":
+            with anyio.CancelScope(shield=True), anyio.move_on_after(RULE_RELEASE_S):
+                await release_unused_rule(settings)
+        raise
 
 
 async def release_unused_rule(settings: Settings) -> str | None:

@@ -309,6 +309,36 @@ def build_request(
     return body
 
 
+def check_create_settings(
+    settings: Settings,
+    *,
+    zone: str,
+    qr_id: str,
+    provisioning_model: str,
+    max_run_duration_s: int | None = None,
+    valid_until_duration_s: int | None = None,
+) -> None:
+    """Read every setting a create depends on before it changes anything in the cloud.
+
+    The server starts with invalid settings and a tool that reads one refuses (issue 11 §6), but a
+    create reads most of them only when it renders the request, after it has made the API key, the
+    firewall rule and the bucket. Rendering the body once here (and reading the configured zone and
+    region, which order a sweep's zones and place the bucket) moves that refusal ahead of every change.
+
+    Raises:
+        ConfigError: the first invalid setting the create would read (variable, value, fix).
+    """
+    _ = settings.zone, settings.region
+    build_request(
+        settings,
+        zone=zone,
+        qr_id=qr_id,
+        provisioning_model=provisioning_model,
+        max_run_duration_s=max_run_duration_s,
+        valid_until_duration_s=valid_until_duration_s,
+    )
+
+
 def api_version(body: dict[str, Any]) -> str:
     """The TPU API version a create of ``body`` goes to: ``v2alpha1`` when it uses a field only that
     surface defines (``provisioningModel``, ``runDuration``; discovery documents rev. 20261001), else

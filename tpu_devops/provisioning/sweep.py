@@ -40,10 +40,17 @@ from tpu_devops.provisioning.queued import (
     SecondTpuError,
     create_queued_resource,
     ensure_hf_secret,
+    release_rule_on_failure,
     rig_queued_resources,
     state_of,
 )
-from tpu_devops.provisioning.requests import VALID_UNTIL_MIN_S, check_durations, check_zone, node_specs
+from tpu_devops.provisioning.requests import (
+    VALID_UNTIL_MIN_S,
+    check_create_settings,
+    check_durations,
+    check_zone,
+    node_specs,
+)
 from tpu_devops.provisioning.store import (
     LEASE_TTL_S,
     SWEEP,
@@ -564,6 +571,11 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
                 fix="use zones from get_zones_with_available_quota (or list_queued_resources zone='all'), "
                 "or omit zones",
             )
+    check_create_settings(
+        settings, zone=(opts.zones or [settings.zone])[0], qr_id=settings.resource_id,
+        provisioning_model=opts.provisioning_model, max_run_duration_s=opts.max_run_duration_s,
+        valid_until_duration_s=opts.valid_until_duration_s,
+    )  # fmt: skip
     opts.access = await plan_access(
         settings, allowed_source_ranges=opts.allowed_source_ranges, open_to_internet=opts.open_to_internet
     )
@@ -575,14 +587,16 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
         opts.access = await ensure_access(settings, opts.access)
         from tpu_devops.bucket import prepare_for_create
 
-        settings, _ = await prepare_for_create(settings)  # every create of the sweep renders this bucket
+        async with release_rule_on_failure(settings, opts.access):
+            settings, _ = await prepare_for_create(settings)  # every create of the sweep renders this bucket
     except BaseException:
         lease.release()
         raise
 
     async def body(record: Any) -> SweepResult:
         try:
-            out = await run_sweep(settings, record, opts, lease)
+            async with release_rule_on_failure(settings, opts.access):  # a failed or cancelled sweep
+                out = await run_sweep(settings, record, opts, lease)
             if not out.found and opts.access is not None and opts.access.action == "created":
                 from tpu_devops.provisioning.queued import release_unused_rule
 
