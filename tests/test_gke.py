@@ -103,6 +103,10 @@ def test_node_pool_request_matches_the_discovery_document(gcp_settings, pm: str)
         ({"service_type": "LoadBalancer"}, "source_ranges"),
         ({"service_type": "LoadBalancer", "source_ranges": ["0.0.0.0/0"]}, "source_ranges"),
         ({"queue_target": 0}, "queue_target"),
+        ({"location": "../../../../etc/passwd"}, "location"),
+        ({"location": "us-west4-a/clusters/x"}, "location"),
+        ({"location": ""}, "location"),
+        ({"location": "us-central1"}, "location"),  # a region GOOGLE_CLOUD_ZONE (us-west4-a) is not in
     ],
 )
 def test_bad_arguments_are_named(gcp_settings, kw: dict, field: str) -> None:
@@ -110,6 +114,14 @@ def test_bad_arguments_are_named(gcp_settings, kw: dict, field: str) -> None:
     with pytest.raises(InputError) as err:
         manifests.render(gcp_settings, **kw)
     assert err.value.field == field
+
+
+def test_the_node_pool_goes_where_the_cluster_is(gcp_settings) -> None:
+    zonal = manifests.render(gcp_settings, cluster="gemma", location="us-central1-b")
+    assert zonal.node_pool["locations"] == ["us-central1-b"]
+    assert zonal.node_pool_url == "projects/demo-project/locations/us-central1-b/clusters/gemma/nodePools"
+    regional = manifests.render(gcp_settings, cluster="gemma", location="us-west4")
+    assert regional.node_pool["locations"] == ["us-west4-a"] and regional.location == "us-west4"
 
 
 def test_load_balancer_is_limited_to_the_given_ranges(gcp_settings) -> None:

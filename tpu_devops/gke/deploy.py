@@ -316,7 +316,8 @@ async def plan_gke_teardown(
     """
     from tpu_devops.gcp import container
 
-    manifests.render(settings, cluster=cluster, location=location, namespace=namespace)  # validates the names
+    manifests.render(settings, cluster=cluster, namespace=namespace)  # validates the names
+    where = manifests.check_location(settings, location)  # where the nodes went does not matter here
     kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
     selector = manifests.selector(settings)
     steps: list[GkeTeardownStep] = []
@@ -325,7 +326,7 @@ async def plan_gke_teardown(
             if is_ours(obj, settings):  # the server filtered by selector; check again, fail closed
                 steps.append(GkeTeardownStep(kind=kind, name=obj["metadata"]["name"]))
     left: list[str] = []
-    pool_name = _node_pool_name(settings, cluster, location or settings.zone)
+    pool_name = _node_pool_name(settings, cluster, where)
     if delete_node_pool:
         try:
             pool = await common.run_blocking(container.get_node_pool, settings, pool_name)

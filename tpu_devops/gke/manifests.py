@@ -66,6 +66,8 @@ SCHEMA_MIN_VERSION = "1.33.0"  # GKE 1.33.0-gke.1712000 is the first with flex-s
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")  # us-west4-a
+_LOCATION = re.compile(r"^[a-z]+-[a-z]+\d+(-[a-z])?$")  # a zone or a region (us-west4)
 
 
 def names(settings: Settings) -> dict[str, str]:
@@ -150,8 +152,52 @@ def _check(settings: Settings, replicas: int, max_replicas: int, namespace: str,
         )
 
 
-def node_pool_body(settings: Settings, *, replicas: int, max_replicas: int) -> dict[str, Any]:
-    """The container v1 ``NodePool`` (REST JSON) for one-chip nodes of the configured generation."""
+def check_location(settings: Settings, location: str | None) -> str:
+    """The cluster's location for the ``location`` argument (default: GOOGLE_CLOUD_ZONE): a zone (zonal
+    cluster) or a region (regional cluster), as GKE names them; it goes into the request's path.
+
+    Raises:
+        InputError: ``location`` is neither a zone nor a region.
+    """
+    where = location if location is not None else settings.zone
+    if not _LOCATION.match(where or ""):
+        raise InputError(
+            "not a GKE location (a zone such as us-west4-a or a region such as us-west4)",
+            field="location",
+            value=location,
+            fix="pass the cluster's location as gcloud container clusters list shows it, or omit it for "
+            f"GOOGLE_CLOUD_ZONE ({settings.zone})",
+        )
+    return where
+
+
+def node_zone(settings: Settings, location: str) -> str:
+    """The zone of the TPU nodes in a cluster at ``location`` (`check_location`): a zonal cluster's own
+    zone; in a regional cluster GOOGLE_CLOUD_ZONE, which must be in that region (a node pool's
+    ``locations`` are zones of the cluster's region: container v1 ``NodePool.locations``, GKE
+    "Regional clusters").
+
+    Raises:
+        InputError: a region that GOOGLE_CLOUD_ZONE is not in.
+    """
+    if _ZONE.match(location):
+        return location
+    if settings.zone.rsplit("-", 1)[0] != location:
+        raise InputError(
+            f"the TPU nodes go to GOOGLE_CLOUD_ZONE {settings.zone}, which is not in the cluster's region {location}",
+            field="location",
+            value=location,
+            fix=f"pass the zone of {location} the nodes should use as location, or set GOOGLE_CLOUD_ZONE to a zone "
+            f"of {location} that offers {settings.accelerator_type} (get_zones_with_available_quota)",
+        )
+    return settings.zone
+
+
+def node_pool_body(
+    settings: Settings, *, replicas: int, max_replicas: int, zone: str | None = None
+) -> dict[str, Any]:
+    """The container v1 ``NodePool`` (REST JSON) for one-chip nodes of the configured generation, in
+    ``zone`` (default GOOGLE_CLOUD_ZONE; `node_zone` gives the one that fits the cluster)."""
     gen = resolve_accelerator_type(settings.accelerator_type).generation
     config: dict[str, Any] = {
         "machineType": gen.machine_types[1],
@@ -169,7 +215,7 @@ def node_pool_body(settings: Settings, *, replicas: int, max_replicas: int) -> d
     return {
         "name": names(settings)["node_pool"],
         "initialNodeCount": 0 if flex else replicas,
-        "locations": [settings.zone],
+        "locations": [zone or settings.zone],
         "config": config,
         "autoscaling": {
             "enabled": True,
@@ -439,7 +485,8 @@ def render(
             value=queue_target,
             fix="use 1..1000 waiting requests per pod",
         )
-    location = location or settings.zone
+    location = check_location(settings, location)
+    zone = node_zone(settings, location)
     objects = [
         deployment(settings, replicas=replicas, namespace=namespace),
         service(settings, namespace=namespace, service_type=service_type, source_ranges=source_ranges),
@@ -492,7 +539,7 @@ def render(
         namespace=namespace,
         replicas=replicas,
         max_replicas=max_replicas,
-        node_pool=node_pool_body(settings, replicas=replicas, max_replicas=max_replicas),
+        node_pool=node_pool_body(settings, replicas=replicas, max_replicas=max_replicas, zone=zone),
         node_pool_url=f"projects/{project}/locations/{location}/clusters/{cluster}/nodePools",
         manifests=rendered,
         yaml=yaml.safe_dump_all([m.manifest for m in rendered], sort_keys=False),
