@@ -284,6 +284,14 @@ async def test_wrong_credentials_and_missing_kubeconfig_are_clear(
     with pytest.raises(InputError) as err:
         await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=str(tmp_path / "none"))
     assert err.value.field == "kubeconfig"
+    # outside the readable roots, a file that exists and one that does not get the same answer
+    answers = set()
+    for outside in ("/etc/passwd", "/etc/no-such-kubeconfig-here", "/dev/zero"):
+        with pytest.raises(InputError) as err:
+            await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=outside)
+        assert err.value.field == "kubeconfig"
+        answers.add(err.value.message)
+    assert len(answers) == 1 and "outside the directories" in answers.pop()
 
 
 async def test_benchmark_at_the_service_prices_the_deployment_and_measures_each_replica(

@@ -62,16 +62,17 @@ def api_client(kubeconfig: str | None, context: str | None) -> Any:
     from kubernetes.config.config_exception import ConfigException
 
     path = Path(kubeconfig).expanduser() if kubeconfig else None
-    if path is not None and not path.is_file():
+    if path is not None and path.resolve() not in _default_kubeconfigs():
+        # Any other path is caller input: only where tools may read (`tpu_devops.files`), checked before
+        # anything else so that no answer tells whether a file outside those directories exists.
+        path = files.readable_file(None, str(kubeconfig), field="kubeconfig", max_bytes=MAX_KUBECONFIG_BYTES)
+    elif path is not None and not path.is_file():
         raise InputError(
             "no such kubeconfig file",
             field="kubeconfig",
             value=kubeconfig,
             fix="pass the file `gcloud container clusters get-credentials CLUSTER` wrote (usually ~/.kube/config)",
         )
-    if path is not None and path.resolve() not in _default_kubeconfigs():
-        # Any other path is caller input: only where tools may read (`tpu_devops.files`).
-        path = files.readable_file(None, str(kubeconfig), field="kubeconfig", max_bytes=MAX_KUBECONFIG_BYTES)
     try:
         return config.new_client_from_config(config_file=str(path) if path else None, context=context)
     except (ConfigException, OSError, ValueError, TypeError) as exc:
