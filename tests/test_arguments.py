@@ -76,3 +76,52 @@ def test_several_faults_are_listed_together() -> None:
     text = refused({"token": "t", "max_tokens": 0, "temperature": 9})
     assert text.startswith("2 arguments of demo_tool are invalid")
     assert "max_tokens = 0" in text and "temperature = 9" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"zone": "../../etc/passwd"}, "zone"),
+        ({"zone": "us-west4"}, "zone"),
+        ({"zones": ["us-west4-a", "Europe"]}, "zones"),
+        ({"since": "yesterday"}, "since"),
+        ({"until": "99999999d"}, "until"),
+        ({"queued_resource_id": "Gemma_4"}, "queued_resource_id"),
+        ({"node": "x; rm -rf /"}, "node"),
+        ({"provisioning_model": "cheapest"}, "provisioning_model"),
+    ],
+)
+def test_an_argument_of_a_shared_form_is_refused_when_malformed(args: dict, field: str) -> None:
+    """The form of zone, since, ids and provisioning model is checked for every tool, used or not."""
+    from tpu_devops.arguments import check_formats
+
+    problems = check_formats(args)
+    assert [p.field for p in problems] == [field]
+    assert all(isinstance(p, InputError) and p.fix for p in problems)
+
+
+def test_well_formed_shared_arguments_pass() -> None:
+    from tpu_devops.arguments import check_formats
+
+    ok = {
+        "zone": "all",
+        "zones": ["us-west4-a", "europe-west4-b"],
+        "since": "6h",
+        "until": "2026-08-07T23:00:00Z",
+        "queued_resource_id": "gemma4-e2b",
+        "node": "gemma4-e2b-node",
+        "provisioning_model": "FLEX_START",
+    }
+    assert check_formats(ok) == []
+    assert check_formats({"zone": 3, "zones": [1, 2]}) == []  # other kinds: the schema's to judge
+
+
+def test_every_shared_form_names_an_argument_some_tool_takes() -> None:
+    import json
+    from pathlib import Path
+
+    from tpu_devops.arguments import FORMATS
+
+    snapshot = json.loads((Path(__file__).parent / "data" / "tool_snapshot.json").read_text())
+    taken = {name for tool in snapshot.values() for name in tool["input_schema"].get("properties", {})}
+    assert set(FORMATS) <= taken

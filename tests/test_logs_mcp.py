@@ -241,7 +241,8 @@ async def test_bad_inputs_come_back_as_clear_tool_errors(
         ({"path": str(tmp_path / "noise.bin")}, "path"),
         ({"path": str(not_a_log)}, "path"),
         ({"path": ""}, "path"),
-        ({"path": str(EXPORT), "since": "garbage"}, "path"),
+        ({"path": str(EXPORT), "since": "6h"}, "path"),
+        ({"path": str(EXPORT), "since": "garbage"}, "since"),
         ({"path": str(EXPORT), "severity": "LOUD"}, "path"),
         ({"path": str(tmp_path / "missing.json")}, "path"),
         ({"path": str(tmp_path)}, "path"),
@@ -263,6 +264,17 @@ async def test_bad_inputs_come_back_as_clear_tool_errors(
         ("get_cloud_logging_logs", {"filter": "a) OR (b"}, "filter"),
         ("get_cloud_logging_logs", {"filter": 'x:"unterminated'}, "filter"),
         ("get_cloud_logging_logs", {"since": SINCE, "page_token": "garbage"}, "page_token"),
+        # a malformed value is refused even where it would not be used (pasted text; VLLM_URL is set)
+        ("diagnose_vllm_boot", {"log_text": "INFO x", "since": "yesterday"}, "since"),
+        ("get_vllm_endpoint", {"zone": "../../etc/passwd"}, "zone"),
+        ("summarize_logs", {"path": str(EXPORT), "until": "soon"}, "until"),
+        ("analyze_cloud_logging", {"question": "why?", "path": str(EXPORT), "node": "Node_1"}, "node"),
+        ("diagnose_vllm_boot", {"log_text": "INFO x", "node": "../x"}, "node"),
+        ("estimate_deployment_cost", {"provisioning_model": "cheapest"}, "provisioning_model"),
+        ("get_zones_with_available_quota", {"provisioning_model": "flex start!"}, "provisioning_model"),
+        ("describe_queued_resource", {"zone": "us-west4", "queued_resource_id": "x"}, "zone"),
+        ("get_reservation_status", {"queued_resource_id": "Gemma_4"}, "queued_resource_id"),
+        ("find_tpu", {"zones": ["us-west4-a", "everywhere"]}, "zones"),
     ]
     async with mcp_client(**_env(gcp, vllm, tmp_path)) as client:
         for name, args, field in calls:

@@ -729,10 +729,9 @@ class CloudLoggingSource:
 # ---------------------------------------------------------------------------------------------
 
 
-def node_clause(node: str) -> str:
-    """Entries about one TPU node or queued resource id (``:`` is substring match, so a queued
-    resource id also finds its node ``<id>-node``): the Docker driver's ``jsonPayload.instance.name``,
-    the guest agent's instance-name labels, ``tpu_worker``'s ``node_id``, audit ``resourceName``."""
+def check_node_id(node: str) -> str:
+    """``node`` when it is a TPU node or queued resource id (lowercase letter first, then up to 61
+    lowercase letters, digits and hyphens). Raises InputError naming the field ``node``."""
     if not re.match(r"^[a-z][-a-z0-9]{0,61}$", node or ""):
         raise InputError(
             "not a TPU node or queued resource id",
@@ -740,7 +739,14 @@ def node_clause(node: str) -> str:
             value=node,
             fix="e.g. gemma4-e2b (see RESOURCE_ID)",
         )
-    v = quote_value(node)
+    return node
+
+
+def node_clause(node: str) -> str:
+    """Entries about one TPU node or queued resource id (``:`` is substring match, so a queued
+    resource id also finds its node ``<id>-node``): the Docker driver's ``jsonPayload.instance.name``,
+    the guest agent's instance-name labels, ``tpu_worker``'s ``node_id``, audit ``resourceName``."""
+    v = quote_value(check_node_id(node))
     return " OR ".join(
         [
             f"jsonPayload.instance.name:{v}",
