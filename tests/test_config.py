@@ -219,3 +219,15 @@ def test_project_falls_back_to_application_default_credentials_and_says_so(
         assert explicit.project_source == "the environment (GOOGLE_CLOUD_PROJECT)"
     finally:
         detected_project.cache_clear()
+
+
+def test_public_summary_shows_list_settings_as_plain_text(tmp_path: Path) -> None:
+    """A tuple setting reads as a comma-separated list, never as a Python repr like ('/tmp',)."""
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for r in roots:
+        r.mkdir()
+    s = load_settings(tmp_path / "none", environ={"TPU_DEVOPS_FILE_ROOTS": ":".join(map(str, roots))})
+    summary = s.public_summary()
+    assert summary["file_roots"] == f"{roots[0]}, {roots[1]}"
+    assert not any(isinstance(v, tuple) or "('" in str(v) for v in summary.values())
+    assert load_settings(tmp_path / "none", environ={}).public_summary()["file_roots"].startswith("(none")
