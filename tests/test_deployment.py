@@ -118,3 +118,34 @@ def test_every_command_in_the_deployment_view_runs_against_the_right_project(
 
 def run_bash_with_shims(workdir: Path, line: str):
     return run_bash(["-c", line], workdir, {"gcloud": GCLOUD_SHIM, "curl": CURL_SHIM})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("extra", DEPLOYMENTS)
+async def test_the_firewall_line_opens_what_create_would_and_only_when_reachable(
+    fake_gcp, tmp_path, extra
+) -> None:
+    """open_port is the rule create_tpu_queued_resource makes (name, network, port, tag, ranges); an
+    internal-only node without ALLOWED_SOURCE_RANGES gets no rule, and its health check names INTERNAL_IP."""
+    from tests.conftest import gcp_environ
+    from tpu_devops.provisioning.access import firewall_body
+
+    s = load_settings(environ=gcp_environ(fake_gcp, tmp_path, **extra))
+    cfg = await deployment_config(s)
+    if not s.external_ip:
+        assert (
+            "open_port" not in cfg.gcloud_commands and "firewall-rules" not in cfg.gcloud_commands["delete"]
+        )
+        assert "http://INTERNAL_IP:" in cfg.health_check and any("IAP tunnel" in n for n in cfg.notes)
+        return
+    body = firewall_body(s, ["YOUR_PUBLIC_IPV4/32"])
+    words = bash_words(cfg.gcloud_commands["open_port"])
+    assert words[:4] == ["gcloud", "compute", "firewall-rules", "create"] and words[4] == body["name"]
+    assert f"--allow=tcp:{body['allowed'][0]['ports'][0]}" in words
+    assert (
+        f"--target-tags={body['targetTags'][0]}" in words and f"--description={body['description']}" in words
+    )
+    assert f"--network={body['network'].rsplit('/', 1)[-1]}" in words
+    assert "--source-ranges=YOUR_PUBLIC_IPV4/32" in words and "--direction=INGRESS" in words
+    assert f"firewall-rules delete {body['name']}" in cfg.gcloud_commands["delete"]
+    assert "http://EXTERNAL_IP:" in cfg.health_check

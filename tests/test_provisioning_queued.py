@@ -116,6 +116,23 @@ async def test_endpoint_discovery_none_waiting_active_several(fake_gcp, gcp_sett
     assert (await get_vllm_endpoint(explicit)).url == "http://10.1.2.3:8000"
 
 
+async def test_an_internal_only_node_gets_its_internal_address_and_the_tunnel(
+    fake_gcp, gcp_settings, tmp_path
+) -> None:
+    """A node made without external IPs has none (as the API): the answer says how to reach it instead."""
+    labels = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=labels, external_ips=False)
+    internal_only = load_settings(environ=gcp_environ(fake_gcp, tmp_path, TPU_EXTERNAL_IP="0"))
+    found = await get_vllm_endpoint(internal_only)
+    internal = fake_gcp.tpu.nodes[(ZONE, "gemma4-e2b")]["networkEndpoints"][0]["ipAddress"]
+    assert found.status == "no_ip" and found.url is None
+    assert "TPU_EXTERNAL_IP=0" in found.next_step and f"VLLM_URL=http://{internal}:8000" in found.next_step
+    assert "--tunnel-through-iap" in found.next_step and "VLLM_URL=http://127.0.0.1:8000" in found.next_step
+    # external IPs expected but none given (an organisation policy): the cause is named differently
+    other = await get_vllm_endpoint(gcp_settings)
+    assert other.status == "no_ip" and "TPU_EXTERNAL_IP=0" not in other.next_step
+
+
 # ---- one TPU per rig, whatever the id, failing closed (issue 12 §1, §2) ---------------------------
 
 RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}

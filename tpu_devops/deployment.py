@@ -14,7 +14,7 @@ import shlex
 from pydantic import Field
 
 from tpu_devops.config import Settings
-from tpu_devops.provisioning.access import network_tag
+from tpu_devops.provisioning.access import description, network_tag, rule_name
 from tpu_devops.provisioning.ownership import CREATE_TOOL, this_rig
 from tpu_devops.provisioning.requests import (
     build_request,
@@ -124,9 +124,26 @@ async def deployment_config(settings: Settings) -> DeploymentConfig:
         ),
         "delete": f"gcloud alpha compute tpus queued-resources delete {q(rid)} {where} --force",
     }
+    # The rule create_tpu_queued_resource makes (`access.firewall_body`): the public IPv4 it would detect
+    # is left for the reader to fill in, as this view works offline.
+    ranges = list(settings.allowed_source_ranges) or (["YOUR_PUBLIC_IPV4/32"] if settings.external_ip else [])
+    if ranges:
+        rule = q(rule_name(rid))
+        gcloud["open_port"] = (
+            f"gcloud compute firewall-rules create {rule} --project={project} --network={q(settings.network or 'default')} "
+            f"--direction=INGRESS --priority=1000 --allow=tcp:{settings.vllm_port} --source-ranges={q(','.join(ranges))} "
+            f"--target-tags={q(network_tag(rid))} --description={q(description(rid))}"
+        )
+        gcloud["delete"] += (
+            f" && \\\n  gcloud compute firewall-rules delete {rule} --project={project} --quiet"
+        )
+        gcloud = {
+            k: gcloud[k] for k in ("store_token", "store_api_key", "grant_vm_access", "open_port", *gcloud)
+        }
+    host = "EXTERNAL_IP" if settings.external_ip else "INTERNAL_IP"
     # curl reads the header from a file (-H @file, curl >= 7.55) so the key stays off the command line.
     health = (
-        f"curl -s http://EXTERNAL_IP:{settings.vllm_port}/v1/chat/completions -H 'Content-Type: application/json' "
+        f"curl -s http://{host}:{settings.vllm_port}/v1/chat/completions -H 'Content-Type: application/json' "
         f"-H @<(printf 'Authorization: Bearer %s' \"$(gcloud secrets versions access latest --secret={key_secret} "
         f'--project={project})") '
         f'-d \'{{"model": {json.dumps(settings.model_name)}, "messages": [{{"role": "user", "content": "ping"}}], "max_tokens": 8}}\''
@@ -137,8 +154,13 @@ async def deployment_config(settings: Settings) -> DeploymentConfig:
         f"The create line tags the node {network_tag(rid)}: vLLM's port opens only through the rig's firewall "
         "rule on that tag, which create_tpu_queued_resource makes (plan_queued_resource shows it).",
         "Health checks use /v1/chat/completions: /v1/completions returns empty text on -it models.",
-        "EXTERNAL_IP changes with every recreate: use the endpoint discovery tool instead of hard-coding it.",
+        f"{host} changes with every recreate: use the endpoint discovery tool instead of hard-coding it.",
     ]
+    if not settings.external_ip:
+        notes.append(
+            "TPU_EXTERNAL_IP=0: the node has an internal address only: run the health check from inside the VPC, "
+            "or through an IAP tunnel with 127.0.0.1 for INTERNAL_IP (README, 'No external IP')."
+        )
     if settings.provisioning_model != "flex-start":
         notes.append(f"{settings.provisioning_model} bills until deleted: delete when done.")
     notes.extend(engines_note(settings))

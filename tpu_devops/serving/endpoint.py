@@ -14,6 +14,7 @@ firewall rule (`tpu_devops.provisioning.access`).
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -95,16 +96,38 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
         )  # fmt: skip
     q = active[0]
     zone = q.zone
-    ip, _ = await node_external_ip(settings, zone, q.node_id or q.id)
+    ip, node = await node_external_ip(settings, zone, q.node_id or q.id)
     if not ip:
         return EndpointResult(
             status="no_ip", source="discovery", zone=zone, queued_resource_id=q.id, state=q.state,
-            next_step="the node has no external IP (internal-only network?); set VLLM_URL to an address you can reach",
+            next_step=_internal_only_step(settings, q.id, zone, node),
         )  # fmt: skip
     return EndpointResult(
         status="discovered", url=f"http://{ip}:{settings.vllm_port}", source="discovery", zone=zone,
         queued_resource_id=q.id, state=q.state, next_step="verify_model_health checks it answers (boot takes ~10-15 min)",
     )  # fmt: skip
+
+
+def _internal_only_step(settings: Settings, qr_id: str, zone: str, node: dict[str, Any] | None) -> str:
+    """What to do about a node without an external IP: reach its internal address from inside the VPC, or
+    tunnel through IAP (README "No external IP"); why it has none (TPU_EXTERNAL_IP=0 or the network)."""
+    internal = next(
+        (ep.get("ipAddress") for ep in (node or {}).get("networkEndpoints", []) or [] if ep.get("ipAddress")),
+        None,
+    )
+    why = (
+        "TPU_EXTERNAL_IP=0: the node has an internal address only"
+        if not settings.external_ip
+        else "the node has no external IP (an internal-only network, or an organisation policy)"
+    )
+    inside = (
+        f"VLLM_URL=http://{internal}:{settings.vllm_port}" if internal else "VLLM_URL=http://INTERNAL_IP:PORT"
+    )
+    return (
+        f"{why}; from a machine in the VPC set {inside}, or keep an IAP tunnel open (gcloud compute tpus "
+        f"queued-resources ssh {qr_id} --zone={zone} --tunnel-through-iap -- -N -L "
+        f"{settings.vllm_port}:localhost:{settings.vllm_port}) and set VLLM_URL=http://127.0.0.1:{settings.vllm_port}"
+    )
 
 
 class Reachability(BaseModel):

@@ -221,10 +221,12 @@ class FakeTpu:
         state: str = "ACTIVE",
         created_at: float | None = None,
         valid_until_s: float | None = None,
+        external_ips: bool = True,
     ) -> None:
         """Plant a queued resource this server did not create (someone else's, or another server's of the
         same rig), in ``state``; ``created_at`` (fake-clock seconds) sets its ``createTime``;
-        ``valid_until_s`` its ``queueingPolicy.validUntilDuration`` (a waiting one then expires)."""
+        ``valid_until_s`` its ``queueingPolicy.validUntilDuration`` (a waiting one then expires);
+        ``external_ips`` its node's ``networkConfig.enableExternalIps``."""
         body = {
             "tpu": {
                 "nodeSpec": [
@@ -235,6 +237,7 @@ class FakeTpu:
                             "acceleratorType": "v5litepod-1",
                             "runtimeVersion": "v2-alpha-tpuv5-lite",
                             "labels": labels or {},
+                            "networkConfig": {"enableExternalIps": external_ips},
                         },
                     }
                 ]
@@ -326,15 +329,13 @@ class FakeTpu:
                     "health": "HEALTHY",
                     "queuedResource": f"projects/{rec.project}/locations/{rec.zone}/queuedResources/{rec.qr_id}",
                     "createTime": _rfc3339(rec.active_at or self.clock()),
-                    "networkEndpoints": [
-                        {
-                            "ipAddress": f"10.128.0.{next(self._ip)}",
-                            "port": 8470,
-                            "accessConfig": {"externalIp": self.external_ip},
-                        }
-                    ],
+                    "networkEndpoints": [{"ipAddress": f"10.128.0.{next(self._ip)}", "port": 8470}],
                 }
             )
+            # As the API: a worker gets an external address only when networkConfig.enableExternalIps is
+            # true (a boolean that defaults to false; gcloud sets it unless --internal-ips).
+            if (node.get("networkConfig") or {}).get("enableExternalIps") is True:
+                node["networkEndpoints"][0]["accessConfig"] = {"externalIp": self.external_ip}
             self.nodes[(rec.zone, node_id)] = node
 
     def _qr_json(self, rec: QueuedRecord) -> dict[str, Any]:
