@@ -17,6 +17,7 @@ def body(model: str = "spot", labels: dict[str, str] | None = None) -> dict:
         "acceleratorType": "v5litepod-1",
         "runtimeVersion": "v2-alpha-tpuv5-lite",
         "labels": labels or {"managed-by": "tpu-devops", "rig": "r1"},
+        "networkConfig": {"enableExternalIps": True},
     }
     out: dict = {
         "tpu": {
@@ -65,6 +66,23 @@ def test_spot_create_goes_to_v2_and_walks_to_active(fake_gcp, gcp_settings) -> N
     node = api.get_node(ZONE, "r1")
     assert node["networkEndpoints"][0]["accessConfig"]["externalIp"] == fake_gcp.tpu.external_ip
     assert node["labels"] == {"managed-by": "tpu-devops", "rig": "r1"}
+
+
+def test_a_node_gets_an_external_ip_only_when_asked(fake_gcp, gcp_settings) -> None:
+    """As the API: enableExternalIps false or left out (its default) gives an internal address only."""
+    fake_gcp.tpu.timings = {"ACCEPTED": 0, "WAITING_FOR_RESOURCES": 0, "PROVISIONING": 0}
+    api = TpuApi(gcp_settings)
+    for external in (False, None):
+        request = body("spot")
+        if external is None:
+            del request["tpu"]["nodeSpec"][0]["node"]["networkConfig"]
+        else:
+            request["tpu"]["nodeSpec"][0]["node"]["networkConfig"]["enableExternalIps"] = external
+        create(api, request)
+        endpoint = api.get_node(ZONE, "r1")["networkEndpoints"][0]
+        assert endpoint["ipAddress"].startswith("10.") and "accessConfig" not in endpoint
+        fake_gcp.tpu.queued.clear()
+        fake_gcp.tpu.nodes.clear()
 
 
 def test_flex_start_create_goes_as_v2alpha1_rest_json_and_suspends_at_max_run(fake_gcp, gcp_settings) -> None:
