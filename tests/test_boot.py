@@ -181,6 +181,25 @@ def test_excerpts_are_redacted() -> None:
     assert token not in d.model_dump_json()
 
 
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("ERROR 10-25 12:00:02 [x.py:1] download failed: token={s} rejected", "hf_" + "Zq9" * 10 + "_v2"),
+        ("ERROR 10-25 12:00:02 [x.py:1] header Authorization: Bearer {s}", "ya29.a0AfH6SMBx3Kq9Zz8mV7nLpQrStUvWxYz01"),
+        ("CRITICAL 10-25 12:00:02 [x.py:1] request with key {s} refused", "AIzaSyD-1234567890abcdefghijklmnopqrstu"),
+        ("RuntimeError: clone of https://oauth:{s}@github.com/x/y failed", "ghp_" + "Ab1" * 12),
+        ("ValueError: bad value HF_TOKEN={s}", "hf_" + "Mn4" * 11),
+    ],
+)
+def test_unrecognised_lines_are_redacted_everywhere(line: str, secret: str) -> None:
+    # An ERROR / exception line no rule explains is quoted in the finding's title, the headline and the
+    # timeline, not only in the excerpt: each must carry the redacted line (issue 12 §5, issue 13 §1).
+    d = diagnose_boot_text(synthetic(line.format(s=secret)))
+    assert d.unrecognised >= 1
+    assert secret not in d.model_dump_json() and secret not in d.render_text() and secret not in d.headline()
+    assert secret[-12:] not in d.model_dump_json() + d.render_text()
+
+
 def test_secret_args_are_not_passed_on() -> None:
     d = diagnose_boot_text(
         synthetic(

@@ -584,8 +584,12 @@ def read_line(line: str, ctx: Context | None = None) -> Reading | None:
 def unrecognised(line: str, kind: LineClass) -> Reading:
     """The fallback reading of a failure line no rule explains (kind: exception / error / traceback /
     failure_words)."""
+    from tpu_devops.logs.redact import redact_text
+
     parts = split_line(line)
-    body = parts.body.strip()
+    # The line is quoted in the title and details, which leave the process: redact it here, since a
+    # diagnosis of raw text (diagnose_vllm_boot) would otherwise carry a token on an ERROR line verbatim.
+    body = redact_text(parts.body.strip())
     exc = exception_type(body) if kind == "exception" else None
     what = {
         "exception": f"unrecognised failure ({exc})",
