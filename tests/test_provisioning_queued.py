@@ -92,6 +92,32 @@ async def test_status_finds_ours_in_another_zone_unless_a_zone_is_named(fake_gcp
     assert not named.exists and named.zone == ZONE
 
 
+@pytest.mark.parametrize(
+    "foreign_labels",
+    [{"managed-by": "tpu-devops", "rig": "someone-else"}, {}, {"rig": "gemma4-e2b"}],
+    ids=["another-rig", "unlabelled", "no-managed-by"],
+)
+@pytest.mark.parametrize(("our_zone", "our_id"), [("us-central1-a", "gemma4-e2b-2"), ("us-east5-a", "gemma4-e2b")])
+async def test_status_shows_our_tpu_not_a_foreign_one_under_the_configured_id(
+    fake_gcp, gcp_settings, foreign_labels, our_zone, our_id
+) -> None:
+    # Another rig's (or anyone's) queued resource sits in the configured zone under the configured id,
+    # while this rig's TPU is elsewhere: status without a zone is about ours, not theirs (issue 12 §1).
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=foreign_labels)
+    fake_gcp.tpu.add_foreign(our_zone, our_id, labels={"managed-by": "tpu-devops", "rig": "gemma4-e2b"})
+    found = await reservation_status(gcp_settings)
+    assert (found.zone, found.queued_resource_id, found.ours) == (our_zone, our_id, True)
+    # Naming the zone still shows what is there, marked as not ours.
+    named = await reservation_status(gcp_settings, zone=ZONE)
+    assert named.exists and named.ours is False and named.zone == ZONE
+
+
+async def test_status_of_a_foreign_resource_alone_says_it_is_not_ours(fake_gcp, gcp_settings) -> None:
+    fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels={"managed-by": "tpu-devops", "rig": "someone-else"})
+    found = await reservation_status(gcp_settings)
+    assert found.exists and found.ours is False and found.rig_queued_resources == []
+
+
 async def test_listing_one_zone_keeps_the_typed_error_and_names_the_zone(fake_gcp, gcp_settings) -> None:
     with pytest.raises(NotFoundError) as err:
         await list_queued_resources(gcp_settings, "us-west9-z")  # a zone the project does not offer

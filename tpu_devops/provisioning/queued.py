@@ -838,7 +838,9 @@ async def reservation_status(
         # whatever their ids (every resource this server creates carries the rig label).
         listing = await list_queued_resources(settings, "all", only_ours=True, rig=me)
         rig, unlisted = listing.queued_resources, listing.errors
-    if qr is None and not explicit and rig:
+    # The configured zone may hold another rig's resource under our id (or nothing): without an explicit
+    # zone, the subject is this rig's own TPU wherever it is, never someone else's under the same name.
+    if (qr is None or not me.is_ours(qr)) and not explicit and rig:
         named = [q for q in rig if q.id == qr_id] if queued_resource_id is not None else rig
         live = [q for q in named if q.live]
         pick = next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
