@@ -38,3 +38,19 @@ async def test_details_of_an_unreachable_endpoint(tmp_path: Path) -> None:
     with pytest.raises(ServingError) as err:
         await get_details(s)
     assert err.value.failure == "connection_refused"
+
+
+@pytest.mark.parametrize(
+    "fake_args",
+    [{"flavor": "llama.cpp", "metrics_enabled": False}, {"flavor": "llama.cpp"}],
+    ids=["llama.cpp-no-metrics", "llama.cpp"],
+)
+async def test_figures_the_server_does_not_expose_read_unknown_not_none(tmp_path: Path, fake_args) -> None:
+    # A KV pool (or context) the server does not report is "unknown" in the text, never a Python None.
+    with FakeVllm(**fake_args) as fake:
+        s = load_settings(
+            tmp_path / "none.env", environ={"VLLM_URL": fake.url, "TPU_DEVOPS_STATE_DIR": str(tmp_path)}
+        )
+        d = await get_details(s)
+    assert d.kv_pool_tokens is None
+    assert "None" not in d.render_text() and "KV pool unknown tokens" in d.render_text()

@@ -57,7 +57,7 @@ class ModelDetails(ToolResult):
         lines = [
             self.headline(),
             f"endpoint: {self.endpoint} ({self.endpoint_source}), server {self.server or '?'}, model {self.model}, "
-            f"max_model_len {self.max_model_len}, KV pool {self.kv_pool_tokens} tokens",
+            f"max_model_len {_or_unknown(self.max_model_len)}, KV pool {_or_unknown(self.kv_pool_tokens)} tokens",
         ]
         if self.context_source:
             lines.append(f"context from: {self.context_source}")
@@ -69,6 +69,11 @@ class ModelDetails(ToolResult):
             lines.append("  " + " ".join(self.configured_flags))
         lines.extend(f"note: {n}" for n in self.notices)
         return "\n".join(lines)
+
+
+def _or_unknown(value: int | None) -> str:
+    """A figure for the text form: ``unknown`` where the server did not expose it (never ``None``)."""
+    return "unknown" if value is None else str(value)
 
 
 async def get_details(settings: Settings, base_url: str | None = None) -> ModelDetails:
