@@ -321,3 +321,19 @@ async def test_a_create_still_rate_limited_after_the_backoffs_moves_on_without_s
     assert (first.zone, first.reach, first.reason) == ("us-west4-a", "transient", "rate_limit")
     assert "per minute" in first.message
     assert result.found and result.zone == "us-west4-b"  # same region: a request rate says nothing of chips
+
+
+@pytest.mark.parametrize(
+    "stopped",
+    [
+        'configuration error in us-east5-a: Accelerator type "v5litepod-1" is not available in zone "us-east5-a".',
+        "configuration error in us-east5-a: Permission 'tpu.queuedResources.create' denied",
+        "no zone left.",
+    ],
+)
+def test_headline_never_doubles_the_period_of_googles_message(stopped: str) -> None:
+    out = SweepResult(
+        found=False, queued_resource_id="gemma4-e2b", provisioning_model="flex-start", attempts=[],
+        stopped_because=stopped, next_step="check ACCELERATOR_TYPE", status_file="/tmp/s.md", warnings=[],
+    )  # fmt: skip
+    assert ".." not in out.headline() and "check ACCELERATOR_TYPE" in out.headline()

@@ -100,7 +100,8 @@ class SweepResult(ToolResult):
         loud = "".join(f" WARNING: {w}." for w in self.warnings)
         if self.found:
             return f"TPU '{self.queued_resource_id}' ACTIVE in {self.zone} after {len(self.attempts)} zone(s). {self.next_step}{loud}"
-        return f"no TPU: {self.stopped_because}. {self.next_step}{loud}"
+        # Google's messages end with a period of their own; never write "..".
+        return f"no TPU: {self.stopped_because.rstrip('.')}. {self.next_step}{loud}"
 
 
 @dataclass
