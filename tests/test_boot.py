@@ -185,8 +185,14 @@ def test_excerpts_are_redacted() -> None:
     ("line", "secret"),
     [
         ("ERROR 10-25 12:00:02 [x.py:1] download failed: token={s} rejected", "hf_" + "Zq9" * 10 + "_v2"),
-        ("ERROR 10-25 12:00:02 [x.py:1] header Authorization: Bearer {s}", "ya29.a0AfH6SMBx3Kq9Zz8mV7nLpQrStUvWxYz01"),
-        ("CRITICAL 10-25 12:00:02 [x.py:1] request with key {s} refused", "AIzaSyD-1234567890abcdefghijklmnopqrstu"),
+        (
+            "ERROR 10-25 12:00:02 [x.py:1] header Authorization: Bearer {s}",
+            "ya29.a0AfH6SMBx3Kq9Zz8mV7nLpQrStUvWxYz01",
+        ),
+        (
+            "CRITICAL 10-25 12:00:02 [x.py:1] request with key {s} refused",
+            "AIzaSyD-1234567890abcdefghijklmnopqrstu",
+        ),
         ("RuntimeError: clone of https://oauth:{s}@github.com/x/y failed", "ghp_" + "Ab1" * 12),
         ("ValueError: bad value HF_TOKEN={s}", "hf_" + "Mn4" * 11),
     ],

@@ -97,7 +97,9 @@ async def test_status_finds_ours_in_another_zone_unless_a_zone_is_named(fake_gcp
     [{"managed-by": "tpu-devops", "rig": "someone-else"}, {}, {"rig": "gemma4-e2b"}],
     ids=["another-rig", "unlabelled", "no-managed-by"],
 )
-@pytest.mark.parametrize(("our_zone", "our_id"), [("us-central1-a", "gemma4-e2b-2"), ("us-east5-a", "gemma4-e2b")])
+@pytest.mark.parametrize(
+    ("our_zone", "our_id"), [("us-central1-a", "gemma4-e2b-2"), ("us-east5-a", "gemma4-e2b")]
+)
 async def test_status_shows_our_tpu_not_a_foreign_one_under_the_configured_id(
     fake_gcp, gcp_settings, foreign_labels, our_zone, our_id
 ) -> None:
