@@ -253,3 +253,17 @@ def test_no_arguments_lints_the_configured_deployment() -> None:
     ] == "0.95" and "--gpu-memory-utilization" in vllm_serve_flags(settings)
     assert ids(result)["memory-utilization-above-0.92"] == "error"  # the configured 0.95 on v5e is caught
     assert "compile-cache-not-mounted" not in ids(result)  # the startup script mounts the cache
+
+
+@pytest.mark.parametrize(
+    ("batched", "warned"),
+    [(None, True), (2048, True), (1024, True), (2495, True), (2496, False), (4096, False), (8192, False)],
+)
+def test_a_batch_budget_under_one_gemma4_item_is_flagged_given_or_defaulted(batched, warned) -> None:
+    # vLLM forces chunked multimodal input off for Gemma 4: one 2,496-token item must fit the budget,
+    # whether the budget is vLLM's default or a value the user passed (reconfigure_vllm takes it too).
+    flags = f" --max-num-batched-tokens {batched}" if batched else ""
+    found = {f.id: f for f in lint_vllm_flags(BASE + flags, accelerator_type="v5litepod-1").findings}
+    assert ("gemma4-batched-tokens-default" in found) is warned
+    if warned:
+        assert str(batched or 2048) in found["gemma4-batched-tokens-default"].what_happens

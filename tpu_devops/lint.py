@@ -588,15 +588,16 @@ def rule_batched_tokens(ctx: Context, out: list[Finding]) -> None:
                 fix="--max-num-batched-tokens 4096",
             )
         )
-    if ctx.is_gemma4 and not disabled_chunking and unset:
+    # An explicit value under one item (2048, 1024) fails the same way as the default does.
+    if ctx.is_gemma4 and not disabled_chunking and too_small:
         out.append(
             Finding(
                 id="gemma4-batched-tokens-default",
                 severity="warning",
                 flag=flag,
-                value="default (2048)",
+                value="default (2048)" if tokens is None else str(tokens),
                 what_happens="the boot may fail with 'Chunked MM input disabled but max_tokens_per_mm_item (2496) "
-                "is larger than max_num_batched_tokens (2048)'",
+                f"is larger than max_num_batched_tokens ({2048 if tokens is None else tokens})'",
                 why="vLLM's CUDA platform forces chunked multimodal input off for Gemma 4 ('Forcing "
                 "--disable_chunked_mm_input for models with multimodal-bidirectional attention'); the seed set it on "
                 "TPU too, and then one 2496-token item must fit the batch budget",
