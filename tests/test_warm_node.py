@@ -272,3 +272,23 @@ async def test_the_create_path_makes_the_bucket_first(fake_gcp, tmp_path) -> Non
     assert not any(w.startswith("WARM BOOT OFF") for w in result.warnings)
     await call(api(s).delete_node, ZONE, "gemma4-e2b")
     assert fake_gcp.rejections == []
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize(
+    ("creator", "warned"), [("0123456789ab", True), ("fedcba987654", True), (None, False)]
+)
+async def test_reconfiguring_a_node_someone_else_created_warns_first(
+    fake_gcp, tmp_path, creator, warned, dry_run
+) -> None:
+    # Two installations with one RESOURCE_ID are one rig (issue 12 §1): a node of the rig that another
+    # principal created is still changed, but the answer says loudly whose it is. None: created by these
+    # credentials (the label build_request writes).
+    s = load_settings(environ=gcp_environ(fake_gcp, tmp_path))
+    await _active_node(fake_gcp, s, **({"created-by": creator} if creator else {}))
+    fake_gcp.tpu.put_guest_attribute(ZONE, "gemma4-e2b", "tpu-devops/features", "reconfigure-watcher")
+    out = await reconfigure.reconfigure_vllm(s, max_model_len=8192, dry_run=dry_run)
+    said = out.headline() + out.render_text()
+    assert ("created by someone else" in said) is warned
+    if warned:
+        assert f"created-by={creator}" in out.headline() and out.notes[0].startswith("WARNING:")

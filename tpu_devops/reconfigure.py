@@ -85,6 +85,7 @@ class RigNode:
     node_id: str
     node: dict[str, Any]
     url: str | None
+    creator_warning: str | None = None
 
 
 async def find_rig_node(settings: Settings) -> RigNode:
@@ -141,6 +142,15 @@ async def find_rig_node(settings: Settings) -> RigNode:
         node_id=q.node_id or q.id,
         node=node,
         url=f"http://{ip}:{settings.vllm_port}" if ip else None,
+        # Two installations with one RESOURCE_ID are one rig: replacing the container of a node someone
+        # else created interrupts their serving, so say so before acting (issue 12 §1).
+        creator_warning=(
+            f"WARNING: {q.where()} was created by someone else (created-by={q.created_by}; another "
+            "installation with the same RESOURCE_ID shares this rig): reconfiguring replaces the container "
+            "they may be serving from"
+            if q.created_by_you is False
+            else None
+        ),
     )
 
 
@@ -222,9 +232,10 @@ class ReconfigureResult(ToolResult):
 
     def headline(self) -> str:
         what = "; ".join(self.changes) or "no change"
+        loud = "".join(f" {n}" for n in self.notes if n.startswith("WARNING:"))
         if self.dry_run:
-            return f"dry run: reconfigure {self.node_id} in {self.zone}: {what}. {self.next_step}"
-        return f"reconfigure {self.generation} of {self.node_id} in {self.zone} started ({what}): job {self.job_id}. {self.next_step}"
+            return f"dry run: reconfigure {self.node_id} in {self.zone}: {what}. {self.next_step}{loud}"
+        return f"reconfigure {self.generation} of {self.node_id} in {self.zone} started ({what}): job {self.job_id}. {self.next_step}{loud}"
 
     def render_text(self) -> str:
         """Headline, then the old and new ``vllm serve`` lines one under the other, then the rest."""
@@ -332,6 +343,8 @@ async def reconfigure_vllm(
     )
     if watcher_note:
         notes.append(watcher_note)
+    if rig.creator_warning:
+        notes.insert(0, rig.creator_warning)
     result = ReconfigureResult(
         dry_run=dry_run, rig=settings.resource_id, queued_resource_id=rig.queued_resource_id, zone=rig.zone,
         node_id=rig.node_id, old_serve_command=shlex.join(old_argv), old_source=old_source,
