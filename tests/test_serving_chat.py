@@ -202,6 +202,26 @@ def test_context_overflow_messages_of_vllm_and_llama_cpp() -> None:
     assert context_overflow("model not found") is None
 
 
+@pytest.mark.parametrize("flavor", ["vllm", "llama.cpp"])
+@pytest.mark.parametrize(
+    ("prompt", "max_tokens", "field"),
+    [("hello", 5000, "max_tokens"), ("two words", 2100, "max_tokens"), ("word " * 3000, 100, "prompt")],
+)
+async def test_an_overflow_names_what_overflows_prompt_or_max_tokens(
+    tmp_path: Path, flavor: str, prompt: str, max_tokens: int, field: str
+) -> None:
+    # A short prompt with a large max_tokens overflows because of max_tokens: the error must say so and
+    # give its ceiling, not blame "10 prompt tokens" (issue 16 §2: word fixes for the actual case).
+    with FakeVllm(flavor=flavor, max_model_len=2048) as fake:
+        with pytest.raises(ServingError) as err:
+            await chat.query(settings_for(fake.url, tmp_path), prompt, max_tokens=max_tokens)
+    e = err.value
+    assert e.failure == "context_overflow" and e.field == field and e.context_tokens == 2048
+    if field == "max_tokens":
+        assert e.value == max_tokens and f"at most {2048 - e.prompt_tokens:,}" in (e.fix or "")
+        assert f"max_tokens {max_tokens:,}" in str(e)
+
+
 async def test_query_stops_at_the_deadline_with_a_partial_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

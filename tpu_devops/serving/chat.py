@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import socket
@@ -418,13 +419,26 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
         )
     if status == 400 and (overflow := context_overflow(text)):
         prompt, context = overflow
-        err = ServingError(
-            f"the request does not fit the server's context: {prompt or '?'} prompt tokens, context {context or '?'}",
-            failure="context_overflow",
-            field="prompt",
-            value=prompt,
-            fix="shorten the prompt or lower max_tokens (the context holds prompt + output)",
-        )
+        asked = _requested_max_tokens(exc)
+        if prompt is not None and context and asked and prompt < context:
+            # The prompt fits by itself: max_tokens is what overflows, so name it and its ceiling.
+            err = ServingError(
+                f"the request does not fit the server's context: {prompt:,} prompt tokens + max_tokens {asked:,} "
+                f"= {prompt + asked:,} tokens, context {context:,}",
+                failure="context_overflow",
+                field="max_tokens",
+                value=asked,
+                fix=f"lower max_tokens to at most {context - prompt:,} (the context holds prompt + output), or "
+                "shorten the prompt",
+            )
+        else:
+            err = ServingError(
+                f"the request does not fit the server's context: {prompt or '?'} prompt tokens, context {context or '?'}",
+                failure="context_overflow",
+                field="prompt",
+                value=prompt,
+                fix="shorten the prompt or lower max_tokens (the context holds prompt + output)",
+            )
         err.prompt_tokens, err.context_tokens = prompt, context
         return err
     answered = f"answered HTTP {status}" if status is not None else f"failed ({type(exc).__name__})"
@@ -520,6 +534,18 @@ def _origin_of(location: str) -> str:
     if not u.host:
         return "another path on the same server"
     return quoted_text(f"{u.scheme}://{u.host}" + (f":{u.port}" if u.port else ""), 80)
+
+
+def _requested_max_tokens(exc: BaseException) -> int | None:
+    """``max_tokens`` (or ``max_completion_tokens``) of the chat request that failed, read back from the
+    request the client sent; None when it is not there or not readable."""
+    request = getattr(exc, "request", None) or getattr(getattr(exc, "response", None), "request", None)
+    try:
+        body = json.loads(request.content) if request is not None else {}
+    except Exception:
+        return None
+    value = body.get("max_tokens") or body.get("max_completion_tokens") if isinstance(body, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _request_path(exc: BaseException) -> str | None:
