@@ -292,3 +292,23 @@ async def test_reconfiguring_a_node_someone_else_created_warns_first(
     assert ("created by someone else" in said) is warned
     if warned:
         assert f"created-by={creator}" in out.headline() and out.notes[0].startswith("WARNING:")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"vllm_image": "vllm/vllm-tpu:v0.12.0"}, "vllm_image"),
+        ({"vllm_image": "vllm/vllm-tpu:0.18.1"}, "vllm_image"),
+        ({"gpu_memory_utilization": 0.98}, "gpu_memory_utilization"),
+        ({"gpu_memory_utilization": 0.95}, "gpu_memory_utilization"),
+    ],
+)
+async def test_a_blocking_lint_finding_names_the_argument_that_caused_it(
+    fake_gcp, tmp_path, overrides, field
+) -> None:
+    # "image_too_old_for_model = ..." named a lint rule, not the argument to change (a clear error names the field).
+    s = load_settings(environ=gcp_environ(fake_gcp, tmp_path))
+    await _active_node(fake_gcp, s)
+    with pytest.raises(ConfigError) as err:
+        await reconfigure.reconfigure_vllm(s, dry_run=True, **overrides)
+    assert err.value.field == field and "blocking lint findings" in err.value.message

@@ -297,7 +297,7 @@ async def reconfigure_vllm(
             + "; ".join(
                 f"{f.flag or f.id} {f.value or ''}: {f.what_happens}".replace("  ", " ") for f in blocking
             ),
-            field=(first.flag or first.id).lstrip("-").replace("-", "_"),
+            field=_argument_of(first.flag, first.id),
             value=first.value,
             fix=first.fix,
         )
@@ -363,6 +363,15 @@ async def reconfigure_vllm(
     result.generation, result.job_id = generation, job
     result.next_step = f"poll get_job {job} (job_id='{job}') until it ends"
     return result
+
+
+def _argument_of(flag: str | None, finding_id: str) -> str:
+    """The reconfigure argument a blocking lint finding is about, for the error's field: a flag of the
+    serve line names its own argument (``--max-model-len`` -> ``max_model_len``); the image rules, which
+    have no flag, are about ``vllm_image``."""
+    if flag is None and finding_id.startswith("image-"):
+        return "vllm_image"
+    return (flag or finding_id).lstrip("-").replace("-", "_")
 
 
 def _check_watcher(attrs: dict[str, str], rig: RigNode) -> str | None:
