@@ -3,7 +3,7 @@
 Declarations: the bytes of our function declarations as Gemini CLI sends them to the model on every
 turn (all tools, and the read-only set a headless run offers), against the 30,000-byte budget. Answers:
 every tool called once on the bundled inputs through the official MCP client (`tests.host_scenarios`):
-text and structured sizes, their ratio (goal <= 1.3) and the largest of each (cap 40,000 characters).
+text and structured sizes, their ratio (goal `RATIO_GOAL`) and the largest of each (cap 40,000 characters).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def run() -> list[str]:
-    from tests.host_scenarios import DECLARATION_BUDGET, declaration_bytes, run_every_tool
+    from tests.host_scenarios import DECLARATION_BUDGET, RATIO_GOAL, declaration_bytes, run_every_tool
     from tpu_devops.results import MAX_RESULT_CHARS
 
     with tempfile.TemporaryDirectory() as state:
@@ -34,7 +34,7 @@ def run() -> list[str]:
     for a in transcript.answers:
         ratio = a.structured_chars / max(1, a.text_chars)
         ratios.append(ratio)
-        flag = "" if ratio <= 1.3 else "  > 1.3"
+        flag = "" if ratio <= RATIO_GOAL else f"  > {RATIO_GOAL}"
         out.append(
             f"{a.tool:32s} text {a.text_chars:6,d}  structured {a.structured_chars:6,d}  ratio {ratio:4.2f}{flag}"
         )
@@ -45,6 +45,6 @@ def run() -> list[str]:
         f"{biggest_json.structured_chars:,} ({biggest_json.tool}); cap {MAX_RESULT_CHARS:,} characters"
     )
     out.append(
-        f"structured/text ratio: max {max(ratios):.2f}, tools over 1.3: {sum(r > 1.3 for r in ratios)}"
+        f"structured/text ratio: max {max(ratios):.2f}, tools over {RATIO_GOAL}: {sum(r > RATIO_GOAL for r in ratios)}"
     )
     return out

@@ -23,6 +23,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.mcp_session import ROOT, server_env
+from tpu_devops.results import table_records
+from tpu_devops.schemas import TABLE_KEYS
 
 DATA = ROOT / "tests" / "data"
 PROJECT = "demo-project"
@@ -245,6 +247,7 @@ def _resolve(value: Any, values: dict[str, str]) -> Any:
 # 260 bytes of JSON. Measured against the real CLI's requests in tests/test_gemini_cli.py.
 GEMINI_CLI_PER_TOOL_BYTES = 260
 DECLARATION_BUDGET = 30_000  # bytes of our function declarations in one model request (issue #17 §4)
+RATIO_GOAL = 1.3  # structured JSON / text characters of every tool's answer on the bundled inputs (issue #18 §1)
 
 
 def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:
@@ -282,7 +285,10 @@ def _variants(value: Any) -> set[str] | None:
 
 
 def _leaves(obj: Any, path: str = "", depth: int = 0) -> Any:
-    """(path, scalar) of the key facts: scalars up to three levels down, the first item of each list."""
+    """(path, scalar) of the key facts: scalars up to three levels down, the first item of each list (of a
+    table: its first row)."""
+    if isinstance(obj, dict) and tuple(obj) == TABLE_KEYS:
+        obj = table_records(obj)
     if isinstance(obj, dict):
         for k, v in obj.items():
             if depth == 0 and k in ("summary", "untrusted", "omitted"):

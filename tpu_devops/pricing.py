@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 import anyio
+from pydantic import Field
 
 from tpu_devops.catalog import PROVISIONING_MODELS, provisioning_model_name, resolve_accelerator_type
 from tpu_devops.config import Settings
@@ -107,7 +108,9 @@ class PriceQuote(ToolResult):
     ``fallback`` (dated table) or ``given`` (the caller's number). USD."""
 
     accelerator_type: str
-    generation: str
+    # the catalog's name for accelerator_type's chip (v5litepod-1 -> v5e): the text spells it out, the
+    # structured form has the accelerator type
+    generation: str = Field(exclude=True)
     chips: int
     region: str
     provisioning_model: str
@@ -350,7 +353,8 @@ class CostEstimate(ToolResult):
     """
 
     price: PriceQuote
-    usd_per_hour: float
+    # price.usd_per_hour: the structured form states it there once
+    usd_per_hour: float = Field(exclude=True)
     usd_per_month_24x7: float
     duration_hours: float | None = None
     usd_for_duration: float | None = None

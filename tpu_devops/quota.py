@@ -23,7 +23,7 @@ from tpu_devops.config import Settings, require_project
 from tpu_devops.provisioning.cloud import call
 from tpu_devops.provisioning.requests import check_provisioning_model, or_default
 from tpu_devops.provisioning.store import Attempt, ZoneStore, open_store
-from tpu_devops.results import ToolResult
+from tpu_devops.results import Table, ToolResult
 
 DOCUMENTED_FLEX_START: dict[str, dict[str, str]] = {
     "v5e": {"us-central1-a": "v5e serving", "us-west4-a": "v5e training"},
@@ -119,7 +119,7 @@ class QuotaScan(ToolResult):
     zone_quota_id: str
     region_quota_id: str
     chips_needed: int
-    zones: list[ZoneQuota]
+    zones: Table[ZoneQuota]
     note: str
 
     def render_text(self) -> str:

@@ -52,7 +52,7 @@ from pydantic import BaseModel, Field
 from tpu_devops import files
 from tpu_devops.catalog import GIB, AcceleratorType, resolve_accelerator_type
 from tpu_devops.errors import InputError
-from tpu_devops.results import ToolResult
+from tpu_devops.results import Table, ToolResult
 
 MAX_CURVE_BYTES = 16 << 20  # one benchmark result file
 MAX_CURVE_FILES = 1000  # result files read from one directory
@@ -100,7 +100,7 @@ class Curve(BaseModel):
     model: str | None
     prompt_tokens: float = Field(description="mean prompt tokens of the cells used")
     output_tokens: float = Field(description="mean output tokens per request of the cells used")
-    points: list[CurvePoint]
+    points: Table[CurvePoint]
     other_prompt_lengths: list[float] = Field(description="prompt lengths in the source not used")
 
 
@@ -449,7 +449,7 @@ class ScaleOutPlan(ToolResult):
     provisioning_model: str
     usd_per_chip_hour: float | None
     price_source: str
-    options: list[ShapeOption]
+    options: Table[ShapeOption]
     winner: str | None
     why: str
     tp_ratio: float | None = Field(

@@ -23,7 +23,8 @@ runs, so unknown keys and ``true`` for a number are refused (issue #12 §8).
 Output schemas (``outputSchema``) describe the structured form of `tpu_devops.results.ToolResult`:
 `wire_output_schema` adds the leading ``summary`` (and ``omitted``, present when a size cap cut the
 answer) and stops requiring what the structured form leaves out when it carries nothing (nulls, empty
-lists and mappings).
+lists and mappings). A list of uniform records declared `tpu_devops.results.Table` is described as the
+table it is sent as (`table_schema`): ``columns`` and ``rows``, not an array of objects repeating every key.
 
 Sources: the Gemini API ``Schema`` object (ai.google.dev/api/caching#Schema; the same field list is in
 @google-ai/generativelanguage's ``protos.google.ai.generativelanguage.v1beta.ISchema``); Gemini CLI
@@ -161,12 +162,49 @@ def validation_schema(arg_schema: dict[str, Any]) -> dict[str, Any]:
     return _input(arg_schema, strict=True)
 
 
+TABLE_KEYS = ("columns", "rows")
+TABLE_NOTE = (
+    "a table: `columns` names the fields, each item of `rows` holds their values in that order (a field "
+    "empty in every row is not a column)"
+)
+
+
+def table_schema(row: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a list of ``row`` objects sent as a table (`tpu_devops.results.Table`): ``columns``, the
+    names of ``row``'s properties in use, and ``rows``, one array of cell values per row, each cell one of
+    the properties' schemas (``null`` where a row has no value)."""
+    cells: list[dict[str, Any]] = []
+    for sub in row.get("properties", {}).values():
+        cell = {k: v for k, v in sub.items() if k not in ("title", "default", "description")}
+        if cell not in cells:
+            cells.append(cell)
+    cells.append({"type": "null"})
+    return {
+        "type": "object",
+        "description": TABLE_NOTE,
+        "properties": {
+            "columns": {"type": "array", "items": {"enum": list(row.get("properties", {}))}},
+            "rows": {"type": "array", "items": {"type": "array", "items": {"anyOf": cells}}},
+        },
+        "required": list(TABLE_KEYS),
+    }
+
+
+def is_table(schema: dict[str, Any]) -> bool:
+    """True for a `table_schema`."""
+    return schema.get("type") == "object" and tuple(schema.get("properties", {})) == TABLE_KEYS
+
+
 def _may_be_left_out(schema: dict[str, Any]) -> bool:
-    """True when the structured form may omit a property with this schema (null, list or mapping)."""
+    """True when the structured form may omit a property with this schema (null, list, mapping or table)."""
     options = schema.get("anyOf", [schema])
     if any(o.get("type") == "null" for o in options):
         return True
-    return schema.get("type") == "array" or (schema.get("type") == "object" and "properties" not in schema)
+    return (
+        schema.get("type") == "array"
+        or (schema.get("type") == "object" and "properties" not in schema)
+        or is_table(schema)
+    )
 
 
 def _wire_object(schema: Any) -> Any:

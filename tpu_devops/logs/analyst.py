@@ -62,7 +62,7 @@ from tpu_devops.logs.filters import SEVERITY_RANK, normalize_severity
 from tpu_devops.logs.mining import LogMiner, TemplateStats
 from tpu_devops.logs.redact import Redactor
 from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch, truncation_notice
-from tpu_devops.results import ToolResult
+from tpu_devops.results import Table, ToolResult
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.server_kind import ServerInfo
 from tpu_devops.serving.tokenize import RequestCounter
@@ -589,8 +589,8 @@ class AnalysisResult(UntrustedContent, ToolResult):
     context_source: str | None = None
     citations: list[Citation] = []
     unverified_citations: list[str] = []
-    steps: list[AnalysisStep] = []
-    rounds: list[RoundInfo] = []
+    steps: Table[AnalysisStep] = []
+    rounds: Table[RoundInfo] = []
     tokens_used: int = 0
     root_cause: RootCause | None = None
     evidence_tokens: int = 0

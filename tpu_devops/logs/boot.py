@@ -42,7 +42,7 @@ from tpu_devops.errors import InputError
 from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.scan import Event, Scan, Text, scan_text
 from tpu_devops.logs.signatures import match_line  # noqa: F401  (re-exported: one rule set)
-from tpu_devops.results import ToolResult
+from tpu_devops.results import Table, ToolResult
 from tpu_devops.untrusted import UntrustedContent, UntrustedData, fence, inline, untrusted_data
 
 SignatureSeverity = Literal["error", "warning", "info", "noise"]
@@ -158,7 +158,9 @@ class CrossCheck(BaseModel):
     deviation_pct: float
     catalog_hbm_gib: float
     logged_hbm_gib: float
-    verdict: str
+    agrees: bool = Field(description="the plan is within 0.5% of the logged KV pool")
+    # the numbers above in a sentence: the text form shows it, the structured form has the numbers
+    verdict: str = Field(exclude=True)
 
 
 class BootDiagnosis(UntrustedContent, ToolResult):
@@ -186,7 +188,7 @@ class BootDiagnosis(UntrustedContent, ToolResult):
     model: str | None
     tpu_type: str | None
     non_default_args: dict[str, Any]
-    phases: list[Phase]
+    phases: Table[Phase]
     budget: LoggedBudget
     weights_load_s: float | None
     compile_s: float | None = Field(
@@ -204,10 +206,9 @@ class BootDiagnosis(UntrustedContent, ToolResult):
     unrecognised: int = Field(0, description="failure findings no rule explains")
     findings: list[BootFinding]
     noise: dict[str, int] = Field(description="harmless known lines by signature id")
-    noise_lines: dict[str, list[int]] = Field(
-        default_factory=dict,
-        description=f"line numbers of the harmless lines (at most {MAX_FINDING_LINES} each)",
-    )
+    # where the harmless lines are (at most MAX_FINDING_LINES each): for checks that every error line is
+    # accounted for; neither form shows them (``noise`` counts them)
+    noise_lines: dict[str, list[int]] = Field(default_factory=dict, exclude=True)
     warm_boot: list[str] = Field(
         default_factory=list,
         description="for the configured deployment: the bucket, whether a warm compile cache and staged weights "
@@ -722,6 +723,7 @@ def _cross_check(
         deviation_pct=round(deviation, 3),
         catalog_hbm_gib=accel.generation.hbm_gib_visible,
         logged_hbm_gib=b.total_hbm_gib,
+        agrees=agree,
         verdict=verdict,
     )
 

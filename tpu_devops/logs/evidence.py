@@ -42,7 +42,7 @@ from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
 from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
 from tpu_devops.logs.signatures import Reading, Signature, SignatureHit
 from tpu_devops.logs.sources import LogRecord, LogSource, truncation_notice
-from tpu_devops.results import MAX_EVIDENCE_TOKENS, ToolResult
+from tpu_devops.results import MAX_EVIDENCE_TOKENS, Table, ToolResult
 from tpu_devops.tokens import estimate_tokens
 from tpu_devops.untrusted import (
     UntrustedContent,
@@ -440,7 +440,7 @@ class SummaryResult(UntrustedContent, ToolResult):
     signatures: list[SignatureHit] = []
     unrecognised: list[FailureView] = []
     noise: dict[str, int] = {}
-    templates: list[TemplateView] = []
+    templates: Table[TemplateView] = []
     evidence_tokens: int = 0
     suspected_injection: list[str] = Field(
         default=[], description="template ids whose text reads like instructions to an AI agent"

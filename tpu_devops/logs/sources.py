@@ -40,7 +40,7 @@ from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import InputError, NotFoundError
 from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
 from tpu_devops.logs.redact import Redactor, rule_candidates
-from tpu_devops.results import ToolResult
+from tpu_devops.results import Table, ToolResult
 from tpu_devops.untrusted import (
     UntrustedContent,
     UntrustedData,
@@ -817,7 +817,7 @@ class LogsPage(UntrustedContent, ToolResult):
     source: str
     filter: str | None = None
     returned: int
-    entries: list[LogView]
+    entries: Table[LogView]
     next_page_token: str | None = None
     suspected_injection: list[str] = []
     notices: list[str] = []

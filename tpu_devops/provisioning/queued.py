@@ -89,6 +89,7 @@ class QueuedResourceView(ToolResult):
     rig's (rig=x)", "not created by tpu-devops", "ours, created by someone else"); ``created_by``: the
     created-by label (a hash of the creator's ADC principal); ``created_by_you``: it is this server's
     principal (None: unknown); ``tool``: the tool that created it (find_tpu / create_tpu_queued_resource).
+    Both forms state ownership once, in ``owner``'s words, and the labels once.
     """
 
     id: str
@@ -98,12 +99,17 @@ class QueuedResourceView(ToolResult):
     accelerator_type: str | None = None
     node_id: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
-    ours: bool = False
-    owner: str = "not created by tpu-devops"
+    # ours and created_by_you are what owner says in words ("ours (rig x)": this rig's, created by you)
+    ours: bool = Field(default=False, exclude=True)
+    owner: str = Field(
+        default="not created by tpu-devops",
+        description="whose it is: starts with 'ours' when this server's rig owns it; 'ours (rig x)' alone: "
+        "created by this server's principal too",
+    )
     # labels["rig"], ["created-by"] and ["tool"] again: the text names them, the structure has them in labels
     rig: str | None = Field(default=None, exclude=True)
     created_by: str | None = Field(default=None, exclude=True)
-    created_by_you: bool | None = None
+    created_by_you: bool | None = Field(default=None, exclude=True)
     tool: str | None = Field(default=None, exclude=True)
     created_at: str | None = None
     age_s: float | None = None
@@ -111,7 +117,9 @@ class QueuedResourceView(ToolResult):
     valid_until_duration_s: float | None = None
     failed_error: str | None = None
     failure_reach: str | None = None
-    holds_quota: bool = False
+    holds_quota: bool | None = Field(
+        default=None, description="true: a FAILED or SUSPENDED request, holding quota until deleted"
+    )
 
     def headline(self) -> str:
         failed = f"; failed: {self.failed_error}" if self.failed_error else ""
@@ -150,7 +158,7 @@ class QueuedResourceView(ToolResult):
             ),
             failed_error=failed.get("message"),
             failure_reach=failure.reach if failure else None,
-            holds_quota=state in TERMINAL_STATES,
+            holds_quota=True if state in TERMINAL_STATES else None,
         )
 
     @property
@@ -666,7 +674,7 @@ class QueuedResourceList(ToolResult):
     zones_listed: int
     queued_resources: list[QueuedResourceView]
     errors: dict[str, str] = Field(default_factory=dict)
-    elapsed_s: float
+    elapsed_s: float = Field(exclude=True)  # how long the listing took: the text says it, nothing depends on it
 
     def render_text(self) -> str:
         """Headline, then one line per queued resource."""
@@ -676,6 +684,8 @@ class QueuedResourceList(ToolResult):
             when = f", created {q.created_at}" if q.created_at else ""
             age = f" ({q.age_s:,.0f} s ago)" if q.age_s is not None else ""
             run = f", stops after {q.max_run_duration_s:,.0f} s" if q.max_run_duration_s else ""
+            if q.valid_until_duration_s:
+                run += f", waits at most {q.valid_until_duration_s:,.0f} s for capacity"
             node = f", node {q.node_id}" if q.node_id else ""
             who = f", created by {q.created_by}" if q.created_by else ""
             tool = f" with {q.tool}" if q.tool else ""

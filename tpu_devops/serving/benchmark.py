@@ -38,13 +38,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from tpu_devops import files
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.pricing import PriceQuote, get_price, usd_per_million_tokens, validate_provisioning_model
-from tpu_devops.results import ToolResult
+from tpu_devops.results import Table, ToolResult
 from tpu_devops.serving.chat import attributed, choose_model, classify, resolve_endpoint, stream_chat
 from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
 from tpu_devops.serving.server_kind import LABELS
@@ -120,11 +120,24 @@ class BenchmarkResult(ToolResult):
     price: PriceQuote | None
     kv_pool_tokens: int | None
     kv_pool_source: str | None
-    cells: list[Cell]
-    best: str | None
-    files: dict[str, str]
+    cells: Table[Cell]
+    # the headline's words (both forms lead with them)
+    best: str | None = Field(exclude=True)
+    files: dict[str, str] = Field(
+        description="the files written, by kind (csv, json, png): their directory as dir, then each file's name"
+    )
     notices: list[str] = []
     replicas: int | None = Field(None, description="engines behind the endpoint (per-replica figures)")
+
+    @field_serializer("files")
+    def _files_in_dir(self, files: dict[str, str]) -> dict[str, str]:
+        """Full paths here and in the text; serialized, their shared directory once (``dir``)."""
+        if not files:
+            return {}
+        where = {str(Path(p).parent) for p in files.values()}
+        if len(where) != 1:
+            return files
+        return {"dir": where.pop(), **{kind: Path(p).name for kind, p in files.items()}}
 
     def headline(self) -> str:
         return f"{len(self.cells)} cell(s); " + (
@@ -531,14 +544,13 @@ def annotate(cell: Cell, price: PriceQuote | None, pool: int | None, output_len:
 async def price_or_none(
     settings: Settings, provisioning_model: str | None, notices: list[str]
 ) -> PriceQuote | None:
-    """The live (or fallback) price, or None with a notice when neither is available."""
+    """The live (or fallback) price, or None with a notice when neither is available (a price found is
+    stated by the result's price line, with its source)."""
     try:
-        quote = await get_price(settings, provisioning_model=provisioning_model)
+        return await get_price(settings, provisioning_model=provisioning_model)
     except TpuDevopsError as exc:
         notices.append(f"no price, so no $/M column: {exc}")
         return None
-    notices.append(f"price: ${quote.usd_per_hour:.4f}/h {quote.provisioning_model} from the {quote.label()}")
-    return quote
 
 
 def best_line(cells: list[Cell]) -> str | None:
@@ -575,7 +587,8 @@ def write_files(result: BenchmarkResult, directory: Path) -> dict[str, str]:
         writer.writeheader()
         writer.writerows(rows)
     result.files = files
-    Path(files["json"]).write_text(json.dumps(result.model_dump(mode="json"), indent=2), encoding="utf-8")
+    saved = {**result.model_dump(mode="json"), "best": result.best}  # the file keeps the headline's best cell
+    Path(files["json"]).write_text(json.dumps(saved, indent=2), encoding="utf-8")
     _heatmap(result.cells, files["png"])
     return files
 
@@ -851,7 +864,7 @@ def cell_from_vllm_bench(data: dict[str, Any], source: str) -> Cell:
         requests=int(data.get("num_prompts") or completed),
         completed=int(data["completed"]),
         failures=int(data.get("failed") or 0),
-        duration_s=data.get("duration"),
+        duration_s=_r(data.get("duration")),
         output_tokens_per_s=round(float(data["output_throughput"]), 3),
         median_ttft_ms=_r(data.get("median_ttft_ms")),
         p99_ttft_ms=_r(data.get("p99_ttft_ms")),

@@ -27,10 +27,10 @@ import re
 import time
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
-from tpu_devops.results import ToolResult
+from tpu_devops.results import Table, ToolResult
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.chat import (
     Endpoint,
@@ -65,14 +65,18 @@ CHAT_PROBE_ANSWER = "42"
 
 
 class Probe(BaseModel):
-    """One probe: ``ok``, latency in ms, what was seen, and the failure class + fix when not ok."""
+    """One probe: ``ok``, latency in ms, what was seen, and the failure class + fix when not ok.
+
+    The structured form says ``ok`` once: a probe that failed has its ``failure`` class (the probes stop at
+    the first failure), and its fix is the result's ``fix``.
+    """
 
     name: str
-    ok: bool
+    ok: bool = Field(exclude=True)
     latency_ms: float | None = None
     detail: str | None = None
-    failure: str | None = None
-    fix: str | None = None
+    failure: str | None = Field(default=None, description="set on the probe that failed (its class)")
+    fix: str | None = Field(default=None, exclude=True)
 
 
 class HealthResult(ToolResult):
@@ -84,7 +88,7 @@ class HealthResult(ToolResult):
     model: str
     failure: str | None
     fix: str | None
-    probes: list[Probe]
+    probes: Table[Probe]
     notices: list[str] = []
 
     def headline(self) -> str:
