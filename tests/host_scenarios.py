@@ -247,7 +247,9 @@ def _resolve(value: Any, values: dict[str, str]) -> Any:
 # 260 bytes of JSON. Measured against the real CLI's requests in tests/test_gemini_cli.py.
 GEMINI_CLI_PER_TOOL_BYTES = 260
 DECLARATION_BUDGET = 30_000  # bytes of our function declarations in one model request (issue #17 §4)
-RATIO_GOAL = 1.3  # structured JSON / text characters of every tool's answer on the bundled inputs (issue #18 §1)
+RATIO_GOAL = (
+    1.3  # structured JSON / text characters of every tool's answer on the bundled inputs (issue #18 §1)
+)
 
 
 def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:

@@ -69,7 +69,6 @@ async def test_both_forms_lead_with_the_same_summary_and_fit_the_host_limit(tran
         assert a.text_chars <= MAX_RESULT_CHARS and a.structured_chars <= MAX_RESULT_CHARS, a.tool
 
 
-
 async def test_the_text_carries_the_key_facts_of_the_structured_form(transcript: Transcript) -> None:
     """Gemini CLI gives its model only the text: every key fact of the structure must be in it too."""
     for a in transcript.answers:

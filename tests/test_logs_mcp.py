@@ -12,6 +12,7 @@ from tests.conftest import FIXTURES
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn
 from tests.mcp_session import mcp_client
+from tpu_devops.results import table_records
 
 EXPORT = FIXTURES / "logs" / "v5e1-util095-export.json"
 SECRET = "hf_" + "PlantedSecretToken0123456789abcdefXYZ"
@@ -85,14 +86,14 @@ async def test_reads_with_paging_and_node_logs(fakes: tuple[FakeGcp, FakeVllm], 
         )
         page2 = second.structured_content
         assert page2["returned"] == 66 and page2.get("next_page_token") is None
-        ids = [e["insert_id"] for e in page1["entries"] + page2["entries"]]
+        ids = [e["insert_id"] for e in table_records(page1["entries"]) + table_records(page2["entries"])]
         assert len(ids) == len(set(ids)) == 166
         _no_secret(first.content[0].text, second.content[0].text)
 
         docker = await client.call_tool(
             "get_vllm_docker_logs", {"since": SINCE, "text": "HF_TOKEN", "limit": 5}
         )
-        entries = docker.structured_content["entries"]
+        entries = table_records(docker.structured_content["entries"])
         assert [e["insert_id"] for e in entries] == ["planted-secret"]
         assert "<HF_TOKEN_1>" in entries[0]["message"]
         _no_secret(docker.content[0].text, json.dumps(docker.structured_content))
@@ -105,7 +106,7 @@ async def test_reads_with_paging_and_node_logs(fakes: tuple[FakeGcp, FakeVllm], 
             "get_vllm_docker_logs", {"since": SINCE, "text": "Ignore previous", "limit": 5}
         )
         page = injected.structured_content
-        assert [e["insert_id"] for e in page["entries"]] == ["planted-injection"]
+        assert [e["insert_id"] for e in table_records(page["entries"])] == ["planted-injection"]
         assert page["suspected_injection"] == ["planted-injection"]
         assert (
             "entries[].message" in page["untrusted"]["fields"]
@@ -165,7 +166,10 @@ async def test_analyst_session_makes_two_tool_calls_and_cites(
         )
     assert not result.is_error, result.content[0].text
     data = result.structured_content
-    assert data["model_consulted"] and [s["tool"] for s in data["steps"]] == ["search_logs", "get_entry"]
+    assert data["model_consulted"] and [s["tool"] for s in table_records(data["steps"])] == [
+        "search_logs",
+        "get_entry",
+    ]
     assert {"ref": "3a808ea2a697db", "kind": "entry", "verified": True}.items() <= data["citations"][
         0
     ].items()
@@ -194,9 +198,8 @@ async def test_planted_instructions_change_nothing(fakes: tuple[FakeGcp, FakeVll
         )
         listed = await client.call_tool("list_jobs", {})
     data = result.structured_content
-    assert (
-        data["steps"][0]["tool"] == "delete_queued_resource" and "unknown tool" in data["steps"][0]["refused"]
-    )
+    first = table_records(data["steps"])[0]
+    assert first["tool"] == "delete_queued_resource" and "unknown tool" in first["refused"]
     assert listed.structured_content.get("jobs", []) == []
     assert not [r for r in gcp.tpu.requests if r.get("method") != "GET"]
     assert all(r["resourceNames"] == ["projects/my-project"] for r in gcp.logging.requests)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.mcp_session import mcp_client
+from tpu_devops.results import table_records
 
 pytestmark = pytest.mark.anyio
 
@@ -195,7 +196,7 @@ async def test_newcomer_trial_inputs_over_stdio(tmp_path: Path) -> None:
             client, "diagnose_vllm_boot", {"path": str(DATA / "logs" / "v5e1-util095-export.json")}
         )
         assert out["root_cause"]["id"] == "program-allocation-oom"
-        assert all(p.get("elapsed_s") is None or p["elapsed_s"] >= 0 for p in out["phases"])
+        assert all(p.get("elapsed_s") is None or p["elapsed_s"] >= 0 for p in table_records(out["phases"]))
         text = await refused(client, "diagnose_vllm_boot", {})
         assert "node" in text
         for path, problem in (

@@ -17,6 +17,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.conftest import gcp_environ
 from tests.mcp_session import ROOT, server_env
+from tpu_devops.results import table_records
 
 pytestmark = pytest.mark.anyio
 TOKEN = "hf_PlantedSecretTokenDoNotLeak4242abcd"
@@ -77,7 +78,7 @@ async def test_flex_sweep_unsupported_twice_stockout_then_success(fake_gcp, tmp_
         endpoint = await call(client, "get_vllm_endpoint")
         assert endpoint["status"] == "discovered" and endpoint["zone"] == result["zone"]
         scan = await call(client, "get_zones_with_available_quota", {"provisioning_model": "flex-start"})
-        rows = {z["zone"]: z for z in scan["zones"]}
+        rows = {z["zone"]: z for z in table_records(scan["zones"])}
         assert rows["us-central1-a"]["known_acceptance"].startswith("refused")
         assert rows["us-west4-b"]["last_attempt"].startswith("failed")
     status = (tmp_path / "tpu_zones_status.md").read_text()
@@ -106,7 +107,7 @@ async def test_spot_sweep_reads_the_preemptible_quota_family(fake_gcp, tmp_path)
     async with server(fake_gcp, tmp_path) as client:
         scan = await call(client, "get_zones_with_available_quota", {"provisioning_model": "spot"})
         assert scan["zone_quota_id"] == "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"
-        assert not {z["zone"]: z for z in scan["zones"]}["us-west4-a"]["enough_for_request"]
+        assert not {z["zone"]: z for z in table_records(scan["zones"])}["us-west4-a"]["enough_for_request"]
         started = await call(client, "find_tpu", {"provisioning_model": "spot", "poll_interval_s": 0.05})
         job = await wait_job(client, started["job_id"])
     assert job["result"]["found"] and job["result"]["zone"] != "us-west4-a"
@@ -179,7 +180,7 @@ async def test_restart_mid_sweep_keeps_the_attempt_history(fake_gcp, tmp_path) -
     fake_gcp.tpu.queued.clear()
     async with server(fake_gcp, tmp_path) as client:
         scan = await call(client, "get_zones_with_available_quota", {"provisioning_model": "spot"})
-        row = {z["zone"]: z for z in scan["zones"]}["us-west4-b"]
+        row = {z["zone"]: z for z in table_records(scan["zones"])}["us-west4-b"]
         assert row["last_attempt"].startswith("failed") and row["blocked_until"]
         status = await call(client, "get_system_status")
         assert any("us-west4-b" in a and "stockout" in a for a in status["recent_attempts"])

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn
 from tests.mcp_session import mcp_client
+from tpu_devops.results import table_records
 
 pytestmark = pytest.mark.anyio
 
@@ -103,10 +104,11 @@ async def test_analyst_fits_every_round_to_the_context(tmp_path: Path, tokenize:
             )
     _assert_every_prompt_fit(fake)
     assert out["model_consulted"] and out["model_answer_usable"], text
-    assert out["context_tokens"] == context and len(out["rounds"]) == 3
-    for r in out["rounds"]:
+    rounds = table_records(out["rounds"])
+    assert out["context_tokens"] == context and len(rounds) == 3
+    for r in rounds:
         assert r["prompt_tokens"] <= r["prompt_limit"] == context - 700
-    counted = out["rounds"][0]["counted_by"]
+    counted = rounds[0]["counted_by"]
     assert ("server's tokenizer" in counted) if tokenize else ("estimate" in counted)
     assert "3a808ea2a697db" in [c["ref"] for c in out["citations"] if c["verified"]]
 
@@ -134,7 +136,7 @@ async def test_a_later_round_failing_keeps_the_analysis(tmp_path: Path) -> None:
         )
         async with mcp_client(**env_for(tmp_path, fake.url)) as client:
             out, text = await call(client, "analyze_cloud_logging", {"question": "Why?", "path": EXPORT})
-    assert out["model_consulted"] and len(out["steps"]) == 1
+    assert out["model_consulted"] and len(table_records(out["steps"])) == 1
     assert any("round 2 failed" in n for n in out["notices"]) and out["summary"]
     assert not out["model_answer_usable"] and "stands alone" in text
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
 from tpu_devops.results import (
     MAX_RESULT_CHARS,
+    Table,
     ToolResult,
     cap_structured,
     cap_text,
     json_chars,
+    table_records,
 )
+from tpu_devops.schemas import wire_output_schema
 
 
 class Row(BaseModel):
@@ -110,3 +114,89 @@ def test_host_forms_cap_both_forms() -> None:
     assert len(text) <= MAX_RESULT_CHARS and json_chars(structured) <= MAX_RESULT_CHARS
     assert text.startswith("3000 lines") and structured["summary"] == "3000 lines"
     assert "left out" in text and structured["omitted"]
+
+
+class Probe(BaseModel):
+    name: str
+    latency_ms: float | None = Field(None, description="how long it took, ms")
+    tags: list[str] = []
+    ok: bool = True
+
+
+class Stage(BaseModel):
+    stage: str
+    probes: Table[Probe] = []
+
+
+class Probes(ToolResult):
+    probes: Table[Probe]
+    stages: list[Stage] = []
+    empty: Table[Probe] = []
+    seconds: float
+
+    def headline(self) -> str:
+        return f"{len(self.probes)} probes"
+
+
+def _probes() -> Probes:
+    return Probes(
+        probes=[
+            Probe(name="health", latency_ms=2.0, tags=["http"]),
+            Probe(name="models", latency_ms=3.25),
+            Probe(name="chat", ok=False),
+        ],
+        stages=[Stage(stage="boot", probes=[Probe(name="health", latency_ms=1.5)])],
+        seconds=14400.0,
+    )
+
+
+def test_a_table_field_is_sent_with_its_keys_once_and_reads_back_as_the_pruned_records() -> None:
+    answer = _probes()
+    out = answer.structured()
+    assert out["probes"] == {
+        "columns": ["name", "latency_ms", "tags", "ok"],
+        "rows": [["health", 2, ["http"], True], ["models", 3.25, None, True], ["chat", None, None, False]],
+    }
+    assert "empty" not in out  # an empty table carries nothing, like an empty list
+    assert out["stages"] == [
+        {
+            "stage": "boot",
+            "probes": {"columns": ["name", "latency_ms", "ok"], "rows": [["health", 1.5, True]]},
+        }
+    ]
+    assert out["seconds"] == 14400 and isinstance(out["seconds"], int)  # a whole float as the integer it is
+    # every fact of the records, none lost: the records come back as prune leaves them
+    assert table_records(out["probes"]) == [
+        {"name": "health", "latency_ms": 2, "tags": ["http"], "ok": True},
+        {"name": "models", "latency_ms": 3.25, "ok": True},
+        {"name": "chat", "ok": False},
+    ]
+    assert [Probe(**r) for r in table_records(out["probes"])] == answer.probes
+    # Python and the text keep the records
+    assert isinstance(answer.probes, list) and "health" in answer.render_text()
+    assert json_chars(out["probes"]) < json_chars([p.model_dump(mode="json") for p in answer.probes])
+
+
+def test_table_records_refuses_what_is_not_a_table() -> None:
+    for bad in ([{"name": "x"}], {"columns": ["a"]}, {"rows": [], "columns": []}, "table"):
+        with pytest.raises(ValueError, match="not a table"):
+            table_records(bad)
+    with pytest.raises(ValueError):  # a row longer than its columns is not silently cut
+        table_records({"columns": ["a"], "rows": [[1, 2]]})
+
+
+def test_the_published_output_schema_accepts_the_table_that_is_sent_and_refuses_a_list_of_objects() -> None:
+    schema = wire_output_schema(Probes.model_json_schema(mode="serialization"))
+    table = schema["properties"]["probes"]
+    assert table["required"] == ["columns", "rows"]
+    assert table["properties"]["columns"]["items"]["enum"] == ["name", "latency_ms", "tags", "ok"]
+    assert "latency_ms: how long it took, ms" in table["description"]  # what a column means stays published
+    assert schema["required"] == ["summary", "seconds"]  # an empty table is left out, like an empty list
+    out = _probes().structured()
+    jsonschema.validate(out, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**out, "probes": [{"name": "health"}]}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**out, "probes": {"columns": ["nmae"], "rows": [["health"]]}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**out, "probes": {"columns": ["name"], "rows": [[{"nested": 1}]]}}, schema)

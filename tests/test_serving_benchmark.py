@@ -16,6 +16,7 @@ from tpu_devops import pricing
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
 from tpu_devops.jobs import JOBS
+from tpu_devops.results import table_records
 from tpu_devops.serving import benchmark
 
 pytestmark = pytest.mark.anyio
@@ -113,18 +114,22 @@ async def test_measured_sweep_to_completion(gcp: FakeGcp, tmp_path: Path) -> Non
         await record.task
     assert record.state == "succeeded", record.error
     result = record.result
-    assert len(result["cells"]) == 4
-    for cell in result["cells"]:
+    cells = table_records(result["cells"])
+    assert len(cells) == 4
+    for cell in cells:
         assert cell["completed"] == 4 and cell["failures"] == 0
         assert cell["output_tokens_mean"] == 6
         # prompt length is measured from usage; the calibration makes it hit the target
         assert cell["prompt_tokens_measured"] == pytest.approx(cell["prompt_tokens_target"], abs=1)
         assert cell["usd_per_million_output_tokens"] is not None
     assert result["kv_pool_source"].startswith("server /metrics")
-    rows = list(csv.DictReader(open(result["files"]["csv"], encoding="utf-8")))
+    where = Path(result["files"].pop("dir"))  # the structured form names the directory once
+    assert set(result["files"]) == {"csv", "json", "png"} and where.parent == tmp_path / "results"
+    rows = list(csv.DictReader(open(where / result["files"]["csv"], encoding="utf-8")))
     assert len(rows) == 4
-    assert json.loads(Path(result["files"]["json"]).read_text())["cells"][0]["concurrency"] == 1
-    assert Path(result["files"]["png"]).read_bytes()[:4] == b"\x89PNG"
+    saved = json.loads((where / result["files"]["json"]).read_text())
+    assert saved["cells"][0]["concurrency"] == 1 and saved["best"] and saved["best"] in result["summary"]
+    assert (where / result["files"]["png"]).read_bytes()[:4] == b"\x89PNG"
     # every benchmark request asked for exactly output_len tokens
     bench_requests = [r for r in fake.requests if r.get("max_tokens") == 6]
     assert len(bench_requests) == 16 and all(r.get("ignore_eos") for r in bench_requests)
@@ -138,7 +143,7 @@ async def test_failures_are_counted_and_kv_pressure_warned(gcp: FakeGcp, tmp_pat
         )
         assert any("max_model_len" in n for n in (await _finished(started.job_id))["notices"])
     result = JOBS.get(started.job_id).result
-    ok, too_long = result["cells"]
+    ok, too_long = table_records(result["cells"])
     assert ok["failures"] == 0
     assert too_long["failures"] == 2 and "context_overflow" in too_long["first_error"]
     assert result["kv_pool_tokens"] == 160
@@ -264,7 +269,7 @@ async def test_a_non_rig_llama_cpp_endpoint_is_not_priced_or_checked_against_the
         await record.task
     result = record.result
     assert result.get("price") is None and all(
-        c.get("usd_per_million_output_tokens") is None for c in result["cells"]
+        c.get("usd_per_million_output_tokens") is None for c in table_records(result["cells"])
     )
     assert result.get("kv_pool_tokens") is None
     notes = " ".join(result["notices"])

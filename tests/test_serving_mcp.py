@@ -13,6 +13,7 @@ import pytest
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.openai_server import FakeVllm, closed_port_url
 from tests.mcp_session import mcp_client
+from tpu_devops.results import table_records
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +48,12 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
         async with mcp_client(**env_for(tmp_path, gcp, fake.url)) as client:
             health = await call(client, "verify_model_health")
             assert health["healthy"] is True
-            assert [p["name"] for p in health["probes"]] == ["health", "models", "chat", "tool_call"]
+            assert [p["name"] for p in table_records(health["probes"])] == [
+                "health",
+                "models",
+                "chat",
+                "tool_call",
+            ]
 
             stats = await call(client, "query_gemma_with_stats", {"prompt": "Say hi", "max_tokens": 8})
             assert stats["stats"]["completion_tokens"] == 8
@@ -73,8 +79,12 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
             imported = await call(
                 client, "import_benchmark_results", {"results_path": str(BENCH / "v5e1-e2b-c128-u64.json")}
             )
-            assert imported["cells"][0]["output_tokens_per_s"] == pytest.approx(1381.5, abs=0.05)
-            assert imported["cells"][0]["usd_per_million_output_tokens"] == pytest.approx(0.1162, abs=1e-4)
+            assert table_records(imported["cells"])[0]["output_tokens_per_s"] == pytest.approx(
+                1381.5, abs=0.05
+            )
+            assert table_records(imported["cells"])[0]["usd_per_million_output_tokens"] == pytest.approx(
+                0.1162, abs=1e-4
+            )
 
             started = await call(
                 client,
@@ -88,10 +98,17 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
                     break
                 await asyncio.sleep(0.1)
             assert job["state"] == "succeeded", job
-            files = job["result"]["files"]
-            assert {k: Path(v).exists() for k, v in files.items()} == {"csv": True, "json": True, "png": True}
-            assert Path(files["csv"]).parent.parent == tmp_path / "state" / "results"
-            assert [c["completed"] for c in job["result"]["cells"]] == [2, 2]
+            files = dict(job["result"]["files"])
+            where = Path(files.pop("dir"))  # the structured form names the directory once
+            assert {k: (where / v).exists() for k, v in files.items()} == {
+                "csv": True,
+                "json": True,
+                "png": True,
+            }
+            assert where.parent == tmp_path / "state" / "results"
+            job_text = (await client.call_tool("get_job", {"job_id": job_id})).content[0].text
+            assert str(where / files["csv"]) in job_text, job_text
+            assert [c["completed"] for c in table_records(job["result"]["cells"])] == [2, 2]
             # newcomer trial: progress showed last_cell={'concurrency': 4, ...} raw; now one readable line
             last = job["progress"]["last_cell"]
             assert (
@@ -159,7 +176,7 @@ async def test_endpoint_discovered_from_our_active_tpu(tmp_path: Path, gcp: Fake
         async with mcp_client(**env) as client:
             waiting = await call(client, "verify_model_health")
             assert waiting["failure"] == "no_endpoint"
-            assert "PROVISIONING" in waiting["probes"][0]["detail"]
+            assert "PROVISIONING" in table_records(waiting["probes"])[0]["detail"]
             gcp.tpu.add_foreign("us-west4-a", "gemma4-e2b", labels=ours, state="ACTIVE")
             health = await call(client, "verify_model_health", {"check_tool_calling": False})
     assert health["healthy"] is True, health
@@ -208,5 +225,5 @@ async def test_cost_falls_back_when_the_metadata_server_probe_hangs(tmp_path: Pa
         }
         async with mcp_client(**env) as client:
             cost = await call(client, "estimate_deployment_cost", {"provisioning_model": "on-demand"})
-    assert cost["price"]["source"] == "fallback" and cost["usd_per_hour"] == pytest.approx(1.20)
+    assert cost["price"]["source"] == "fallback" and cost["price"]["usd_per_hour"] == pytest.approx(1.20)
     assert any("Application Default Credentials" in n for n in cost["price"]["notes"])

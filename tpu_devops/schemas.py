@@ -172,18 +172,24 @@ TABLE_NOTE = (
 def table_schema(row: dict[str, Any]) -> dict[str, Any]:
     """The schema of a list of ``row`` objects sent as a table (`tpu_devops.results.Table`): ``columns``, the
     names of ``row``'s properties in use, and ``rows``, one array of cell values per row, each cell one of
-    the properties' schemas (``null`` where a row has no value)."""
+    the properties' value schemas (``null`` where a row has no value). The properties' descriptions move
+    to the table's description, one ``name: description`` each, so the schema still says what a column
+    means."""
+    properties: dict[str, Any] = row.get("properties", {})
     cells: list[dict[str, Any]] = []
-    for sub in row.get("properties", {}).values():
-        cell = {k: v for k, v in sub.items() if k not in ("title", "default", "description")}
-        if cell not in cells:
-            cells.append(cell)
-    cells.append({"type": "null"})
+    for sub in properties.values():
+        for option in sub.get("anyOf", [sub]):
+            cell = {k: v for k, v in option.items() if k not in ("title", "default", "description")}
+            if cell not in cells:
+                cells.append(cell)
+    if {"type": "null"} not in cells:
+        cells.append({"type": "null"})
+    meanings = [f"{name}: {sub['description']}" for name, sub in properties.items() if sub.get("description")]
     return {
         "type": "object",
-        "description": TABLE_NOTE,
+        "description": "; ".join([TABLE_NOTE, *meanings]),
         "properties": {
-            "columns": {"type": "array", "items": {"enum": list(row.get("properties", {}))}},
+            "columns": {"type": "array", "items": {"type": "string", "enum": list(properties)}},
             "rows": {"type": "array", "items": {"type": "array", "items": {"anyOf": cells}}},
         },
         "required": list(TABLE_KEYS),
@@ -224,7 +230,7 @@ def _wire_object(schema: Any) -> Any:
             continue
         else:
             out[key] = value
-    if "properties" in out and "required" in out:
+    if "properties" in out and "required" in out and not is_table(out):  # a table has both keys, always
         props = out["properties"]
         kept = [p for p in out["required"] if p in props and not _may_be_left_out(props[p])]
         if kept:

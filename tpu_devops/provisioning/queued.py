@@ -674,7 +674,8 @@ class QueuedResourceList(ToolResult):
     zones_listed: int
     queued_resources: list[QueuedResourceView]
     errors: dict[str, str] = Field(default_factory=dict)
-    elapsed_s: float = Field(exclude=True)  # how long the listing took: the text says it, nothing depends on it
+    # how long the listing took: the text says it, nothing depends on it
+    elapsed_s: float = Field(exclude=True)
 
     def render_text(self) -> str:
         """Headline, then one line per queued resource."""

@@ -27,7 +27,7 @@ import re
 import time
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from tpu_devops.config import Settings
 from tpu_devops.results import Table, ToolResult
@@ -77,6 +77,13 @@ class Probe(BaseModel):
     detail: str | None = None
     failure: str | None = Field(default=None, description="set on the probe that failed (its class)")
     fix: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _failure_names_the_failed(self) -> Probe:
+        # the structured form tells ok from failed by ``failure`` alone: the two must agree
+        if self.ok == (self.failure is not None):
+            raise ValueError(f"probe {self.name}: ok={self.ok} with failure={self.failure!r}")
+        return self
 
 
 class HealthResult(ToolResult):
