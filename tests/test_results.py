@@ -132,6 +132,7 @@ class Probes(ToolResult):
     probes: Table[Probe]
     stages: list[Stage] = []
     empty: Table[Probe] = []
+    maybe: Table[Probe] | None = None
     seconds: float
 
     def headline(self) -> str:
@@ -146,6 +147,7 @@ def _probes() -> Probes:
             Probe(name="chat", ok=False),
         ],
         stages=[Stage(stage="boot", probes=[Probe(name="health", latency_ms=1.5)])],
+        maybe=[Probe(name="tool_call", latency_ms=4.0)],
         seconds=14400.0,
     )
 
@@ -164,6 +166,7 @@ def test_a_table_field_is_sent_with_its_keys_once_and_reads_back_as_the_pruned_r
             "probes": {"columns": ["name", "latency_ms", "ok"], "rows": [["health", 1.5, True]]},
         }
     ]
+    assert out["maybe"] == {"columns": ["name", "latency_ms", "ok"], "rows": [["tool_call", 4, True]]}
     assert out["seconds"] == 14400 and isinstance(out["seconds"], int)  # a whole float as the integer it is
     # every fact of the records, none lost: the records come back as prune leaves them
     assert table_records(out["probes"]) == [

@@ -21,9 +21,10 @@ Claude Code replaces a tool result over 50,000 characters with a 2 KB preview an
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler
+from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema
 
 from tpu_devops.schemas import TABLE_KEYS, table_schema
@@ -204,9 +205,18 @@ def prune(dumped: dict[str, Any], model: BaseModel) -> dict[str, Any]:
             del out[key]
             continue
         out[key] = _prune_value(out[key], value)
-        if isinstance(out[key], list) and any(isinstance(m, _AsTable) for m in field.metadata):
+        if isinstance(out[key], list) and _declares_table(field):
             out[key] = as_table(out[key])
     return out
+
+
+def _declares_table(field: FieldInfo) -> bool:
+    """True for a `Table` field, also one declared ``Table[Row] | None`` (its schema is a table then too)."""
+    markers = [
+        *field.metadata,
+        *(m for arg in get_args(field.annotation) for m in getattr(arg, "__metadata__", ())),
+    ]
+    return any(isinstance(m, _AsTable) for m in markers)
 
 
 def _prune_value(dumped: Any, value: Any) -> Any:
