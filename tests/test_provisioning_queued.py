@@ -52,6 +52,19 @@ async def test_create_then_status_then_existing_is_reported(fake_gcp, gcp_settin
     assert TOKEN not in sent and "hf-token" in sent
 
 
+@pytest.mark.parametrize(("waiting_s", "active"), [(0, True), (60, False), (3600, False)])
+async def test_the_next_step_after_create_follows_the_state(
+    fake_gcp, gcp_settings, waiting_s, active
+) -> None:
+    # A create answered ACTIVE at once must not be told to "poll until ACTIVE".
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    fake_gcp.tpu.clock = FakeClock()
+    fake_gcp.tpu.timings["WAITING_FOR_RESOURCES"] = waiting_s
+    created = await create_queued_resource(gcp_settings)
+    assert (created.state == "ACTIVE") is active
+    assert ("until ACTIVE" in created.next_step) is not active and "get_vllm_endpoint" in created.next_step
+
+
 async def test_describe_and_list_all_zones_say_ours_only_by_this_rigs_label(fake_gcp, gcp_settings) -> None:
     fake_gcp.tpu.add_foreign(ZONE, "someone-else", labels={"team": "ml"})
     # Named like this rig, labelled for another: not ours. Named anything, labelled for this rig: ours.

@@ -487,19 +487,22 @@ async def _create_under_lease(
             )
     else:
         warnings.append(f"{model} bills until you delete it (destroy_queued_resource)")
+    state = state_of(now) if now else "ACCEPTED"
     return CreateResult(
         warnings=warnings,
         queued_resource_id=qr_id,
         zone=zone,
         provisioning_model=model,
         created=True,
-        state=state_of(now) if now else "ACCEPTED",
+        state=state,
         owner=f"ours (rig {rig.rig})",
         operation=op.get("name"),
         request_id=request.request_id,
         usd_per_hour=per_hour,
         stops_billing=stops,
-        next_step="poll get_reservation_status (or the wait job) until ACTIVE; then get_vllm_endpoint",
+        next_step="already ACTIVE: get_vllm_endpoint gives its URL once vLLM has booted (about 10-15 min)"
+        if state == "ACTIVE"
+        else "poll get_reservation_status (or the wait job) until ACTIVE; then get_vllm_endpoint",
         endpoint_access=endpoint_access,
     )
 
