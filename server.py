@@ -24,7 +24,12 @@ from pydantic import BeforeValidator, Field
 # no logic module; each loads when one of its tools is first called.
 import tpu_devops
 from tpu_devops import __version__, logs, serving
-from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
+from tpu_devops.config import (
+    GPU_MEMORY_UTILIZATION_RANGE,
+    MAX_MODEL_LEN_RANGE,
+    MAX_NUM_BATCHED_TOKENS_RANGE,
+    get_settings,
+)
 from tpu_devops.registration import Registrar
 from tpu_devops.results import MAX_EVIDENCE_TOKENS
 from tpu_devops.tool_cache import open_schema_cache
@@ -72,6 +77,13 @@ UtilOverride = Annotated[
     Field(
         ge=GPU_MEMORY_UTILIZATION_RANGE[0],
         le=GPU_MEMORY_UTILIZATION_RANGE[1],
+    ),
+]
+BatchedOverride = Annotated[
+    int | None,
+    Field(
+        ge=MAX_NUM_BATCHED_TOKENS_RANGE[0],
+        le=MAX_NUM_BATCHED_TOKENS_RANGE[1],
     ),
 ]
 
@@ -159,7 +171,7 @@ async def plan_scale_out(
     region: Annotated[str | None, Field()] = None,
     usd_per_chip_hour: Annotated[float | None, Field(ge=0.001, le=1000)] = None,
 ) -> tpu_devops.scaleout.ScaleOutPlan:
-    """Compare scale-out shapes (engines per host, GKE nodes, TP) for a throughput target.
+    """Compare scale-out shapes (engines per host, GKE nodes, TP) for a tok/s target.
 
     Size a target (output tok/s, or N streams within TTFT / TPOT objectives) on each shape: N one-chip
     engines on one multi-chip host, N single-chip GKE nodes, one tensor-parallel engine (with its KV-cache
@@ -205,7 +217,7 @@ def lint_vllm_flags(
         Field(ge=1, le=64),
     ] = 1,
 ) -> tpu_devops.lint.LintResult:
-    """Check vllm serve flags for known TPU traps; each finding with its fix.
+    """Check vllm serve flags for known TPU traps, with fixes.
 
     Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
     v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
@@ -231,8 +243,9 @@ def render_startup_script(
     max_model_len: MaxLenOverride = None,
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
+    max_num_batched_tokens: BatchedOverride = None,
 ) -> tpu_devops.startup.RenderedScript:
-    """Render the TPU VM startup script from tpu.env (with overrides). Runs nothing.
+    """The TPU VM startup script from tpu.env (with overrides). Runs nothing.
 
     Render the startup script a TPU VM runs at boot (from tpu.env, with optional overrides): fetch the
     Hugging Face token from Secret Manager with the VM's service account (retrying up to 30 min; the
@@ -245,6 +258,7 @@ def render_startup_script(
             max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization,
             vllm_image=vllm_image,
+            max_num_batched_tokens=max_num_batched_tokens,
         )
     )
 
@@ -325,11 +339,11 @@ ValidUntilArg = Annotated[
 ]
 SourceRangesArg = Annotated[
     list[str] | None,
-    Field(description="CIDRs for vLLM's port"),
+    Field(description="source CIDRs"),
 ]
 OpenToInternetArg = Annotated[
     bool,
-    Field(description="allow ranges like 0.0.0.0/0"),
+    Field(description="allow 0.0.0.0/0"),
 ]
 
 
@@ -372,7 +386,7 @@ async def plan_queued_resource(
 
 AllowOldImageArg = Annotated[
     bool,
-    Field(description="allow a too-old image"),
+    Field(description="allow an old image"),
 ]
 
 
@@ -383,7 +397,7 @@ async def create_tpu_queued_resource(
     max_run_duration_s: MaxRunArg = None,
     valid_until_duration_s: ValidUntilArg = None,
     queued_resource_id: QrIdArg = None,
-    wait: Annotated[bool, Field(description="wait for ACTIVE in a job")] = False,
+    wait: Annotated[bool, Field(description="job waits for ACTIVE")] = False,
     wait_timeout_s: Annotated[float, Field(ge=1, le=86400)] = 3600,
     poll_interval_s: Annotated[float, Field(ge=0.05, le=600)] = 15,
     allow_second: Annotated[
@@ -394,7 +408,7 @@ async def create_tpu_queued_resource(
     allowed_source_ranges: SourceRangesArg = None,
     open_to_internet: OpenToInternetArg = False,
 ) -> tpu_devops.provisioning.queued.CreateResult:
-    """Create our TPU queued resource (with API key, firewall rule); returns at once.
+    """Create our TPU queued resource (+ API key, firewall rule); returns at once.
 
     Create one queued resource (flex-start by default, or spot / on-demand) labelled managed-by=tpu-devops
     and rig=<RESOURCE_ID> whatever its id, with the rendered startup script. Touches only its own id: if it
@@ -561,7 +575,7 @@ async def save_hf_token(
         Field(description="hf_..."),
     ],
 ) -> tpu_devops.setup_check.SecretSaved:
-    """Store the Hugging Face token in Secret Manager for the VM. Never echoed.
+    """Store the Hugging Face token in Secret Manager (never echoed).
 
     Store the Hugging Face token in Secret Manager (HF_SECRET_ID): creates the secret if missing and adds
     a version. Checks its shape; never echoes, logs or returns it. The TPU VM reads it at boot."""
@@ -574,6 +588,7 @@ async def reconfigure_vllm(
     max_model_len: MaxLenOverride = None,
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
+    max_num_batched_tokens: BatchedOverride = None,
     dry_run: bool = False,
 ) -> tpu_devops.reconfigure.ReconfigureResult:
     """Job: new vLLM flags on the same TPU. Poll get_job.
@@ -587,7 +602,8 @@ async def reconfigure_vllm(
     this rig's node (labels) is changed; a second call while one runs is refused with the running job's id."""
     return await tpu_devops.reconfigure.reconfigure_vllm(
         settings, model_name=model_name, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, vllm_image=vllm_image, dry_run=dry_run,
+        gpu_memory_utilization=gpu_memory_utilization, vllm_image=vllm_image,
+        max_num_batched_tokens=max_num_batched_tokens, dry_run=dry_run,
     )  # fmt: skip
 
 
@@ -607,7 +623,7 @@ async def get_vllm_endpoint(
         Field(description="a zone or 'all'"),
     ] = None,
 ) -> serving.endpoint.EndpointResult:
-    """The vLLM base URL (VLLM_URL or our ACTIVE TPU's IP), or why there is none.
+    """vLLM base URL (VLLM_URL or our ACTIVE TPU's IP), or why there is none.
 
     The vLLM base URL: VLLM_URL if set, else our ACTIVE queued resource's node external IP
     (http://IP:VLLM_PORT). Says clearly when there is none, it is still provisioning, or there are several."""
@@ -699,7 +715,7 @@ async def apply_gke_deployment(
     wait_timeout_s: Annotated[float, Field(ge=1, le=86400)] = 3600,
     poll_interval_s: Annotated[float, Field(ge=0.05, le=600)] = 15,
 ) -> tpu_devops.gke.deploy.GkeApplyResult:
-    """Create the GKE TPU node pool and apply plan_gke_deployment's manifests; a job.
+    """Job: create the GKE TPU node pool, apply plan_gke_deployment's manifests.
 
     Create the TPU node pool and apply the manifests of plan_gke_deployment (server-side apply, labelled
     managed-by=tpu-devops and the rig). Checks first and changes nothing if the Secret is missing, an object
@@ -876,7 +892,7 @@ async def get_engine_status(
         Field(ge=1, le=64),
     ] = None,
 ) -> serving.engines.EngineStatusResult:
-    """Each vLLM engine behind the host's load balancer, then the totals.
+    """Each vLLM engine behind the host's load balancer, and totals.
 
     Each vLLM engine behind the host's load balancer (one per chip): health and its latency, running and
     waiting requests, KV-cache usage, generated tokens and tok/s since the last call; then the totals. An
@@ -1150,7 +1166,7 @@ async def analyze_cloud_logging(
 
 @tools.tool(title="Get job status", open_world=False, **READ)
 def get_job(job_id: str) -> tpu_devops.jobs.JobView:
-    """Poll a long operation by the job_id its tool returned.
+    """Poll a job by the job_id its tool returned.
 
     Poll a long operation (zone sweep, wait for ACTIVE, benchmark) by the id its tool returned.
 

@@ -118,6 +118,27 @@ def test_control_characters_are_rejected():
     assert err.value.field == "max_model_len"
 
 
+@pytest.mark.parametrize("batched", [16, 2048, 8192, 1_048_576])
+def test_the_batch_budget_override_reaches_the_serve_line(batched: int) -> None:
+    # reconfigure_vllm and render_startup_script take the batch budget like the other serving flags.
+    script = startup.render_startup_script(
+        startup.apply_overrides(settings(), max_num_batched_tokens=batched)
+    )
+    assert f"--max-num-batched-tokens {batched}" in script.script
+
+
+@pytest.mark.parametrize("bad", [0, 15, 1_048_577, -4096, True])
+def test_a_batch_budget_out_of_range_is_refused_naming_the_argument(bad: int) -> None:
+    from tpu_devops.config import MAX_NUM_BATCHED_TOKENS_RANGE
+
+    with pytest.raises(ConfigError) as err:
+        startup.apply_overrides(settings(), max_num_batched_tokens=bad)
+    assert (
+        err.value.field == "max_num_batched_tokens"
+        and f"{MAX_NUM_BATCHED_TOKENS_RANGE[1]:,}" in err.value.message
+    )
+
+
 def test_override_ranges_are_the_shared_ones():
     from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
 

@@ -244,6 +244,10 @@ async def test_a_reconfigure_the_vm_is_still_applying_is_refused_by_its_generati
     fake_gcp.tpu.put_guest_attribute(ZONE, "gemma4-e2b", "tpu-devops/reconfigure", json.dumps(running))
     plan = await reconfigure.reconfigure_vllm(s, max_model_len=8192, dry_run=True)
     assert plan.changes == ["--max-model-len: 16384 -> 8192"] and "as configured" in plan.old_source
+    plan = await reconfigure.reconfigure_vllm(s, max_num_batched_tokens=8192, dry_run=True)
+    assert plan.changes == ["--max-num-batched-tokens: 4096 -> 8192"]
+    plan = await reconfigure.reconfigure_vllm(s, max_num_batched_tokens=4096, dry_run=True)
+    assert plan.changes == []  # the default budget already
     same = await reconfigure.reconfigure_vllm(s)
     assert same.changes == [] and same.job_id is None and "nothing to change" in same.next_step
     assert not any(r["method"] == "PATCH" for r in fake_gcp.tpu.requests)

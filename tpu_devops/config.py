@@ -43,6 +43,7 @@ SECRET_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_
 # Accepted ranges shared by Settings, plan_capacity and render_startup_script (one pair, one place).
 MAX_MODEL_LEN_RANGE = (256, 1_048_576)  # tokens per request
 GPU_MEMORY_UTILIZATION_RANGE = (0.1, 0.99)  # fraction of HBM vLLM may use
+MAX_NUM_BATCHED_TOKENS_RANGE = (16, 1_048_576)  # tokens per engine step (--max-num-batched-tokens)
 
 DEFAULTS: dict[str, str] = {
     "GOOGLE_CLOUD_PROJECT": "",
@@ -509,7 +510,13 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
     max_model_len = _int(
         env, "MAX_MODEL_LEN", lo=MAX_MODEL_LEN_RANGE[0], hi=MAX_MODEL_LEN_RANGE[1], optional=True
     )
-    max_batched = _int(env, "MAX_NUM_BATCHED_TOKENS", lo=16, hi=1_048_576, optional=True)
+    max_batched = _int(
+        env,
+        "MAX_NUM_BATCHED_TOKENS",
+        lo=MAX_NUM_BATCHED_TOKENS_RANGE[0],
+        hi=MAX_NUM_BATCHED_TOKENS_RANGE[1],
+        optional=True,
+    )
     limit_mm = None
     if env["LIMIT_MM_PER_PROMPT"].strip():
         try:

@@ -264,6 +264,7 @@ async def reconfigure_vllm(
     max_model_len: int | None = None,
     gpu_memory_utilization: float | None = None,
     vllm_image: str | None = None,
+    max_num_batched_tokens: int | None = None,
     dry_run: bool = False,
     timeout_s: float = FOLLOW_TIMEOUT_S,
 ) -> ReconfigureResult:
@@ -283,6 +284,7 @@ async def reconfigure_vllm(
     new = apply_overrides(
         settings, model_name=model_name, max_model_len=max_model_len,
         gpu_memory_utilization=gpu_memory_utilization, vllm_image=vllm_image,
+        max_num_batched_tokens=max_num_batched_tokens,
     )  # fmt: skip
     new_argv = vllm_serve_argv(new)
     lint = lint_vllm_flags(

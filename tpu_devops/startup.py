@@ -29,7 +29,12 @@ from typing import Any
 from pydantic import Field
 
 from tpu_devops import __version__, multiengine
-from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, Settings
+from tpu_devops.config import (
+    GPU_MEMORY_UTILIZATION_RANGE,
+    MAX_MODEL_LEN_RANGE,
+    MAX_NUM_BATCHED_TOKENS_RANGE,
+    Settings,
+)
 from tpu_devops.errors import ConfigError
 from tpu_devops.results import ToolResult
 from tpu_devops.warmboot import shape_key
@@ -129,6 +134,7 @@ def apply_overrides(
     max_model_len: int | None = None,
     gpu_memory_utilization: float | None = None,
     vllm_image: str | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> Settings:
     """A copy of ``settings`` with the given fields replaced, validated like `config.load_settings`.
 
@@ -173,6 +179,16 @@ def apply_overrides(
                 fix="use 0.92 on v5e",
             )
         update["gpu_memory_utilization"] = gpu_memory_utilization
+    if max_num_batched_tokens is not None:
+        lo_b, hi_b = MAX_NUM_BATCHED_TOKENS_RANGE
+        if isinstance(max_num_batched_tokens, bool) or not lo_b <= max_num_batched_tokens <= hi_b:
+            raise ConfigError(
+                f"out of range [{lo_b:,}, {hi_b:,}]",
+                field="max_num_batched_tokens",
+                value=max_num_batched_tokens,
+                fix=f"use {lo_b:,}..{hi_b:,}, e.g. 4096 (at least 2,496 for Gemma 4: one image's tokens)",
+            )
+        update["max_num_batched_tokens"] = max_num_batched_tokens
     if vllm_image is not None:
         if not _IMAGE.match(vllm_image):
             raise ConfigError(
