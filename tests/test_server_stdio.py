@@ -49,6 +49,15 @@ async def test_read_only_mode_hides_every_tool_that_is_not_read_only() -> None:
             started = await client.call_tool("run_benchmark", {"concurrency": [1], "prompt_lengths": [128]})
             assert not started.is_error, started.content[0].text
             cancelled = await client.call_tool("cancel_job", {"job_id": started.structured_content["job_id"]})
+            hidden = {t.name for t in full} - {t.name for t in ro}
+            refused = {name: await client.call_tool(name, {}) for name in sorted(hidden)}
+    for name, answer in refused.items():  # a hidden tool called anyway says why and how to get it back
+        text = answer.content[0].text
+        assert (
+            answer.is_error and "read-only" in text and "TPU_DEVOPS_READ_ONLY=0" in text and "Fix: " in text
+        ), text
+        assert name in text
+    assert {"create_tpu_queued_resource", "destroy_queued_resource", "save_hf_token"} <= set(refused)
     assert {t.name for t in ro} == {t.name for t in full if t.annotations.read_only_hint} | {"cancel_job"}
     assert all(t.annotations.read_only_hint for t in ro if t.name != "cancel_job")
     assert not cancelled.is_error and cancelled.structured_content["state"] == "cancelled"
@@ -189,3 +198,20 @@ def test_check_config_still_refuses_an_invalid_setting() -> None:
         and "Fix:" in out.stderr
     )
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("creat_tpu_queued_resource", "create_tpu_queued_resource"),
+        ("get_hlep", "get_help"),
+        ("rm -rf /", None),
+    ],
+)
+async def test_an_unknown_tool_gets_the_closest_name_and_get_help(name: str, hint: str | None) -> None:
+    async with mcp_client() as client:
+        answer = await client.call_tool(name, {})
+    text = answer.content[0].text
+    assert answer.is_error and "unknown tool" in text and "get_help lists every tool" in text, text
+    assert (f"did you mean {hint}" in text) if hint else "did you mean" not in text

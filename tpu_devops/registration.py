@@ -303,6 +303,9 @@ class Registrar:
             self.schema_cache.save(tools)
         server = MCPServer(tools=tools, **server_options)
         server.middleware.append(tools_only)
+        server.middleware.append(
+            functools.partial(explain_unknown_tool, list(self._declared), list(self.skipped))
+        )
         return server
 
     def details(self) -> dict[str, str]:
@@ -354,6 +357,48 @@ async def tools_only(ctx: Any, call_next: Any) -> Any:
             for unused in ("prompts", "resources"):
                 capabilities.pop(unused, None)
     return result
+
+
+def unknown_tool_message(name: Any, served: list[str], read_only_skipped: list[str]) -> str:
+    """What a call of a tool this server does not serve answers: why (read-only mode hides the tools that
+    change the cloud; else no such tool), and the fix (restart writable, or the closest served name)."""
+    shown = str(name)[:60]
+    if name in read_only_skipped:
+        return str(
+            InputError(
+                f"{shown} changes the cloud, and this server runs read-only (TPU_DEVOPS_READ_ONLY is on, or "
+                "its value is invalid: read-only is then the safe reading), so it does not serve it",
+                field="name",
+                fix="set TPU_DEVOPS_READ_ONLY=0 in this server's environment (MCP client config or tpu.env) and "
+                "restart it; read-only tools (get_help lists them) keep working meanwhile",
+            )
+        )
+    import difflib
+
+    close = difflib.get_close_matches(str(name), served, n=2, cutoff=0.6)
+    fix = f"did you mean {' or '.join(close)}? " if close else ""
+    return str(
+        InputError(
+            f"unknown tool {shown!r}", field="name", fix=f"{fix}get_help lists every tool this server serves"
+        )
+    )
+
+
+async def explain_unknown_tool(
+    served: list[str], read_only_skipped: list[str], ctx: Any, call_next: Any
+) -> Any:
+    """Server middleware: a ``tools/call`` of a tool this server does not serve gets an error result that
+    says why and what to do (`unknown_tool_message`), not the SDK's bare "Unknown tool: x"."""
+    params = getattr(ctx, "params", None)
+    name = (
+        params.get("name")
+        if getattr(ctx, "method", "") == "tools/call" and isinstance(params, dict)
+        else None
+    )
+    if name is None or name in served:
+        return await call_next(ctx)
+    text = unknown_tool_message(name, served, read_only_skipped)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
