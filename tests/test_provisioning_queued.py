@@ -65,6 +65,28 @@ async def test_the_next_step_after_create_follows_the_state(
     assert ("until ACTIVE" in created.next_step) is not active and "get_vllm_endpoint" in created.next_step
 
 
+async def test_describe_without_a_zone_follows_the_rigs_tpu_to_another_zone(fake_gcp, gcp_settings) -> None:
+    """find_tpu may land the rig's TPU outside GOOGLE_CLOUD_ZONE: describe with no zone finds it there, as
+    status does; an explicit zone stays literal, and another rig's resource elsewhere is never taken."""
+    rig = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
+    fake_gcp.tpu.add_foreign(
+        "europe-west4-b", "gemma4-e2b-x", labels={"managed-by": "tpu-devops", "rig": "other"}
+    )
+    with pytest.raises(NotFoundError) as none:
+        await describe_queued_resource(gcp_settings)
+    assert "any zone" in none.value.message
+    fake_gcp.tpu.add_foreign("us-east5-a", "gemma4-e2b", labels=rig, state="FAILED")
+    fake_gcp.tpu.add_foreign("europe-west4-a", "gemma4-e2b", labels=rig)
+    found = await describe_queued_resource(gcp_settings)
+    assert (found.zone, found.state, found.ours) == ("europe-west4-a", "ACTIVE", True)
+    named = await describe_queued_resource(gcp_settings, queued_resource_id="gemma4-e2b")
+    assert named.zone == "europe-west4-a"
+    with pytest.raises(NotFoundError):
+        await describe_queued_resource(gcp_settings, ZONE)  # the zone given is the zone looked in
+    with pytest.raises(NotFoundError):
+        await describe_queued_resource(gcp_settings, queued_resource_id="gemma4-e2b-x")  # not this rig's
+
+
 async def test_describe_and_list_all_zones_say_ours_only_by_this_rigs_label(fake_gcp, gcp_settings) -> None:
     fake_gcp.tpu.add_foreign(ZONE, "someone-else", labels={"team": "ml"})
     # Named like this rig, labelled for another: not ours. Named anything, labelled for this rig: ours.

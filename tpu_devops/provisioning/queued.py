@@ -654,16 +654,30 @@ async def describe_queued_resource(
     """One queued resource (any owner; ``ours`` / ``owner`` say whether it carries this rig's labels and
     who created it).
 
+    Without an explicit ``zone``, when the configured zone has no such resource, this rig's own resource
+    in another zone is described (find_tpu may have placed it there, as `reservation_status` follows it):
+    the one with ``queued_resource_id`` when given, else the rig's ACTIVE (or first live) one.
+
     Raises:
-        NotFoundError: no such queued resource in the zone.
+        NotFoundError: no such queued resource in the zone (nor, without a zone, of this rig anywhere).
         ConfigError: a bad or explicitly empty zone / id.
     """
+    explicit = zone is not None
     zone = check_zone(or_default(zone, settings.zone, "zone"))
     qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
     qr = await get_queued(settings, zone, qr_id)
+    if qr is None and not explicit:
+        me = await this_rig(settings)
+        rig = (await list_queued_resources(settings, "all", only_ours=True, rig=me)).queued_resources
+        named = [q for q in rig if q.id == qr_id] if queued_resource_id is not None else rig
+        live = [q for q in named if q.live]
+        pick = next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
+        if pick is not None:
+            zone, qr_id = pick.zone, pick.id
+            qr = await get_queued(settings, zone, qr_id)
     if qr is None:
         raise NotFoundError(
-            "no such queued resource",
+            "no such queued resource" + ("" if explicit else " (nor one of this rig in any zone)"),
             field="queued_resource_id",
             value=f"{qr_id} in {zone}",
             fix="list_queued_resources(zone='all') shows what exists; create_tpu_queued_resource creates it",
