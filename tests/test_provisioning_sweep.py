@@ -333,7 +333,8 @@ async def test_a_create_still_rate_limited_after_the_backoffs_moves_on_without_s
 )
 def test_headline_never_doubles_the_period_of_googles_message(stopped: str) -> None:
     out = SweepResult(
-        found=False, queued_resource_id="gemma4-e2b", provisioning_model="flex-start", attempts=[],
+        found=False, outcome="config_error", queued_resource_id="gemma4-e2b", provisioning_model="flex-start",
+        attempts=[],
         stopped_because=stopped, next_step="check ACCELERATOR_TYPE", status_file="/tmp/s.md", warnings=[],
     )  # fmt: skip
     assert ".." not in out.headline() and "check ACCELERATOR_TYPE" in out.headline()

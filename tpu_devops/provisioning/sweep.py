@@ -81,10 +81,22 @@ class SweepAttempt(BaseModel):
     seconds: float = 0.0
 
 
+# How a sweep ended (``SweepResult.outcome``); only ``found`` is a job that did what it was started for.
+SWEEP_OUTCOMES = ("found", "exists", "config_error", "no_capacity", "no_candidates", "lost_race")
+
+
 class SweepResult(ToolResult):
-    """Result of a sweep: the zone that produced an ACTIVE TPU (if any) and every attempt in order."""
+    """Result of a sweep: the zone that produced an ACTIVE TPU (if any) and every attempt in order.
+
+    ``outcome`` (one of `SWEEP_OUTCOMES`): ``found`` (this sweep's request became ACTIVE), ``exists`` (the
+    rig already holds a TPU or request, so nothing was created), ``config_error`` (a setting stopped the
+    sweep), ``no_capacity`` (every zone tried refused or timed out), ``no_candidates`` (no zone has quota),
+    ``lost_race`` (another create of the rig won). Anything but ``found`` ends the `find_tpu` job as
+    ``failed`` (`job_failed`), with the reason in ``stopped_because`` and the fix in ``next_step``.
+    """
 
     found: bool
+    outcome: str
     zone: str | None = None
     queued_resource_id: str
     provisioning_model: str
@@ -96,12 +108,20 @@ class SweepResult(ToolResult):
     status_file: str
     warnings: list[str] = Field(default_factory=list)
 
+    @property
+    def job_failed(self) -> bool:
+        """The job reports failure unless this sweep got a TPU (`tpu_devops.jobs` reads this)."""
+        return self.outcome != "found"
+
     def headline(self) -> str:
         loud = "".join(f" WARNING: {w}." for w in self.warnings)
         if self.found:
             return f"TPU '{self.queued_resource_id}' ACTIVE in {self.zone} after {len(self.attempts)} zone(s). {self.next_step}{loud}"
         # Google's messages end with a period of their own; never write "..".
-        return f"no TPU: {self.stopped_because.rstrip('.')}. {self.next_step}{loud}"
+        stopped = self.stopped_because.rstrip(".")
+        if self.outcome == "exists":
+            return f"no new TPU: this sweep created nothing: {stopped}. {self.next_step}{loud}"
+        return f"no TPU ({self.outcome.replace('_', ' ')}): {stopped}. {self.next_step}{loud}"
 
 
 @dataclass
@@ -189,11 +209,11 @@ class _SweepRun:
     # ---- results ------------------------------------------------------------------------------
 
     def result(
-        self, found: bool, stopped: str, next_step: str, zone: str | None = None, state: str | None = None,
+        self, outcome: str, stopped: str, next_step: str, zone: str | None = None, state: str | None = None,
         url: str | None = None, qr_id: str | None = None,
     ) -> SweepResult:  # fmt: skip
         out = SweepResult(
-            found=found, zone=zone, queued_resource_id=qr_id or self.qr_id, provisioning_model=self.model,
+            found=outcome == "found", outcome=outcome, zone=zone, queued_resource_id=qr_id or self.qr_id, provisioning_model=self.model,
             state=state, endpoint_url=url, attempts=self.attempts, stopped_because=stopped, next_step=next_step,
             status_file=str(self.store.status_path), warnings=self.warnings,
         )  # fmt: skip
@@ -204,7 +224,7 @@ class _SweepRun:
     def already(self, existing: QueuedResourceView) -> SweepResult:
         z, st = existing.zone, existing.state
         return self.result(
-            st == "ACTIVE", f"'{existing.id}' already exists in {z} ({st}, {existing.provisioning_model}, "
+            "exists", f"'{existing.id}' already exists in {z} ({st}, {existing.provisioning_model}, "
             f"{existing.owner}); a rig never holds two TPUs",
             f"use get_reservation_status zone={z}, or destroy_queued_resource zone={z} queued_resource_id="
             f"{existing.id} before sweeping again",
@@ -243,7 +263,7 @@ class _SweepRun:
     def found(self, zone: str, outcome: _Outcome, qr_id: str) -> SweepResult:
         url = outcome.url
         return self.result(
-            True, "found capacity", f"vLLM boots in about 10-15 min; then get_vllm_endpoint{' -> ' + url if url else ''}",
+            "found", "found capacity", f"vLLM boots in about 10-15 min; then get_vllm_endpoint{' -> ' + url if url else ''}",
             zone=zone, state=outcome.state, url=url, qr_id=qr_id,
         )  # fmt: skip
 
@@ -332,7 +352,9 @@ class _SweepRun:
         )
         await self.delete_own(zone, qr_id)
         if failure.reach == "config":
-            return self.result(False, f"configuration error in {zone}: {failure.message}", failure.fix)
+            return self.result(
+                "config_error", f"configuration error in {zone}: {failure.message}", failure.fix
+            )
         return None
 
     # ---- the sweep ----------------------------------------------------------------------------
@@ -415,14 +437,14 @@ class _SweepRun:
                 self.progress(f"{zone}: {attempt.reason}")
                 if failure.reach == "config":
                     return self.result(
-                        False, f"configuration error in {zone}: {failure.message}",
+                        "config_error", f"configuration error in {zone}: {failure.message}",
                         f"{failure.fix}. The sweep stopped: every other zone would fail the same way.",
                     )  # fmt: skip
                 return None
             self.warnings.extend(w for w in created.warnings if "answer to the create was lost" in w)
             if created.withdrawn:
                 return self.result(
-                    False, f"another create of rig '{self.rig.rig}' made {created.lost_race_to} first, so this "
+                    "lost_race", f"another create of rig '{self.rig.rig}' made {created.lost_race_to} first, so this "
                     f"sweep's request in {zone} was deleted again (a rig holds one TPU)",
                     "use get_reservation_status to follow that one",
                 )  # fmt: skip
@@ -458,7 +480,7 @@ class _SweepRun:
         self.zones = await candidate_zones(self.settings, self.opts, self.store)
         if not self.zones:
             return self.result(
-                False,
+                "no_candidates",
                 "no candidate zone has quota for this provisioning model",
                 "check get_zones_with_available_quota",
             )
@@ -484,7 +506,7 @@ class _SweepRun:
             if done is not None:
                 return done
         return self.result(
-            False,
+            "no_capacity",
             f"no zone produced an ACTIVE TPU ({len(self.attempts)} tried)",
             "see attempts; capacity failures expire, so retry later or widen zones",
         )
