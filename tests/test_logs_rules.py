@@ -138,8 +138,29 @@ WORDINGS: dict[str, list[str]] = {
     "hf-gated-repo": [
         "huggingface_hub.errors.GatedRepoError: 403 Client Error. Cannot access gated repo for url "
         "https://huggingface.co/google/gemma-4-E2B-it/resolve/main/config.json.",
+        # the Hub's 403 texts (ariG23498/gemma3-object-detection#5; a pending access request)
+        "Access to model google/gemma-3-4b-pt is restricted and you are not in the authorized list. Visit "
+        "https://huggingface.co/google/gemma-3-4b-pt to ask for access.",
+        "Your request to access model google/gemma-4-E2B-it is awaiting a review from the repo authors.",
+        "403 Forbidden: Please enable access to public gated repositories in your fine-grained token settings to "
+        "view this repository.",
+    ],
+    "hf-gated-unauthenticated": [
+        # huggingface_hub >= 0.23 (city96/ComfyUI_ExtraModels#99)
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-67545d8b-604123b6)",
+        "Access to model google/gemma-2-2b-it is restricted. You must have access to it and be authenticated to "
+        "access it. Please log in.",
+        # older Hub text (ml-explore/mlx-examples#759), and transformers' OSError wrapping the same message
+        "Access to model mistralai/Mistral-7B-Instruct-v0.2 is restricted. You must be authenticated to access it.",
         "OSError: You are trying to access a gated repo. Access to model google/gemma-4-E2B-it is restricted. "
         "You must have access to it and be authenticated to access it. Please log in.",
+        "Repo model meta-llama/Llama-2-7b-hf is gated. You must be authenticated to access it.",
+    ],
+    "hf-gated-access": [
+        "Cannot access gated repo for url https://huggingface.co/google/gemma-4-E2B-it/resolve/main/config.json.",
+        "OSError: You are trying to access a gated repo.",
+        "huggingface_hub.errors.GatedRepoError: Cannot access gated repo for url "
+        "https://huggingface.co/api/models/google/gemma-4-E2B-it/auth-check.",
     ],
     "hf-repo-not-found": [
         "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: "
@@ -362,9 +383,12 @@ def test_harmless_lines_are_not_failures() -> None:
 def test_hf_errors_have_different_fixes_and_429_is_not_a_missing_repo() -> None:
     fixes = {
         rule: sg.read_line(WORDINGS[rule][0]).fix
-        for rule in ("hf-gated-repo", "hf-repo-not-found", "hf-unauthorized", "hf-rate-limited")
-    }
-    assert len(set(fixes.values())) == 4
+        for rule in (
+            "hf-gated-repo", "hf-gated-unauthenticated", "hf-gated-access", "hf-repo-not-found", "hf-unauthorized",
+            "hf-rate-limited",
+        )
+    }  # fmt: skip
+    assert len(set(fixes.values())) == 6
     assert "license" in fixes["hf-gated-repo"] and "wait" in fixes["hf-rate-limited"]
 
 

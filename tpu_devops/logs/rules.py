@@ -398,22 +398,76 @@ SIGNATURES: tuple[Signature, ...] = (
         "huggingface/huggingface_hub#3312 (limit per IP, higher with a token); vllm-project/guidellm#778",
         weight=84,
     ),
+    # A gated repo refuses with 401 (no token, or one the Hub does not accept) or 403 (a valid token whose
+    # account has not been granted access): the status and wording on the line decide which, and a line
+    # that carries neither (``Cannot access gated repo``) gets the reading that names both.
+    _rule(
+        "hf-gated-unauthenticated",
+        "failure",
+        "boot",
+        "huggingface",
+        (
+            r"GatedRepoError: 401\b|401 Client Error[^\n]*gated repo|"
+            r"is restricted\. You must (?:have access to it and )?be authenticated to access it|"
+            r"is gated\. You must be authenticated to access it",
+        ),
+        (
+            "GatedRepoError: 401",
+            "401 Client Error",
+            "You must have access to it and be",
+            "You must be authenticated",
+        ),
+        "Hugging Face: gated repository, token missing or invalid (401)",
+        "the download of a gated model carried no token, or one the Hub does not accept (mistyped, revoked); "
+        "the Hub answers 401 before it looks at the account's access",
+        "put a valid read token of an account that accepted the model's license in the HF token secret "
+        "(HF_TOKEN for this server), then restart",
+        "huggingface_hub utils/_http.py hf_raise_for_status (GatedRepo, 401) with the Hub's 'You must have access "
+        "to it and be authenticated' text: city96/ComfyUI_ExtraModels#99, ml-explore/mlx-examples#759",
+        weight=83,
+    ),
     _rule(
         "hf-gated-repo",
         "failure",
         "boot",
         "huggingface",
         (
-            r"GatedRepoError|Cannot access gated repo|Access to model \S+ is restricted|"
-            r"403 Client Error[^\n]*huggingface\.co|awaiting a review from the repo authors",
+            r"GatedRepoError: 403\b|403 Client Error[^\n]*(?:huggingface\.co|gated repo)|"
+            r"is restricted and you are not in the authorized list|awaiting a review from the repo authors|"
+            r"enable access to public gated repositories in your fine-grained token settings",
         ),
-        ("GatedRepoError", "gated repo", "is restricted", "403 Client Error", "awaiting a review"),
-        "Hugging Face: gated repository (403)",
-        "the token's account has not been granted access to the gated model (license not accepted, or the "
-        "request is pending)",
-        "accept the model's license on huggingface.co with the account that owns the token, then restart",
-        "huggingface_hub GatedRepoError text",
+        (
+            "GatedRepoError: 403",
+            "403 Client Error",
+            "not in the authorized list",
+            "awaiting a review",
+            "public gated",
+        ),
+        "Hugging Face: gated repository, token has no access (403)",
+        "the token is valid but its account has not been granted access to the gated model (license not "
+        "accepted, the request is pending review, or a fine-grained token without access to gated repos)",
+        "accept the model's license on huggingface.co with the account that owns the token (or let the "
+        "fine-grained token read public gated repos), then restart",
+        "huggingface_hub utils/_http.py hf_raise_for_status (GatedRepo, 403) with the Hub's 'not in the authorized "
+        "list' / 'awaiting a review' texts: ariG23498/gemma3-object-detection#5",
         weight=83,
+    ),
+    _rule(
+        "hf-gated-access",
+        "failure",
+        "boot",
+        "huggingface",
+        (
+            r"GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|Access to model \S+ is restricted",
+        ),
+        ("GatedRepoError", "gated repo", "is restricted"),
+        "Hugging Face: gated repository refused (401 or 403; status not in the log)",
+        "the Hub refused a gated model: either no valid token was sent (401) or the token's account has no "
+        "access (403); the line with the status is not in this log",
+        "check the HF token secret holds a valid read token (HF_TOKEN for this server) and that its account "
+        "accepted the model's license on huggingface.co, then restart",
+        "huggingface_hub GatedRepoError / transformers 'You are trying to access a gated repo' texts",
+        weight=81,
     ),
     _rule(
         "hf-repo-not-found",
