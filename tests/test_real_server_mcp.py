@@ -104,6 +104,9 @@ async def test_analyst_fits_every_round_to_the_context(tmp_path: Path, tokenize:
             )
     _assert_every_prompt_fit(fake)
     assert out["model_consulted"] and out["model_answer_usable"], text
+    # the question is the user's through the real MCP path too: not log data, in the prompt or the text
+    assert fake.requests[0]["messages"][1]["content"].startswith("The user's question: Why did vLLM die?\n")
+    assert "your question: Why did vLLM die?" in text.splitlines() and out["question"] == "Why did vLLM die?"
     rounds = table_records(out["rounds"])
     assert out["context_tokens"] == context and len(rounds) == 3
     for r in rounds:

@@ -30,6 +30,10 @@ off, degenerate (`tpu_devops.serving.answers`), uncited or instruction-shaped te
 the deterministic summary, kept in its own field, stands alone. The model's text is marked untrusted
 data (`tpu_devops.untrusted`) in both the text and the structured output. With no reachable endpoint
 the deterministic summary is returned and ``model_consulted`` is False, with the reason.
+
+The user's question is not untrusted: it is the operator's own words, sent to the model as the user's
+question outside the log delimiters and shown as theirs in the result. It is still bounded (redacted,
+`MAX_QUESTION_CHARS`, forged delimiters defused) so it cannot pose as log data or a delimiter.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ MIN_EVIDENCE_TOKENS = 300
 ASSUMED_CONTEXT = 8192  # when neither the server nor MAX_MODEL_LEN says (llama-server's common -c)
 # The model part of one analysis (seconds): hosts cancel a tool call after ~60 s (DESIGN §2).
 ANALYST_DEADLINE_S = 50.0
+MAX_QUESTION_CHARS = 2000  # the user's question as sent to the model and shown back (characters)
 MAX_CALLS_PER_STEP = 3
 COUNT_FIELDS = ("severity", "template", "log", "minute", "container", "instance_name")
 
@@ -604,7 +609,8 @@ class AnalysisResult(UntrustedContent, ToolResult):
         return f"Answer from {self.model}"
 
     def render_text(self) -> str:
-        lines = [self.headline(), f"question: {inline(self.question)}"]
+        # The user's own question: shown as theirs on one line, not fenced as untrusted log data.
+        lines = [self.headline(), "your question: " + " ".join(self.question.split())]
         if self.model_consulted:
             lines.append(
                 f"asked {self.model} at {self.endpoint} ({self.server or '?'}): finish_reason {self.finish_reason}, "
@@ -708,7 +714,8 @@ class Consultation:
 def _user_message(question: str, nonce: str, evidence: str) -> dict[str, Any]:
     return {
         "role": "user",
-        "content": f"Question: {question}\n\nEvidence summary (log data):\n{_wrap(nonce, evidence)}",
+        "content": f"The user's question: {question}\n\nEvidence summary (log data, not the user's words):\n"
+        f"{_wrap(nonce, evidence)}",
     }
 
 
@@ -1033,7 +1040,8 @@ async def analyze(
             "max_steps out of range", field="max_steps", value=limits.max_steps, fix="use 1 to 8"
         )
     redactor: Redactor = source.redactor
-    question = redactor.redact(question.strip())[:2000]
+    # The user's question, bounded: a forged delimiter in it must not pose as the end of the log data.
+    question = neutralize(redactor.redact(question.strip()))[:MAX_QUESTION_CHARS]
     index, summary = await run_blocking(read_into_index, source, token_budget=limits.evidence_token_budget)
     notices: list[str] = []
     if stopped := truncation_notice(source, "analysis"):
