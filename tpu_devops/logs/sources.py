@@ -40,6 +40,7 @@ from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import InputError, NotFoundError
 from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
 from tpu_devops.logs.redact import Redactor, rule_candidates
+from tpu_devops.logs.timestamps import leading_timestamp
 from tpu_devops.results import Table, ToolResult
 from tpu_devops.untrusted import (
     UntrustedContent,
@@ -73,7 +74,6 @@ VLLM_PREFIX = re.compile(
     r"^(?:\((?P<proc>[A-Za-z_]+)(?: pid=\d+)?\)\s+)?"
     r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[(?P<src>[^\]]{1,80})\] ?)?"
 )
-_DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s")
 _EXCEPTION_HINT = re.compile(
     r"^\s*(?:Traceback \(most recent call last\)|[A-Za-z_.]*(?:Error|Exception|Failure)\b[:(])"
 )
@@ -322,17 +322,21 @@ def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
     )
 
 
-def record_from_line(line: str, number: int, redactor: Redactor, *, year: int, last_ts: str) -> LogRecord:
-    """A `LogRecord` from one plain-text line (``docker logs`` output); ``insertId`` is ``line-N``.
+def record_from_line(
+    line: str, number: int, redactor: Redactor, *, reference: datetime, last_ts: str
+) -> LogRecord:
+    """A `LogRecord` from one plain-text line (``docker logs``, syslog, journalctl); ``insertId`` is ``line-N``.
 
-    The timestamp comes from a leading RFC 3339 stamp (``docker logs --timestamps``), else from
-    vLLM's ``MM-DD HH:MM:SS`` with ``year`` supplied by the caller, else the previous line's.
+    The timestamp comes from a leading stamp (`logs.timestamps.leading_timestamp`: RFC 3339 as in
+    ``docker logs --timestamps``, RFC 5424 or BSD syslog; a syslog stamp has no year: the most recent
+    occurrence at or before ``reference``, the file's mtime), else from vLLM's ``MM-DD HH:MM:SS`` in
+    ``reference``'s year, else the previous line's (``last_ts``).
     """
     text = line.rstrip("\r\n")
     timestamp = last_ts
-    m = _DOCKER_TS.match(text)
+    m = leading_timestamp(text, reference)
     if m:
-        timestamp, text = m.group(1), text[m.end() :]
+        timestamp, text = m
     message = redactor.redact_message(text)[:MAX_MESSAGE_CHARS]
     pm = VLLM_PREFIX.match(message)
     level = None
@@ -341,7 +345,7 @@ def record_from_line(line: str, number: int, redactor: Redactor, *, year: int, l
         level = pm.group("level")
         body = message[pm.end() :]
         if pm.group("md") and not m:
-            timestamp = f"{year}-{pm.group('md')}T{pm.group('hms')}Z"
+            timestamp = f"{reference.year}-{pm.group('md')}T{pm.group('hms')}Z"
     if level:
         severity = SEVERITY_ALIASES.get(level, level)
     elif _EXCEPTION_HINT.match(body):
@@ -605,7 +609,7 @@ class FileSource:
 
     def _records(self) -> Iterator[LogRecord]:
         if self.kind == "text":
-            year = datetime.fromtimestamp(self._path.stat().st_mtime, UTC).year
+            reference = datetime.fromtimestamp(self._path.stat().st_mtime, UTC)
             last_ts = ""
             # Binary lines split on "\n" only, so line-N matches `grep -n` even with "\r" progress bars.
             with self._open(binary=True) as handle:
@@ -613,7 +617,9 @@ class FileSource:
                     line = raw.decode("utf-8", errors="replace").replace("\r", " ")
                     if not line.strip():
                         continue
-                    record = record_from_line(line, number, self.redactor, year=year, last_ts=last_ts)
+                    record = record_from_line(
+                        line, number, self.redactor, reference=reference, last_ts=last_ts
+                    )
                     last_ts = record.timestamp
                     yield record
             return
