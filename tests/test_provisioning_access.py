@@ -214,7 +214,8 @@ async def test_a_refused_create_or_a_fruitless_sweep_leaves_no_rule_behind(fake_
         if JOBS.get(started.job_id).state != "running":
             break
         await anyio.sleep(0.05)
-    assert JOBS.get(started.job_id).state == "succeeded"
+    job = JOBS.get(started.job_id)  # a sweep without a TPU is a failed job (its result says why)
+    assert job.state == "failed" and job.result["outcome"] == "no_capacity", job.snapshot()
     assert fake_gcp.compute.firewalls == {}  # the sweep found nothing: its rule went too
 
 
