@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from tpu_devops.errors import InputError
+from tpu_devops.errors import InputError, TpuDevopsError
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError as SchemaError
@@ -301,8 +301,6 @@ FORMATS: dict[str, tuple[type, Any]] = {
 def check_formats(args: dict[str, Any]) -> list[InputError]:
     """The faults of ``args`` (already checked against the schema) against `FORMATS`: one `InputError` per
     malformed argument, naming it, its value and the fix; [] when all are well formed."""
-    from tpu_devops.errors import TpuDevopsError
-
     problems: list[InputError] = []
     for name, (kind, check) in FORMATS.items():
         value = args.get(name)

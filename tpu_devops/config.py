@@ -230,9 +230,6 @@ class Settings(BaseModel):
         data["file_roots"] = (
             ", ".join(data["file_roots"]) or "(none: the state directory and working directory only)"
         )
-        for key, value in data.items():
-            if isinstance(value, tuple):  # any other tuple setting (file_roots, ...) reads as a plain list
-                data[key] = ", ".join(str(v) for v in value) or "(none)"
         if "project" not in self.invalid_fields:
             data["project"] = self.project
             data = {"project": data.pop("project"), "project_source": self.project_source, **data}

@@ -109,6 +109,16 @@ async def deployment_config(settings: Settings) -> DeploymentConfig:
         "--role=roles/secretmanager.secretAccessor"
     )
     where = f"--project={project} --zone={q(zone)}"
+    # The rule create_tpu_queued_resource makes (`access.firewall_body`): the public IPv4 it would detect
+    # is left for the reader to fill in, as this view works offline.
+    ranges = list(settings.allowed_source_ranges) or (["YOUR_PUBLIC_IPV4/32"] if settings.external_ip else [])
+    rule = q(rule_name(rid))
+    open_port = (
+        f"gcloud compute firewall-rules create {rule} --project={project} --network={q(settings.network or 'default')} "
+        f"--direction=INGRESS --priority=1000 --allow=tcp:{settings.vllm_port} --source-ranges={q(','.join(ranges))} "
+        f"--target-tags={q(network_tag(rid))} --description={q(description(rid))}"
+    )
+    delete_rule = f" && \\\n  gcloud compute firewall-rules delete {rule} --project={project} --quiet"
     gcloud = {
         "store_token": f'printf %s "$HF_TOKEN" | gcloud secrets create {secret} --data-file=- --project={project}',
         "store_api_key": (
@@ -116,30 +126,16 @@ async def deployment_config(settings: Settings) -> DeploymentConfig:
             f"gcloud secrets create {key_secret} --data-file=- --project={project}"
         ),
         "grant_vm_access": grant.format(secret) + " && \\\n  " + grant.format(key_secret),
+        **({"open_port": open_port} if ranges else {}),
         "create": gcloud_command(body, qr_id=rid),
         "describe": f"gcloud alpha compute tpus queued-resources describe {q(rid)} {where}",
         "boot_progress": f"gcloud compute tpus tpu-vm get-guest-attributes {q(rid)} {where} --query-path=tpu-devops/",
         "container_logs": (
             f"gcloud logging read {q(f'log_id({json.dumps(CONTAINER_LOG_NAME)})')} --project={project} --limit=200"
         ),
-        "delete": f"gcloud alpha compute tpus queued-resources delete {q(rid)} {where} --force",
+        "delete": f"gcloud alpha compute tpus queued-resources delete {q(rid)} {where} --force"
+        + (delete_rule if ranges else ""),
     }
-    # The rule create_tpu_queued_resource makes (`access.firewall_body`): the public IPv4 it would detect
-    # is left for the reader to fill in, as this view works offline.
-    ranges = list(settings.allowed_source_ranges) or (["YOUR_PUBLIC_IPV4/32"] if settings.external_ip else [])
-    if ranges:
-        rule = q(rule_name(rid))
-        gcloud["open_port"] = (
-            f"gcloud compute firewall-rules create {rule} --project={project} --network={q(settings.network or 'default')} "
-            f"--direction=INGRESS --priority=1000 --allow=tcp:{settings.vllm_port} --source-ranges={q(','.join(ranges))} "
-            f"--target-tags={q(network_tag(rid))} --description={q(description(rid))}"
-        )
-        gcloud["delete"] += (
-            f" && \\\n  gcloud compute firewall-rules delete {rule} --project={project} --quiet"
-        )
-        gcloud = {
-            k: gcloud[k] for k in ("store_token", "store_api_key", "grant_vm_access", "open_port", *gcloud)
-        }
     host = "EXTERNAL_IP" if settings.external_ip else "INTERNAL_IP"
     # curl reads the header from a file (-H @file, curl >= 7.55) so the key stays off the command line.
     health = (

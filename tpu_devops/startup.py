@@ -127,6 +127,20 @@ def serving_flags_record(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _whole_number_in(field: str, value: int, bounds: tuple[int, int], example: str) -> int:
+    """``value`` when it is a whole number within ``bounds`` (inclusive; a bool is not one), else a
+    `ConfigError` naming ``field``, the range and ``example`` as the fix."""
+    lo, hi = bounds
+    if isinstance(value, bool) or not lo <= value <= hi:
+        raise ConfigError(
+            f"out of range [{lo:,}, {hi:,}]",
+            field=field,
+            value=value,
+            fix=f"use {lo:,}..{hi:,}, e.g. {example}",
+        )
+    return value
+
+
 def apply_overrides(
     settings: Settings,
     *,
@@ -160,15 +174,9 @@ def apply_overrides(
             )
         update["model_name"] = model_name.strip()
     if max_model_len is not None:
-        lo, hi = MAX_MODEL_LEN_RANGE
-        if isinstance(max_model_len, bool) or not lo <= max_model_len <= hi:
-            raise ConfigError(
-                f"out of range [{lo:,}, {hi:,}]",
-                field="max_model_len",
-                value=max_model_len,
-                fix=f"use {lo:,}..{hi:,}, e.g. 16384",
-            )
-        update["max_model_len"] = max_model_len
+        update["max_model_len"] = _whole_number_in(
+            "max_model_len", max_model_len, MAX_MODEL_LEN_RANGE, "16384"
+        )
     if gpu_memory_utilization is not None:
         lo_u, hi_u = GPU_MEMORY_UTILIZATION_RANGE
         if not lo_u <= gpu_memory_utilization <= hi_u:
@@ -180,15 +188,12 @@ def apply_overrides(
             )
         update["gpu_memory_utilization"] = gpu_memory_utilization
     if max_num_batched_tokens is not None:
-        lo_b, hi_b = MAX_NUM_BATCHED_TOKENS_RANGE
-        if isinstance(max_num_batched_tokens, bool) or not lo_b <= max_num_batched_tokens <= hi_b:
-            raise ConfigError(
-                f"out of range [{lo_b:,}, {hi_b:,}]",
-                field="max_num_batched_tokens",
-                value=max_num_batched_tokens,
-                fix=f"use {lo_b:,}..{hi_b:,}, e.g. 4096 (at least 2,496 for Gemma 4: one image's tokens)",
-            )
-        update["max_num_batched_tokens"] = max_num_batched_tokens
+        update["max_num_batched_tokens"] = _whole_number_in(
+            "max_num_batched_tokens",
+            max_num_batched_tokens,
+            MAX_NUM_BATCHED_TOKENS_RANGE,
+            "4096 (at least 2,496 for Gemma 4: one image's tokens)",
+        )
     if vllm_image is not None:
         if not _IMAGE.match(vllm_image):
             raise ConfigError(

@@ -648,6 +648,15 @@ async def delete_own_request(settings: Settings, rig: Rig, zone: str, qr_id: str
     return None
 
 
+def rig_subject(rig: list[QueuedResourceView], qr_id: str | None) -> QueuedResourceView | None:
+    """Which of the rig's queued resources (``rig``, from every zone) a call without a zone is about: those
+    named ``qr_id`` when given, else all; of them the ACTIVE one, else the first live, else the first;
+    None when there is none."""
+    named = [q for q in rig if q.id == qr_id] if qr_id is not None else rig
+    live = [q for q in named if q.live]
+    return next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
+
+
 async def describe_queued_resource(
     settings: Settings, zone: str | None = None, queued_resource_id: str | None = None
 ) -> QueuedResourceView:
@@ -669,10 +678,7 @@ async def describe_queued_resource(
     if qr is None and not explicit:
         me = await this_rig(settings)
         rig = (await list_queued_resources(settings, "all", only_ours=True, rig=me)).queued_resources
-        named = [q for q in rig if q.id == qr_id] if queued_resource_id is not None else rig
-        live = [q for q in named if q.live]
-        pick = next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
-        if pick is not None:
+        if pick := rig_subject(rig, qr_id if queued_resource_id is not None else None):
             zone, qr_id = pick.zone, pick.id
             qr = await get_queued(settings, zone, qr_id)
     if qr is None:
@@ -869,10 +875,7 @@ async def reservation_status(
     # The configured zone may hold another rig's resource under our id (or nothing): without an explicit
     # zone, the subject is this rig's own TPU wherever it is, never someone else's under the same name.
     if (qr is None or not me.is_ours(qr)) and not explicit and rig:
-        named = [q for q in rig if q.id == qr_id] if queued_resource_id is not None else rig
-        live = [q for q in named if q.live]
-        pick = next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
-        if pick is not None:
+        if pick := rig_subject(rig, qr_id if queued_resource_id is not None else None):
             zone, qr_id = pick.zone, pick.id
             qr = await get_queued(settings, zone, pick.id)
     live_rig = [q for q in rig if q.live]
