@@ -366,9 +366,10 @@ def unknown_tool_message(name: Any, served: list[str], read_only_skipped: list[s
     if name in read_only_skipped:
         return str(
             InputError(
-                f"{shown} changes the cloud, and this server runs read-only (TPU_DEVOPS_READ_ONLY is on, or "
+                "a tool that changes the cloud, and this server runs read-only (TPU_DEVOPS_READ_ONLY is on, or "
                 "its value is invalid: read-only is then the safe reading), so it does not serve it",
                 field="name",
+                value=shown,
                 fix="set TPU_DEVOPS_READ_ONLY=0 in this server's environment (MCP client config or tpu.env) and "
                 "restart it; read-only tools (get_help lists them) keep working meanwhile",
             )
@@ -379,7 +380,10 @@ def unknown_tool_message(name: Any, served: list[str], read_only_skipped: list[s
     fix = f"did you mean {' or '.join(close)}? " if close else ""
     return str(
         InputError(
-            f"unknown tool {shown!r}", field="name", fix=f"{fix}get_help lists every tool this server serves"
+            "unknown tool",
+            field="name",
+            value=shown,
+            fix=f"{fix}get_help lists every tool this server serves",
         )
     )
 
