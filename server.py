@@ -2,7 +2,7 @@
 
 Each tool's docstring is its MCP description. Logic lives in ``tpu_devops/`` and is imported when a
 tool first runs (heavy clients such as google-cloud and openai later still), and the tool schemas are
-cached between starts (`tpu_devops.tool_cache`), so ``initialize`` and ``tools/list`` stay fast.
+cached between starts (`tpu_devops.host.tool_cache`), so ``initialize`` and ``tools/list`` stay fast.
 Run with ``tpu-devops-mcp`` or ``./mcp-run.sh``.
 """
 
@@ -30,9 +30,9 @@ from tpu_devops.config import (
     MAX_NUM_BATCHED_TOKENS_RANGE,
     get_settings,
 )
-from tpu_devops.registration import Registrar
-from tpu_devops.results import MAX_EVIDENCE_TOKENS
-from tpu_devops.tool_cache import open_schema_cache
+from tpu_devops.host.registration import Registrar
+from tpu_devops.host.results import MAX_EVIDENCE_TOKENS
+from tpu_devops.host.tool_cache import open_schema_cache
 
 settings = get_settings()
 # Tools are declared below and served by the MCPServer built at the end of this file.
@@ -51,12 +51,12 @@ HELP_META = {"anthropic/alwaysLoad": True, "anthropic/searchHint": "tpu-devops h
 
 
 @tools.tool(title="Help: configuration and tools", open_world=False, meta=HELP_META, **READ)
-async def get_help() -> tpu_devops.tooldocs.HelpResult:
+async def get_help() -> tpu_devops.host.tooldocs.HelpResult:
     """Start here: tpu-devops (Gemma 4 on Cloud TPU, vLLM): configuration, errors, tools.
 
     Tools marked read-only never change anything in the cloud.
     """
-    return tpu_devops.tooldocs.build_help(settings, await mcp.list_tools())
+    return tpu_devops.host.tooldocs.build_help(settings, await mcp.list_tools())
 
 
 # ---- Planning (no cloud account needed) ---------------------------------------------------------
@@ -117,7 +117,7 @@ def plan_capacity(
         Field(ge=1, le=MAX_MODEL_LEN_RANGE[1]),
     ] = None,
     kv_cache_dtype: Annotated[str, Field()] = "bfloat16",
-) -> tpu_devops.sizing.PlanResult:
+) -> tpu_devops.planning.sizing.PlanResult:
     """HBM and KV-cache budget: KV bytes/token, pool tokens, max concurrency.
 
     What a deployment holds before you pay for it: KV bytes per token from the model's config geometry
@@ -128,7 +128,7 @@ def plan_capacity(
     still gives every figure that needs no weights (KV bytes per token, the cap, KV tokens per GiB of pool,
     the KV one request needs) and says what the weights would add. Gemma 4 E2B on v5litepod-1 at 0.92 and 16,384:
     18,432 B/token, 321,376 tokens."""
-    return tpu_devops.sizing.plan_capacity_with_defaults(
+    return tpu_devops.planning.sizing.plan_capacity_with_defaults(
         settings,
         model=model,
         accelerator_type=accelerator_type,
@@ -170,14 +170,14 @@ async def plan_scale_out(
     provisioning_model: Annotated[str | None, Field(description="flex-start, spot or on-demand")] = None,
     region: Annotated[str | None, Field()] = None,
     usd_per_chip_hour: Annotated[float | None, Field(ge=0.001, le=1000)] = None,
-) -> tpu_devops.scaleout.ScaleOutPlan:
+) -> tpu_devops.planning.scaleout.ScaleOutPlan:
     """Compare scale-out shapes (engines per host, GKE nodes, TP) for a tok/s target.
 
     Size a target (output tok/s, or N streams within TTFT / TPOT objectives) on each shape: N one-chip
     engines on one multi-chip host, N single-chip GKE nodes, one tensor-parallel engine (with its KV-cache
     replication). Per shape: engines, chips, hosts or nodes, tok/s, TPOT, TTFT, $/h, $/M output tokens;
     ranked, with the winner and why. Built on a measured one-chip curve and a stated step-time model."""
-    return await tpu_devops.scaleout.plan_scale_out(
+    return await tpu_devops.planning.scaleout.plan_scale_out(
         settings,
         target_output_tokens_per_s=target_output_tokens_per_s,
         streams=streams,
@@ -216,7 +216,7 @@ def lint_vllm_flags(
         int,
         Field(ge=1, le=64),
     ] = 1,
-) -> tpu_devops.lint.LintResult:
+) -> tpu_devops.planning.lint.LintResult:
     """Check vllm serve flags for known TPU traps, with fixes.
 
     Check vLLM-on-TPU flags for the known traps before a boot fails: memory utilization above 0.92 on
@@ -225,7 +225,7 @@ def lint_vllm_flags(
     TP below the slice's chips), missing tool-calling flags,
     /v1/completions health checks on -it models, unpinned images, no compile-cache mount. Each finding:
     severity, flag, value, what happens, why, source, fix."""
-    return tpu_devops.lint.lint_with_defaults(
+    return tpu_devops.planning.lint.lint_with_defaults(
         settings,
         command=command,
         flags=flags,
@@ -244,15 +244,15 @@ def render_startup_script(
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
     max_num_batched_tokens: BatchedOverride = None,
-) -> tpu_devops.startup.RenderedScript:
+) -> tpu_devops.planning.startup.RenderedScript:
     """The TPU VM startup script from tpu.env (with overrides). Runs nothing.
 
     Render the startup script a TPU VM runs at boot (from tpu.env, with optional overrides): fetch the
     Hugging Face token from Secret Manager with the VM's service account (retrying up to 30 min; the
     token is never in the script), pull the pinned vLLM image, mount the compile cache, ship container
     logs to Cloud Logging, record the serving flags and progress in guest attributes. Nothing is run."""
-    return tpu_devops.startup.render_startup_script(
-        tpu_devops.startup.apply_overrides(
+    return tpu_devops.planning.startup.render_startup_script(
+        tpu_devops.planning.startup.apply_overrides(
             settings,
             model_name=model_name,
             max_model_len=max_model_len,
@@ -269,14 +269,14 @@ async def get_vllm_deployment_config(
     max_model_len: MaxLenOverride = None,
     gpu_memory_utilization: UtilOverride = None,
     vllm_image: ImageOverride = None,
-) -> tpu_devops.deployment.DeploymentConfig:
+) -> tpu_devops.planning.deployment.DeploymentConfig:
     """The deployment as commands: vllm serve, docker run, gcloud. Runs nothing.
 
     The deployment as human-readable commands: the vllm serve line (built by the same function as the
     startup script), the docker run line, the equivalent gcloud commands (secret, IAM grant, queued
     resource create/describe/delete, logs) and a chat-completions health check. Nothing is run."""
-    return await tpu_devops.deployment.deployment_config(
-        tpu_devops.startup.apply_overrides(
+    return await tpu_devops.planning.deployment.deployment_config(
+        tpu_devops.planning.startup.apply_overrides(
             settings,
             model_name=model_name,
             max_model_len=max_model_len,
@@ -311,7 +311,7 @@ async def diagnose_vllm_boot(
         logs.boot.refuse_two_sources(node, log_text, path)
         log_text = await run(logs.sources.fetch_container_log_text, settings, node, since=since)
     diagnosis = await run(logs.boot.diagnose_vllm_boot, log_text=log_text, path=path, settings=settings)
-    return await tpu_devops.warmboot.annotate(settings, diagnosis)
+    return await tpu_devops.planning.warmboot.annotate(settings, diagnosis)
 
 
 # ---- Capacity and provisioning (Google Cloud) --------------------------------------------------
@@ -351,14 +351,16 @@ OpenToInternetArg = Annotated[
 async def get_zones_with_available_quota(
     provisioning_model: PmArg = None,
     accelerator_type: Annotated[str | None, Field()] = None,
-) -> tpu_devops.quota.QuotaScan:
+) -> tpu_devops.provisioning.quota.QuotaScan:
     """TPU quota per zone for the provisioning model, with flex-start support.
 
     Per-zone and per-region TPU quota limits for the quota family the provisioning model really uses
     (on-demand: TPUV5sLitepod...; spot and flex-start: the Preemptible family), next to Google's documented
     flex-start zones and this project's own attempt history. Quota is a limit, not free capacity, and not a
     promise that the zone accepts the provisioning model."""
-    return await tpu_devops.quota.zones_with_quota(settings, provisioning_model, accelerator_type)
+    return await tpu_devops.provisioning.quota.zones_with_quota(
+        settings, provisioning_model, accelerator_type
+    )
 
 
 @tools.tool(title="Plan a queued resource (dry run)", open_world=True, **READ)
@@ -516,15 +518,15 @@ ConfirmTokenArg = Annotated[str | None, Field()]
 )
 async def destroy_queued_resource(
     confirmation: Annotated[
-        ElicitationResult[tpu_devops.confirmation.Confirmation],
-        Resolve(tpu_devops.teardown.resolve_destroy_confirmation),
+        ElicitationResult[tpu_devops.host.confirmation.Confirmation],
+        Resolve(tpu_devops.provisioning.teardown.resolve_destroy_confirmation),
     ],
     zone: Annotated[str | None, Field()] = None,
     queued_resource_id: Annotated[str | None, Field()] = None,
     dry_run: DryRunArg = None,
     confirm: ConfirmArg = False,
     confirm_token: ConfirmTokenArg = None,
-) -> tpu_devops.teardown.TeardownResult:
+) -> tpu_devops.provisioning.teardown.TeardownResult:
     """Tear down this rig's TPU in any zone (dry run by default).
 
     Every queued resource labelled managed-by=tpu-devops and rig=<RESOURCE_ID> (any id) in every zone, or the
@@ -532,7 +534,7 @@ async def destroy_queued_resource(
     touches another rig's or anyone else's resources. Without confirm it is a dry run that lists the steps and
     returns a confirmation token with the exact call to make; deleting needs confirm=true plus your answer when
     the host can ask you (elicitation), else plus that token (single use, 10 min, bound to that plan)."""
-    return await tpu_devops.teardown.destroy_confirmed(
+    return await tpu_devops.provisioning.teardown.destroy_confirmed(
         settings, confirmation, zone=zone, queued_resource_id=queued_resource_id, dry_run=dry_run,
         confirm=confirm, confirm_token=confirm_token,
     )  # fmt: skip
@@ -543,8 +545,8 @@ async def destroy_queued_resource(
 )
 async def manage_queued_resource(
     confirmation: Annotated[
-        ElicitationResult[tpu_devops.confirmation.Confirmation],
-        Resolve(tpu_devops.teardown.resolve_manage_confirmation),
+        ElicitationResult[tpu_devops.host.confirmation.Confirmation],
+        Resolve(tpu_devops.provisioning.teardown.resolve_manage_confirmation),
     ],
     action: Annotated[
         str,
@@ -554,14 +556,14 @@ async def manage_queued_resource(
     dry_run: DryRunArg = None,
     confirm: ConfirmArg = False,
     confirm_token: ConfirmTokenArg = None,
-) -> tpu_devops.teardown.TeardownResult:
+) -> tpu_devops.provisioning.teardown.TeardownResult:
     """Bulk teardown of this rig's queued resources (cleanup or delete_all); dry run default.
 
     Bulk teardown of this rig's queued resources (any id) across zones, never touching resources without this
     rig's labels (listed as left alone). cleanup: FAILED/SUSPENDED requests (they hold quota); delete_all:
     every one. Same confirmation as destroy_queued_resource: a dry run by default, with a confirmation token;
     deleting needs confirm=true plus your answer when the host can ask, else the token."""
-    return await tpu_devops.teardown.manage_confirmed(
+    return await tpu_devops.provisioning.teardown.manage_confirmed(
         settings, confirmation, action=action, zone=zone, dry_run=dry_run, confirm=confirm,
         confirm_token=confirm_token,
     )  # fmt: skip
@@ -590,7 +592,7 @@ async def reconfigure_vllm(
     vllm_image: ImageOverride = None,
     max_num_batched_tokens: BatchedOverride = None,
     dry_run: bool = False,
-) -> tpu_devops.reconfigure.ReconfigureResult:
+) -> tpu_devops.provisioning.reconfigure.ReconfigureResult:
     """Job: new vLLM flags on the same TPU. Poll get_job.
 
     Takes the same overrides as render_startup_script, linted first (blocking findings refuse); dry_run
@@ -600,7 +602,7 @@ async def reconfigure_vllm(
     job ends when /health answers and /v1/models shows the new max_model_len, or when the new flags failed
     to boot: then the failed container's log is diagnosed and the last flags that served serve again. Only
     this rig's node (labels) is changed; a second call while one runs is refused with the running job's id."""
-    return await tpu_devops.reconfigure.reconfigure_vllm(
+    return await tpu_devops.provisioning.reconfigure.reconfigure_vllm(
         settings, model_name=model_name, max_model_len=max_model_len,
         gpu_memory_utilization=gpu_memory_utilization, vllm_image=vllm_image,
         max_num_batched_tokens=max_num_batched_tokens, dry_run=dry_run,
@@ -733,7 +735,7 @@ async def apply_gke_deployment(
 )
 async def teardown_gke_deployment(
     confirmation: Annotated[
-        ElicitationResult[tpu_devops.confirmation.Confirmation],
+        ElicitationResult[tpu_devops.host.confirmation.Confirmation],
         Resolve(tpu_devops.gke.deploy.resolve_gke_teardown_confirmation),
     ],
     cluster: ClusterArg,
@@ -975,13 +977,13 @@ async def estimate_deployment_cost(
     ] = None,
     duration_hours: Annotated[float | None, Field(ge=0.01, le=8760)] = None,
     usd_per_chip_hour: Annotated[float | None, Field(ge=0.001, le=1000)] = None,
-) -> tpu_devops.pricing.CostEstimate:
+) -> tpu_devops.planning.pricing.CostEstimate:
     """Price a deployment (live catalog): $/hour, $/month, $/M output tokens.
 
     Price a deployment from the live Cloud Billing Catalog (a dated fallback table if unreachable;
     the answer says which): $/hour, $/month at 24/7, a given duration, $/M output tokens at a given
     throughput, one preemption (a cold start at this rate) and a forgotten weekend."""
-    return await tpu_devops.pricing.estimate_cost(
+    return await tpu_devops.planning.pricing.estimate_cost(
         settings,
         accelerator_type=accelerator_type,
         region=region,
@@ -1165,22 +1167,24 @@ async def analyze_cloud_logging(
 
 
 @tools.tool(title="Get job status", open_world=False, **READ)
-def get_job(job_id: str) -> tpu_devops.jobs.JobView:
+def get_job(job_id: str) -> tpu_devops.host.jobs.JobView:
     """Poll a job by the job_id its tool returned.
 
     Poll a long operation (zone sweep, wait for ACTIVE, benchmark) by the id its tool returned.
 
     Returns its state (running / succeeded / failed / cancelled), progress so far, and the result.
     """
-    return tpu_devops.jobs.JobView.of(tpu_devops.jobs.JOBS.get(job_id))
+    return tpu_devops.host.jobs.JobView.of(tpu_devops.host.jobs.JOBS.get(job_id))
 
 
 @tools.tool(title="List jobs", open_world=False, **READ)
-def list_jobs() -> tpu_devops.jobs.JobList:
+def list_jobs() -> tpu_devops.host.jobs.JobList:
     """Jobs this server process started, newest first.
 
     List the long operations started by this server process, newest first."""
-    return tpu_devops.jobs.JobList(jobs=[tpu_devops.jobs.JobView.of(r) for r in tpu_devops.jobs.JOBS.list()])
+    return tpu_devops.host.jobs.JobList(
+        jobs=[tpu_devops.host.jobs.JobView.of(r) for r in tpu_devops.host.jobs.JOBS.list()]
+    )
 
 
 # Kept in read-only mode: it only stops jobs this server started, and read-only mode still starts benchmarks.
@@ -1192,12 +1196,12 @@ def list_jobs() -> tpu_devops.jobs.JobList:
     idempotent=True,
     keep_in_read_only=True,
 )
-async def cancel_job(job_id: str) -> tpu_devops.jobs.JobView:
+async def cancel_job(job_id: str) -> tpu_devops.host.jobs.JobView:
     """Cancel a running job.
 
     Cancel a running job. A zone sweep stops and deletes the request it was waiting on (nothing is left
     queued); a TPU it already found ACTIVE stays (destroy_queued_resource tears it down)."""
-    return tpu_devops.jobs.JobView.of(await tpu_devops.jobs.JOBS.cancel(job_id))
+    return tpu_devops.host.jobs.JobView.of(await tpu_devops.host.jobs.JOBS.cancel(job_id))
 
 
 # ---- The server ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 def run() -> list[str]:
     from tests.host_scenarios import DECLARATION_BUDGET, RATIO_GOAL, declaration_bytes, run_every_tool
-    from tpu_devops.results import MAX_RESULT_CHARS
+    from tpu_devops.host.results import MAX_RESULT_CHARS
 
     with tempfile.TemporaryDirectory() as state:
         transcript = asyncio.run(run_every_tool(Path(state)))

@@ -65,9 +65,9 @@ def synthetic_pages(n: int = N_ENTRIES, seed: int = 7) -> list[str]:
 
 
 def _pipeline(pages: list[str]):
+    from tpu_devops.host.redact import Redactor
     from tpu_devops.logs.evidence import summarize_mining
     from tpu_devops.logs.mining import LogMiner
-    from tpu_devops.logs.redact import Redactor
     from tpu_devops.logs.sources import record_from_entry
 
     redactor = Redactor()

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tpu_devops import scaleout  # noqa: E402
 from tpu_devops.config import load_settings  # noqa: E402
+from tpu_devops.planning import scaleout  # noqa: E402
 
 SEED = {16: 1.39, 64: 2.52, 256: 3.36}  # DESIGN §3: 4 one-chip engines / one TP=4 engine, v5e-4, E2B
 SEED_PRICE = 0.60  # flex-start $/chip-hour, us-west4 (DESIGN §3): equal for both shapes, so ratios hold

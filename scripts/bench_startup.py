@@ -2,7 +2,7 @@
 MCPServer with one tool measured in the same run (issue 2 target: at most 1.25x).
 
 A client spawns the server at every session, so the target is measured the way that happens after the
-first start: with the tool schema cache written (`tpu_devops.tool_cache`; one unmeasured start fills a
+first start: with the tool schema cache written (`tpu_devops.host.tool_cache`; one unmeasured start fills a
 fresh cache directory). The start without a cache (first start after an install or an edit, or
 ``TPU_DEVOPS_CACHE_DIR=off``) is measured in the same loop and printed too."""
 

@@ -1,6 +1,6 @@
 """Warm boots and reconfigure (issue 14): the time model, as figures with their source.
 
-Every figure is a seed measurement (`tpu_devops.warmboot`, DESIGN §3: v5e-1 = v5litepod-1, gemma-4-E2B-it,
+Every figure is a seed measurement (`tpu_devops.planning.warmboot`, DESIGN §3: v5e-1 = v5litepod-1, gemma-4-E2B-it,
 vllm/vllm-tpu); ratios are against the cold boot of the same model. What the seed did not measure (the
 wait for flex-start capacity, the VM's own provisioning) is named as an unknown added to a new request,
 never filled in.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tpu_devops import warmboot as w  # noqa: E402
+from tpu_devops.planning import warmboot as w  # noqa: E402
 
 
 def run() -> list[str]:

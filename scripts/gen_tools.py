@@ -23,7 +23,7 @@ def generated(readme: str | None = None) -> dict[str, str]:
     os.environ["TPU_DEVOPS_CACHE_DIR"] = "off"  # documents are generated from schemas derived now
     sys.path.insert(0, str(ROOT))
     import server
-    from tpu_devops import tooldocs
+    from tpu_devops.host import tooldocs
 
     tools = asyncio.run(server.mcp.list_tools())
     out = {

@@ -11,7 +11,7 @@ from pathlib import Path
 # and the processes they start must never send traffic off this machine.
 os.environ.setdefault("NO_GCE_CHECK", "true")
 # In-process tests read and write files under pytest's temporary directories: let tools' path checks
-# (`tpu_devops.files`, process settings) allow them. Servers started over stdio get their own environment.
+# (`tpu_devops.host.files`, process settings) allow them. Servers started over stdio get their own environment.
 os.environ.setdefault("TPU_DEVOPS_FILE_ROOTS", tempfile.gettempdir())
 
 import pytest

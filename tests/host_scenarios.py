@@ -23,8 +23,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.mcp_session import ROOT, server_env
-from tpu_devops.results import table_records
-from tpu_devops.schemas import TABLE_KEYS
+from tpu_devops.host.results import table_records
+from tpu_devops.host.schemas import TABLE_KEYS
 
 DATA = ROOT / "tests" / "data"
 PROJECT = "demo-project"

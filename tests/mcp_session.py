@@ -29,7 +29,7 @@ def server_env(**overrides: str) -> dict[str, str]:
     env["NO_GCE_CHECK"] = "true"  # no probe of the GCE metadata server from a test
     env["TPU_DEVOPS_CACHE_DIR"] = TEST_CACHE_DIR
     # Tests hand the server files under pytest's temporary directories: a root it may read and write
-    # (`tpu_devops.files`); a test of the roots themselves overrides it.
+    # (`tpu_devops.host.files`); a test of the roots themselves overrides it.
     env["TPU_DEVOPS_FILE_ROOTS"] = tempfile.gettempdir()
     env.update(overrides)
     if "TPU_DEVOPS_GCP_ENDPOINT" not in env:  # a plan's public-IP lookup must not leave the machine

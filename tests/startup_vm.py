@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from tests.bash_shims import ShimRun, run_bash
-from tpu_devops import startup
 from tpu_devops.config import Settings, load_settings
+from tpu_devops.planning import startup
 
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 PLANTED = "hf_PLANTEDtokenValue0123456789"

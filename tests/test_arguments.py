@@ -1,4 +1,4 @@
-"""Argument rules (`tpu_devops.arguments`): unknown keys, types without coercion, one rule for empty
+"""Argument rules (`tpu_devops.host.arguments`): unknown keys, types without coercion, one rule for empty
 strings, bounds, NUL, and errors that name field, expectation and fix without echoing secrets."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Annotated
 import pytest
 from pydantic import Field, create_model
 
-from tpu_devops.arguments import ArgumentChecker
 from tpu_devops.errors import InputError
-from tpu_devops.schemas import validation_schema
+from tpu_devops.host.arguments import ArgumentChecker
+from tpu_devops.host.schemas import validation_schema
 
 Args = create_model(
     "Args",
@@ -93,7 +93,7 @@ def test_several_faults_are_listed_together() -> None:
 )
 def test_an_argument_of_a_shared_form_is_refused_when_malformed(args: dict, field: str) -> None:
     """The form of zone, since, ids and provisioning model is checked for every tool, used or not."""
-    from tpu_devops.arguments import check_formats
+    from tpu_devops.host.arguments import check_formats
 
     problems = check_formats(args)
     assert [p.field for p in problems] == [field]
@@ -101,7 +101,7 @@ def test_an_argument_of_a_shared_form_is_refused_when_malformed(args: dict, fiel
 
 
 def test_well_formed_shared_arguments_pass() -> None:
-    from tpu_devops.arguments import check_formats
+    from tpu_devops.host.arguments import check_formats
 
     ok = {
         "zone": "all",
@@ -120,7 +120,7 @@ def test_every_shared_form_names_an_argument_some_tool_takes() -> None:
     import json
     from pathlib import Path
 
-    from tpu_devops.arguments import FORMATS
+    from tpu_devops.host.arguments import FORMATS
 
     snapshot = json.loads((Path(__file__).parent / "data" / "tool_snapshot.json").read_text())
     taken = {name for tool in snapshot.values() for name in tool["input_schema"].get("properties", {})}

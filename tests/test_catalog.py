@@ -97,7 +97,7 @@ def test_every_entry_point_reads_provisioning_model_spellings_alike(spelling: st
     from tpu_devops.catalog import provisioning_model_name
     from tpu_devops.config import load_settings
     from tpu_devops.errors import InputError
-    from tpu_devops.pricing import validate_provisioning_model
+    from tpu_devops.planning.pricing import validate_provisioning_model
     from tpu_devops.provisioning.requests import check_provisioning_model
 
     assert provisioning_model_name(spelling) == name

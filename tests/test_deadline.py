@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from tpu_devops import deadline
 from tpu_devops.errors import DeadlineError
+from tpu_devops.host import deadline
 
 
 def test_requests_are_cut_to_what_is_left() -> None:

@@ -1,4 +1,4 @@
-"""The deployment as commands (`tpu_devops.deployment`): the plan's create line to the byte, every line
+"""The deployment as commands (`tpu_devops.planning.deployment`): the plan's create line to the byte, every line
 valid shell that reaches the configured project (run through bash with a gcloud stand-in), a copyable text."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from tests.bash_shims import run_bash
 from tests.startup_vm import settings
 from tpu_devops.config import load_settings
-from tpu_devops.deployment import deployment_config
+from tpu_devops.planning.deployment import deployment_config
 
 
 def test_deployment_config_lists_equivalent_commands():

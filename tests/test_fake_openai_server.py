@@ -83,7 +83,7 @@ def test_the_fake_serves_the_vllm_of_the_pinned_default_image() -> None:
     """A demo or test against the fake never shows a vLLM the product would refuse for Gemma 4."""
     from tests.fakes.openai_server import PINNED_VERSION, FakeVllm
     from tpu_devops.config import load_settings
-    from tpu_devops.images import check_image
+    from tpu_devops.planning.images import check_image
 
     settings = load_settings(Path("/nonexistent/tpu.env"), {})
     assert settings.vllm_image.endswith(f":v{PINNED_VERSION}") and FakeVllm().version == PINNED_VERSION

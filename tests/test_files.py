@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tpu_devops import files
 from tpu_devops.config import load_settings
 from tpu_devops.errors import InputError, shown_value
+from tpu_devops.host import files
 
 
 def _settings(tmp_path: Path, *roots: Path):

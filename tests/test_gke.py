@@ -13,11 +13,11 @@ import pytest
 
 from tests.fakes.gcp import discovery
 from tests.fakes.kube_api import FakeKube
-from tpu_devops.confirmation import ConfirmationError
 from tpu_devops.errors import ConfigError, InputError, OwnershipError, PermissionError_
 from tpu_devops.gke import deploy, manifests
-from tpu_devops.jobs import JOBS
-from tpu_devops.startup import vllm_serve_flags
+from tpu_devops.host.confirmation import ConfirmationError
+from tpu_devops.host.jobs import JOBS
+from tpu_devops.planning.startup import vllm_serve_flags
 
 pytestmark = pytest.mark.anyio
 LOCATION = "us-west4-a"
@@ -298,7 +298,7 @@ async def test_benchmark_at_the_service_prices_the_deployment_and_measures_each_
     gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
 ) -> None:
     from tests.fakes.openai_server import FakeVllm
-    from tpu_devops import pricing
+    from tpu_devops.planning import pricing
 
     pricing.clear_cache()
     config = kube.kubeconfig(tmp_path / "kubeconfig")

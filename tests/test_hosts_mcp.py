@@ -31,7 +31,7 @@ from tests.host_scenarios import (
 )
 from tests.mcp_session import mcp_client, server_env
 from tests.test_schemas import gemini_subset_problems
-from tpu_devops.results import MAX_EVIDENCE_TOKENS, MAX_RESULT_CHARS
+from tpu_devops.host.results import MAX_EVIDENCE_TOKENS, MAX_RESULT_CHARS
 
 pytestmark = pytest.mark.anyio
 RIG_LABELS = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
@@ -85,7 +85,7 @@ async def test_the_structured_form_is_not_much_larger_than_the_text(transcript: 
         ratio = a.structured_chars / max(1, a.text_chars)
         assert ratio <= RATIO_GOAL, (
             f"{a.tool}: structured {a.structured_chars:,} characters is {ratio:.2f}x its text ({a.text_chars:,}); "
-            f"at most {RATIO_GOAL}: send a list of uniform records as a Table (tpu_devops.results), leave out what "
+            f"at most {RATIO_GOAL}: send a list of uniform records as a Table (tpu_devops.host.results), leave out what "
             "repeats (Field(exclude=True) for a field the text form already shows, e.g. a rendering of the same "
             "data, or that another field of the structure states) or what carries nothing"
         )

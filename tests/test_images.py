@@ -1,4 +1,4 @@
-"""The image against the model (`tpu_devops.images`): versions read from tags, the first vLLM release per
+"""The image against the model (`tpu_devops.planning.images`): versions read from tags, the first vLLM release per
 architecture, and the gate used by lint, plan, create and the sweep."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import gcp_environ
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError
-from tpu_devops.images import FIRST_SUPPORT, VERIFIED_IMAGE, check_image, image_gate, parse_image
-from tpu_devops.lint import lint_vllm_flags
+from tpu_devops.planning.images import FIRST_SUPPORT, VERIFIED_IMAGE, check_image, image_gate, parse_image
+from tpu_devops.planning.lint import lint_vllm_flags
 
 pytestmark = pytest.mark.anyio
 E2B = "google/gemma-4-E2B-it"

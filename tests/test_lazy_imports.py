@@ -39,17 +39,18 @@ def test_server_import_and_tools_list_stay_light() -> None:
 # What a start from the schema cache may load: settings and what registering tools needs.
 STARTUP_MODULES = {
     "tpu_devops",
-    "tpu_devops.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
+    "tpu_devops.host",
+    "tpu_devops.host.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
     "tpu_devops.catalog",
     "tpu_devops.config",
-    "tpu_devops.deadline",  # the per-call time budget the registration wrapper opens
+    "tpu_devops.host.deadline",  # the per-call time budget the registration wrapper opens
     "tpu_devops.errors",
     "tpu_devops.logs",
-    "tpu_devops.registration",
-    "tpu_devops.results",
-    "tpu_devops.schemas",
+    "tpu_devops.host.registration",
+    "tpu_devops.host.results",
+    "tpu_devops.host.schemas",
     "tpu_devops.serving",
-    "tpu_devops.tool_cache",
+    "tpu_devops.host.tool_cache",
 }
 
 
@@ -72,4 +73,4 @@ def test_start_from_the_schema_cache_imports_no_domain_module(tmp_path: Path) ->
     _modules_after_listing(env)  # the first start writes the cache
     assert _modules_after_listing(env) == STARTUP_MODULES
     after_call = _modules_after_listing(env, call="list_jobs")
-    assert "tpu_devops.jobs" in after_call and "tpu_devops.provisioning" not in after_call
+    assert "tpu_devops.host.jobs" in after_call and "tpu_devops.provisioning" not in after_call

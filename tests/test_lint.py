@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tpu_devops.errors import ConfigError, InputError
-from tpu_devops.lint import lint_vllm_flags, parse_serve_command
+from tpu_devops.planning.lint import lint_vllm_flags, parse_serve_command
 
 DATA = Path(__file__).parent / "data"
 SEED = (DATA / "seed_serve_command.txt").read_text()
@@ -97,7 +97,7 @@ def test_docker_command_image_and_compile_cache() -> None:
     assert found["image-unpinned"] == "warning" and found["compile-cache-not-mounted"] == "warning"
     pinned = f"docker run -d -v /root/.cache/vllm:/root/.cache/vllm vllm/vllm-tpu@sha256:{'a' * 64} {SEED}"
     result = lint_vllm_flags(pinned)
-    # a digest names no vLLM version: the only warning says so (tpu_devops.images)
+    # a digest names no vLLM version: the only warning says so (tpu_devops.planning.images)
     assert result.errors == 0 and ids(result) == {"image-version-unknown": "warning"}
     assert result.image.startswith("vllm/vllm-tpu@sha256:")
     assert ids(lint_vllm_flags(SEED, image="vllm/vllm-tpu:latest"))["image-unpinned"] == "warning"
@@ -161,7 +161,7 @@ def test_lint_text_is_one_paragraph_per_finding() -> None:
 
 def test_machine_type_of_another_generation_is_flagged_against_the_configured_one() -> None:
     from tpu_devops.config import load_settings
-    from tpu_devops.lint import lint_with_defaults
+    from tpu_devops.planning.lint import lint_with_defaults
 
     settings = load_settings(Path("/nonexistent/tpu.env"), {"ACCELERATOR_TYPE": "v5litepod-1"})
     result = lint_with_defaults(settings, command=BASE, accelerator_type="ct6e-standard-1t")
@@ -235,8 +235,8 @@ def test_maintainer_verified_qwix_command_is_not_said_to_fail() -> None:
 
 def test_no_arguments_lints_the_configured_deployment() -> None:
     from tpu_devops.config import load_settings
-    from tpu_devops.lint import lint_with_defaults
-    from tpu_devops.startup import vllm_serve_flags
+    from tpu_devops.planning.lint import lint_with_defaults
+    from tpu_devops.planning.startup import vllm_serve_flags
 
     settings = load_settings(
         environ={

@@ -12,7 +12,7 @@ from tests.conftest import FIXTURES
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn
 from tests.mcp_session import mcp_client
-from tpu_devops.results import table_records
+from tpu_devops.host.results import table_records
 
 EXPORT = FIXTURES / "logs" / "v5e1-util095-export.json"
 SECRET = "hf_" + "PlantedSecretToken0123456789abcdefXYZ"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.conftest import FIXTURES
+from tpu_devops.host.redact import Redactor
 from tpu_devops.logs.mining import LogMiner, mine
-from tpu_devops.logs.redact import Redactor
 from tpu_devops.logs.sources import FileSource, record_from_entry
 
 EXPORT = FIXTURES / "logs" / "v5e1-util095-export.json"

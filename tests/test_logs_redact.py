@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tpu_devops.logs.redact import Redactor, redact_text
+from tpu_devops.host.redact import Redactor, redact_text
 
 HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
 OAUTH = "ya29." + "a0AfH6SMBx-example_token_value_1234567890"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tpu_devops.errors import InputError
-from tpu_devops.model_files import gguf_metadata
-from tpu_devops.sizing import load_model_config
+from tpu_devops.planning.model_files import gguf_metadata
+from tpu_devops.planning.sizing import load_model_config
 
 
 def _tiny_gguf(path: Path) -> Path:

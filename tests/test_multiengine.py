@@ -25,11 +25,11 @@ from tests.startup_vm import (
     run_startup_script,
 )
 from tests.startup_vm import settings as startup_settings
-from tpu_devops import multiengine
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, InputError
+from tpu_devops.planning import multiengine
+from tpu_devops.planning.startup import lint_notes
 from tpu_devops.serving import engines as engine_status
-from tpu_devops.startup import lint_notes
 
 pytestmark = pytest.mark.anyio
 
@@ -171,7 +171,7 @@ def test_script_serves_one_engine_per_chip_behind_haproxy(tmp_path: Path) -> Non
         assert "-e TPU_CHIPS_PER_PROCESS_BOUNDS=1,1,1" in run and "-e TPU_PROCESS_BOUNDS=1,1,1" in run
         assert f"-e TPU_PROCESS_PORT={8476 + i} " in run
         assert run.endswith(f"--port {8001 + i}") and run.count("--port") == 1
-        # each engine's compile cache under the cache key's directory (tpu_devops.warmboot)
+        # each engine's compile cache under the cache key's directory (tpu_devops.planning.warmboot)
         assert re.search(
             rf"/root/\.cache/vllm/[0-9a-f]{{16}}-(?:[0-9a-f]{{16}}|unknown)/engine-{i}:/root/\.cache/vllm ",
             run,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.mcp_session import mcp_client
-from tpu_devops.results import table_records
+from tpu_devops.host.results import table_records
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ import pytest
 
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.gcp.billing import FakeBilling, sku
-from tpu_devops import pricing
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import ConfigError, InputError
+from tpu_devops.planning import pricing
 
 pytestmark = pytest.mark.anyio
 

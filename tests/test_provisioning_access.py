@@ -192,7 +192,7 @@ def test_build_request_keeps_the_access_shape_in_one_place(fake_gcp, tmp_path) -
 
 async def test_a_refused_create_or_a_fruitless_sweep_leaves_no_rule_behind(fake_gcp, tmp_path) -> None:
     from tpu_devops.errors import CloudError
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
     from tpu_devops.provisioning.sweep import SweepOptions, start_sweep
 
     fake_gcp.secrets.put("hf-token", TOKEN)
@@ -258,7 +258,7 @@ async def test_a_bad_setting_refuses_create_and_find_tpu_before_anything_is_made
 async def test_a_cancelled_sweep_deletes_the_rule_it_made(fake_gcp, tmp_path) -> None:
     import anyio
 
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
     from tpu_devops.provisioning.sweep import SweepOptions, start_sweep
 
     fake_gcp.secrets.put("hf-token", TOKEN)

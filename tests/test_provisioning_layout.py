@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERED = ("tpu_devops.provisioning", "tpu_devops.quota")
+LAYERED = ("tpu_devops.provisioning", "tpu_devops.provisioning.quota")
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -67,7 +67,7 @@ def test_no_import_cycle_through_the_provisioning_package() -> None:
         "tpu_devops.provisioning.queued",
         "tpu_devops.provisioning.sweep",
         "tpu_devops.provisioning.store",
-        "tpu_devops.quota",
+        "tpu_devops.provisioning.quota",
     }
     assert cycle_through(graph, LAYERED) is None
 

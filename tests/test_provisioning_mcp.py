@@ -17,7 +17,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.conftest import gcp_environ
 from tests.mcp_session import ROOT, server_env
-from tpu_devops.results import table_records
+from tpu_devops.host.results import table_records
 
 pytestmark = pytest.mark.anyio
 TOKEN = "hf_PlantedSecretTokenDoNotLeak4242abcd"

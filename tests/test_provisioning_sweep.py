@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import gcp_environ
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError
-from tpu_devops.jobs import JobRecord
+from tpu_devops.host.jobs import JobRecord
 from tpu_devops.provisioning.store import ZoneStore
 from tpu_devops.provisioning.sweep import SweepOptions, SweepResult, check_sweep_options, run_sweep
 

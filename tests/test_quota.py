@@ -1,11 +1,11 @@
-"""Known flex-start support and the quota scan (`tpu_devops.quota`)."""
+"""Known flex-start support and the quota scan (`tpu_devops.provisioning.quota`)."""
 
 from __future__ import annotations
 
 import pytest
 
+from tpu_devops.provisioning.quota import known_support, zones_with_quota
 from tpu_devops.provisioning.store import ZoneStore
-from tpu_devops.quota import known_support, zones_with_quota
 
 pytestmark = pytest.mark.anyio
 ACC = "v5litepod-1"

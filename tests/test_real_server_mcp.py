@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn
 from tests.mcp_session import mcp_client
-from tpu_devops.results import table_records
+from tpu_devops.host.results import table_records
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The two forms of a tool result (`tpu_devops.results`): summary first in both, pruned structure, and a
+"""The two forms of a tool result (`tpu_devops.host.results`): summary first in both, pruned structure, and a
 size cap that says what it left out."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
-from tpu_devops.results import (
+from tpu_devops.host.results import (
     MAX_RESULT_CHARS,
     Table,
     ToolResult,
@@ -18,7 +18,7 @@ from tpu_devops.results import (
     json_chars,
     table_records,
 )
-from tpu_devops.schemas import wire_output_schema
+from tpu_devops.host.schemas import wire_output_schema
 
 
 class Row(BaseModel):

@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import gcp_environ
 from tests.mcp_session import mcp_client
-from tpu_devops import lint, scaleout, sizing
 from tpu_devops.config import load_settings
 from tpu_devops.errors import InputError
+from tpu_devops.planning import lint, scaleout, sizing
 from tpu_devops.serving.benchmark import BenchmarkResult, Cell
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Published tool schemas (`tpu_devops.schemas`): compact, bounded, inside the schema subset Gemini function
+"""Published tool schemas (`tpu_devops.host.schemas`): compact, bounded, inside the schema subset Gemini function
 declarations document, and output schemas that match what the structured form carries."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from tpu_devops.schemas import (
+from tpu_devops.host.schemas import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_STRING,
     GEMINI_SCHEMA_KEYS,

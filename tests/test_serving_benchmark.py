@@ -12,11 +12,11 @@ import pytest
 
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.openai_server import FakeVllm
-from tpu_devops import pricing
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
-from tpu_devops.jobs import JOBS
-from tpu_devops.results import table_records
+from tpu_devops.host.jobs import JOBS
+from tpu_devops.host.results import table_records
+from tpu_devops.planning import pricing
 from tpu_devops.serving import benchmark
 
 pytestmark = pytest.mark.anyio

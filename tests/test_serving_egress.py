@@ -216,7 +216,7 @@ async def test_401_says_which_case_applies(tmp_path: Path, rig: FakeVllm) -> Non
 
 
 async def test_key_comes_from_secret_manager_and_the_environment_wins(tmp_path: Path, rig: FakeVllm) -> None:
-    from tpu_devops import api_key
+    from tpu_devops.provisioning import api_key
 
     with FakeGcp() as gcp:
         gcp.secrets.put("vllm-api-key", KEY)

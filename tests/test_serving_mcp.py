@@ -13,7 +13,7 @@ import pytest
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.openai_server import FakeVllm, closed_port_url
 from tests.mcp_session import mcp_client
-from tpu_devops.results import table_records
+from tpu_devops.host.results import table_records
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tpu_devops import sizing
 from tpu_devops.errors import ConfigError, InputError
+from tpu_devops.planning import sizing
 
 CONFIGS = Path(__file__).parent / "data" / "model-configs"
 E2B = CONFIGS / "gemma-4-E2B-it.config.json"
@@ -254,7 +254,7 @@ def test_unknown_accelerator_and_missing_file() -> None:
 
 def test_offline_repo_id_that_is_not_bundled_says_to_pass_a_path(tmp_path: Path) -> None:
     code = (
-        "from tpu_devops import sizing\n"
+        "from tpu_devops.planning import sizing\n"
         "from tpu_devops.errors import InputError\n"
         "try:\n    sizing.plan_capacity('someone/unknown-model-xyz')\n"
         "except InputError as e:\n    print(e.field, '|', e.fix)\n"
@@ -303,7 +303,7 @@ def test_repo_id_is_fetched_from_the_hub_with_huggingface_hub(tmp_path: Path) ->
 
     code = (
         "import sys\n"
-        "from tpu_devops import sizing\n"
+        "from tpu_devops.planning import sizing\n"
         "from tpu_devops.errors import InputError\n"
         "plan = sizing.plan_capacity('acme/tiny-llama', 'v6e-1', weights_gib=15.0, max_model_len=8192)\n"
         "print(plan.kv.bytes_per_token, plan.config_source)\n"

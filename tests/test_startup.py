@@ -14,10 +14,10 @@ import anyio
 import pytest
 
 from tests.startup_vm import PLANTED, PLANTED_KEY, SHELLCHECK, render, run_startup_script, settings
-from tpu_devops import startup
 from tpu_devops.config import load_settings
-from tpu_devops.deployment import deployment_config
 from tpu_devops.errors import ConfigError
+from tpu_devops.planning import startup
+from tpu_devops.planning.deployment import deployment_config
 
 
 def test_flags_are_built_once_and_cover_the_seed_command():
@@ -41,7 +41,7 @@ def test_non_gemma_model_gets_no_gemma_parsers():
 def test_gemma4_gets_a_batch_budget_above_the_multimodal_floor_by_default():
     flags = startup.vllm_serve_flags(load_settings(Path("/nonexistent/tpu.env"), {}))
     assert flags[flags.index("--max-num-batched-tokens") + 1] == "4096"
-    from tpu_devops.lint import lint_vllm_flags
+    from tpu_devops.planning.lint import lint_vllm_flags
 
     assert (
         lint_vllm_flags(

@@ -14,8 +14,9 @@ import pytest
 
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.vm import ACCESS_TOKEN, FakeEngine, FakeMetadata, VmShims
-from tpu_devops import bucket, reconfigure, startup, warmboot
 from tpu_devops.config import load_settings
+from tpu_devops.planning import startup, warmboot
+from tpu_devops.provisioning import bucket, reconfigure
 
 ROOT = Path(__file__).resolve().parent.parent
 HF_TOKEN = "hf_PLANTEDtokenValue0123456789abcd"

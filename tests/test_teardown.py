@@ -1,4 +1,4 @@
-"""Teardown (`tpu_devops.teardown`) against the fake: only this rig's resources, wherever they are, and
+"""Teardown (`tpu_devops.provisioning.teardown`) against the fake: only this rig's resources, wherever they are, and
 only with a confirmation a prompt-injected host model cannot supply alone (issue 12 §1, §7; issue 11 §5).
 
 The confirmation outcomes are the SDK's own (`mcp.server.elicitation`): `NO_ELICITATION` is what the
@@ -12,10 +12,10 @@ import pytest
 from mcp.server.elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
 
 from tests.conftest import gcp_environ
-from tpu_devops import teardown
 from tpu_devops.config import load_settings
-from tpu_devops.confirmation import Confirmation, ConfirmationError, NotAsked, TokenStore
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError
+from tpu_devops.host.confirmation import Confirmation, ConfirmationError, NotAsked, TokenStore
+from tpu_devops.provisioning import teardown
 
 pytestmark = pytest.mark.anyio
 ZONE = "us-west4-a"

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tpu_devops.logs.evidence import summarize_source
 from tpu_devops.logs.sources import FileSource
-from tpu_devops.tokens import cut_to_tokens, estimate_tokens, local_tokenizer
+from tpu_devops.serving.tokens import cut_to_tokens, estimate_tokens, local_tokenizer
 
 CALIBRATION = json.loads((FIXTURES / "tokens" / "calibration.json").read_text())
 # The figures issue 16 measured with llama.cpp's /tokenize on a Gemma GGUF (chars -> tokens).

@@ -1,4 +1,4 @@
-"""The tool schema cache (`tpu_devops.tool_cache`): a start from the cache publishes exactly what a start
+"""The tool schema cache (`tpu_devops.host.tool_cache`): a start from the cache publishes exactly what a start
 without it publishes, its tools work (argument validation, typed errors, structured results), and a
 cache that is corrupt, for other sources, unwritable or wrong can only cost time, never correctness."""
 
@@ -15,8 +15,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 import tpu_devops
 from tests.mcp_session import ROOT, mcp_client
-from tpu_devops.registration import Registrar
-from tpu_devops.tool_cache import FORMAT, KEEP_FILES, CacheFile, SchemaCache, ToolSchemas, source_key
+from tpu_devops.host.registration import Registrar
+from tpu_devops.host.tool_cache import FORMAT, KEEP_FILES, CacheFile, SchemaCache, ToolSchemas, source_key
 
 pytestmark = pytest.mark.anyio
 KEY = source_key(ROOT / "server.py")
@@ -178,7 +178,7 @@ async def test_a_tool_that_cannot_be_built_says_so_without_the_exception_text(tm
 
 
 def test_every_logic_name_server_py_uses_exists() -> None:
-    """Tool bodies and result types name logic lazily (``tpu_devops.sizing.PlanResult``), so a typo would
+    """Tool bodies and result types name logic lazily (``tpu_devops.planning.sizing.PlanResult``), so a typo would
     only show when that tool runs: resolve every such name now."""
     tree = ast.parse((ROOT / "server.py").read_text())
     roots = {"tpu_devops": tpu_devops, "logs": tpu_devops.logs, "serving": tpu_devops.serving}

@@ -11,9 +11,10 @@ import httpx
 import pytest
 
 from tests.conftest import gcp_environ
-from tpu_devops import bucket, reconfigure, startup, warmboot
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError
+from tpu_devops.planning import startup, warmboot
+from tpu_devops.provisioning import bucket, reconfigure
 from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.queued import send_create
 from tpu_devops.provisioning.requests import build_request, create_call

@@ -1,8 +1,8 @@
 """tpu-devops: an MCP server for SREs who serve Gemma 4 with vLLM on Google Cloud TPU.
 
-Submodules load on first attribute access (PEP 562): ``tpu_devops.sizing.PlanResult`` imports
-``tpu_devops.sizing`` when it is first evaluated. `server.py` names its tools' logic and result types
-that way, so listing the tools imports none of it (see `tpu_devops.tool_cache`).
+Submodules load on first attribute access (PEP 562): ``tpu_devops.planning.sizing.PlanResult`` imports
+``tpu_devops.planning.sizing`` when it is first evaluated. `server.py` names its tools' logic and result types
+that way, so listing the tools imports none of it (see `tpu_devops.host.tool_cache`).
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ class Settings(BaseModel):
     gcp_endpoint: str
     state_dir: str
     cache_dir: str | None
-    file_roots: tuple[str, ...] = ()  # more directories tools may read and write (`tpu_devops.files`)
+    file_roots: tuple[str, ...] = ()  # more directories tools may read and write (`tpu_devops.host.files`)
     bucket: str = ""
     env_file: str | None
     project_origin: str = ""  # "the environment" or "tpu.env (path)" when GOOGLE_CLOUD_PROJECT is set
@@ -674,7 +674,7 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "TPU_DEVOPS_GCP_ENDPOINT": ("gcp_endpoint",),
     "TPU_DEVOPS_STATE_DIR": ("state_dir",),
     "TPU_DEVOPS_CACHE_DIR": (),  # fails closed: no schema cache (FAIL_CLOSED)
-    "TPU_DEVOPS_FILE_ROOTS": ("file_roots",),  # tools then refuse every path argument (tpu_devops.files)
+    "TPU_DEVOPS_FILE_ROOTS": ("file_roots",),  # tools then refuse every path argument (tpu_devops.host.files)
     "TPU_DEVOPS_LOG_LEVEL": (),  # INFO
     "TPU_DEVOPS_BUCKET": ("bucket",),  # invalid: no bucket, every boot cold
 }

@@ -127,6 +127,6 @@ class JobError(TpuDevopsError):
 
 
 class DeadlineError(TpuDevopsError):
-    """A tool call ran out of its time budget (`tpu_devops.deadline`): stopped, never left hanging."""
+    """A tool call ran out of its time budget (`tpu_devops.host.deadline`): stopped, never left hanging."""
 
     kind = "deadline"

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     if "--check-config" in args:
         if settings.config_errors:
             raise SystemExit(2)
-        from tpu_devops.results import render_mapping
+        from tpu_devops.host.results import render_mapping
 
         print(render_mapping(settings.public_summary(), "tpu-devops: configuration is valid"))
         return

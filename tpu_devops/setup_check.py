@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
+from tpu_devops.host.results import ToolResult
 from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.plan import hourly_price
 from tpu_devops.provisioning.queued import (
@@ -24,7 +25,6 @@ from tpu_devops.provisioning.queued import (
     list_queued_resources,
     reservation_status,
 )
-from tpu_devops.results import ToolResult
 
 
 class Check(BaseModel):
@@ -126,7 +126,7 @@ async def _run_checks(settings: Settings) -> SetupReport:
     except TpuDevopsError as exc:
         checks.append(_failed("tpu_api", exc, "gcloud services enable tpu.googleapis.com"))
     try:
-        from tpu_devops.quota import zones_with_quota
+        from tpu_devops.provisioning.quota import zones_with_quota
 
         scan = await zones_with_quota(settings)
         row = next((z for z in scan.zones if z.zone == settings.zone), None)
@@ -200,7 +200,7 @@ async def _endpoint_check(settings: Settings) -> Check:
 
 async def _bucket_check(settings: Settings) -> Check:
     """The product bucket (compile cache, staged weights) and the VM's object access on it."""
-    from tpu_devops.bucket import inspect_bucket
+    from tpu_devops.provisioning.bucket import inspect_bucket
 
     status = await inspect_bucket(settings)
     if not status.configured:
@@ -243,7 +243,7 @@ async def system_status(settings: Settings) -> SystemStatus:
     """Collect the dashboard; a failing part is reported in ``problems``, never raised."""
     from datetime import UTC, datetime
 
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
     from tpu_devops.provisioning.store import open_store
     from tpu_devops.serving.endpoint import get_vllm_endpoint
 
@@ -307,12 +307,12 @@ async def system_status(settings: Settings) -> SystemStatus:
 
 async def _warm_lines(settings: Settings, reservation: dict[str, Any] | None) -> list[str]:
     """Bucket, warm cache, staged weights, expected boot; the running node's last reconfigure."""
-    from tpu_devops.warmboot import warm_state
+    from tpu_devops.planning.warmboot import warm_state
 
     lines = (await warm_state(settings)).lines()
     if reservation and reservation.get("state") == "ACTIVE" and reservation.get("node_id"):
         from tpu_devops.provisioning.cloud import api, call
-        from tpu_devops.reconfigure import GUEST_QUERY, last_reconfigure
+        from tpu_devops.provisioning.reconfigure import GUEST_QUERY, last_reconfigure
 
         try:
             attrs = await call(

@@ -95,7 +95,7 @@ from starlette.routing import Route
 
 from tests.fakes.http_runner import ServerThread
 from tpu_devops.config import DEFAULTS
-from tpu_devops.images import parse_image
+from tpu_devops.planning.images import parse_image
 
 # The vLLM version of the image the product pins by default (VLLM_IMAGE vllm/vllm-tpu:v0.30.0 -> "0.30.0").
 PINNED_VERSION = str(parse_image(DEFAULTS["VLLM_IMAGE"]).version)

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import anyio
 
-from tpu_devops import deadline
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
+from tpu_devops.host import deadline
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ PUBLIC_HOSTS = {
 }
 
 # Bounded so that one tool call stays well inside an MCP client's ~60 s timeout; inside a tool call both
-# are cut further to what is left of its budget (`tpu_devops.deadline`).
+# are cut further to what is left of its budget (`tpu_devops.host.deadline`).
 RETRY_INITIAL_S = 0.5
 RETRY_MAXIMUM_S = 8.0
 RETRY_DEADLINE_S = 45.0
@@ -274,7 +274,7 @@ def is_retryable(exc: BaseException) -> bool:
 def retry_policy(deadline_s: float | None = None) -> Any:
     """google.api_core ``Retry`` with exponential backoff on `is_retryable` errors only, giving up after
     ``deadline_s`` (default `RETRY_DEADLINE_S`, read at call time) or what is left of the tool call's budget
-    (`tpu_devops.deadline`), whichever is less.
+    (`tpu_devops.host.deadline`), whichever is less.
 
     Raises:
         DeadlineError: the budget is (nearly) spent.
@@ -294,7 +294,7 @@ def retry_policy(deadline_s: float | None = None) -> Any:
 
 def call_timeout(cap_s: float = CALL_TIMEOUT_S) -> float:
     """Seconds one HTTP request may take: `CALL_TIMEOUT_S`, cut to what is left of the tool call's budget
-    (`tpu_devops.deadline`). Evaluate it per attempt (inside the retried function).
+    (`tpu_devops.host.deadline`). Evaluate it per attempt (inside the retried function).
 
     Raises:
         DeadlineError: the budget is (nearly) spent.

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tpu_devops import deadline
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import (
     CloudError,
@@ -30,6 +29,7 @@ from tpu_devops.errors import (
     TpuDevopsError,
 )
 from tpu_devops.gcp.common import base_url, call_timeout, credentials, retry_policy
+from tpu_devops.host import deadline
 
 log = logging.getLogger(__name__)
 

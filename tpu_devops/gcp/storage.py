@@ -1,6 +1,6 @@
 """Thin adapter over Cloud Storage (``google-cloud-storage``, JSON API). Sync; call via `run_blocking`.
 
-Only what the product bucket needs (`tpu_devops.bucket`): read or create one bucket (uniform
+Only what the product bucket needs (`tpu_devops.provisioning.bucket`): read or create one bucket (uniform
 bucket-level access, public access prevention, labels, a lifecycle rule), read and extend its IAM
 policy, list objects under a prefix with their custom metadata, and the project number (from the
 project's Cloud Storage service agent, ``service-<number>@gs-project-accounts.iam.gserviceaccount.com``,

@@ -10,7 +10,7 @@
 - **Teardown** finds what to delete by our labels only (``app.kubernetes.io/managed-by=tpu-devops``,
   ``tpu-devops/rig=<id>``; the node pool by its ``resourceLabels``), never by a name alone; it is a dry run
   with a confirmation token unless ``confirm=true``, and deleting needs the user's answer or that token
-  (the rule of every destructive tool, `tpu_devops.confirmation`).
+  (the rule of every destructive tool, `tpu_devops.host.confirmation`).
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from tpu_devops import confirmation
 from tpu_devops.catalog import resolve_accelerator_type
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError, InputError, NotFoundError, OwnershipError, TpuDevopsError
 from tpu_devops.gcp import common
 from tpu_devops.gke import manifests
 from tpu_devops.gke.kube import KINDS, Kube, api_client
-from tpu_devops.results import ToolResult
+from tpu_devops.host import confirmation
+from tpu_devops.host.results import ToolResult
 
 # Delete order: the autoscaler first (it would scale the Deployment back up), the pods' owner last.
 TEARDOWN_ORDER = ("HorizontalPodAutoscaler", "PodMonitoring", "Service", "Deployment")
@@ -57,9 +57,9 @@ def _node_pool_name(settings: Settings, cluster: str, location: str) -> str:
 
 async def _price(settings: Settings, replicas: int, max_replicas: int) -> tuple[float | None, str | None]:
     """$/h at ``replicas`` one-chip nodes plus the GKE cluster fee, and a line saying where it came from."""
-    from tpu_devops import pricing
     from tpu_devops.catalog import resolve_accelerator_type
-    from tpu_devops.scaleout import GKE_CLUSTER_FEE_USD_PER_HOUR
+    from tpu_devops.planning import pricing
+    from tpu_devops.planning.scaleout import GKE_CLUSTER_FEE_USD_PER_HOUR
 
     gen = resolve_accelerator_type(settings.accelerator_type).generation
     try:
@@ -150,7 +150,7 @@ async def apply_gke_deployment(
             same name is not ours (nothing was changed). InputError / CloudError: as in the plan.
     """
     from tpu_devops.gcp import container
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
 
     if not 1 <= wait_timeout_s <= 86400 or not 0.05 <= poll_interval_s <= 600:
         raise InputError(
@@ -266,7 +266,7 @@ class GkeTeardownStep(BaseModel):
 class GkeTeardownResult(ToolResult):
     """What teardown deleted (or would delete), found by our labels only. ``confirm_token`` (dry runs with
     something to delete): echo it in the deleting call, within ``confirm_token_expires_in_s`` seconds,
-    once; ``next_call`` is that exact call (`tpu_devops.confirmation`)."""
+    once; ``next_call`` is that exact call (`tpu_devops.host.confirmation`)."""
 
     dry_run: bool
     executed: bool
@@ -369,7 +369,7 @@ async def resolve_gke_teardown_confirmation(
     confirm_token: str | None = None,
 ) -> Any:
     """Resolver (mcp ``Resolve``) for `teardown_gke_deployment`: asks the user when the host supports
-    elicitation and the call wants a deletion (`tpu_devops.confirmation.resolve`)."""
+    elicitation and the call wants a deletion (`tpu_devops.host.confirmation.resolve`)."""
     from tpu_devops.config import get_settings
 
     async def make() -> GkeTeardownPlan:
@@ -398,7 +398,7 @@ async def teardown_gke_deployment(
     confirm_token: str | None = None,
 ) -> GkeTeardownResult:
     """List our objects and node pool (`plan_gke_teardown`) and delete them under the confirmation rule of
-    every destructive tool (`tpu_devops.confirmation`): a dry run with a confirmation token unless the call
+    every destructive tool (`tpu_devops.host.confirmation`): a dry run with a confirmation token unless the call
     says ``confirm=true`` (or ``dry_run=false``); deleting needs the user's elicitation answer
     (``outcome``, from `resolve_gke_teardown_confirmation`) or that token.
 
@@ -555,8 +555,8 @@ async def benchmark_gke_deployment(
     Raises:
         NotFoundError: no Deployment / Service of ours. ConfigError: no ready pod, or no address to reach.
     """
-    from tpu_devops import pricing
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
+    from tpu_devops.planning import pricing
     from tpu_devops.serving.benchmark import start_benchmark
 
     n = manifests.names(settings)

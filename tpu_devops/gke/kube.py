@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpu_devops import files
 from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_
+from tpu_devops.host import files
 
 FIELD_MANAGER = "tpu-devops"
 TIMEOUT = (10, 30)  # (connect, read) seconds per request
@@ -63,7 +63,7 @@ def api_client(kubeconfig: str | None, context: str | None) -> Any:
 
     path = Path(kubeconfig).expanduser() if kubeconfig else None
     if path is not None and path.resolve() not in _default_kubeconfigs():
-        # Any other path is caller input: only where tools may read (`tpu_devops.files`), checked before
+        # Any other path is caller input: only where tools may read (`tpu_devops.host.files`), checked before
         # anything else so that no answer tells whether a file outside those directories exists.
         path = files.readable_file(None, str(kubeconfig), field="kubeconfig", max_bytes=MAX_KUBECONFIG_BYTES)
     elif path is not None and not path.is_file():

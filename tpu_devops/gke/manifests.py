@@ -49,7 +49,7 @@ from pydantic import BaseModel, Field
 from tpu_devops.catalog import resolve_accelerator_type
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 
 MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "tpu-devops"
@@ -227,7 +227,7 @@ def node_pool_body(
 
 
 def _serve_args(settings: Settings) -> list[str]:
-    from tpu_devops.startup import vllm_serve_flags
+    from tpu_devops.planning.startup import vllm_serve_flags
 
     # One chip per pod: the flag builder's settings, at tensor-parallel size 1.
     return vllm_serve_flags(settings.model_copy(update={"tensor_parallel_size": 1}))

@@ -28,7 +28,7 @@ Every citation in the model's answer (``[insertId]`` or ``[T<n>]``) is checked a
 unknown ones are flagged ``[X (unverified)]`` and listed. The answer is judged (`judge_answer`): cut
 off, degenerate (`tpu_devops.serving.answers`), uncited or instruction-shaped text is "not usable" and
 the deterministic summary, kept in its own field, stands alone. The model's text is marked untrusted
-data (`tpu_devops.untrusted`) in both the text and the structured output. With no reachable endpoint
+data (`tpu_devops.host.untrusted`) in both the text and the structured output. With no reachable endpoint
 the deterministic summary is returned and ``model_consulted`` is False, with the reason.
 
 The user's question is not untrusted: it is the operator's own words, sent to the model as the user's
@@ -50,9 +50,20 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tpu_devops import deadline as call_budget
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
+from tpu_devops.host import deadline as call_budget
+from tpu_devops.host.redact import Redactor
+from tpu_devops.host.results import Table, ToolResult
+from tpu_devops.host.untrusted import (
+    UntrustedContent,
+    UntrustedData,
+    fence,
+    inline,
+    looks_like_instruction,
+    neutralize,
+    untrusted_data,
+)
 from tpu_devops.logs.evidence import (
     DEFAULT_TOKEN_BUDGET,
     RootCause,
@@ -64,22 +75,11 @@ from tpu_devops.logs.evidence import (
 )
 from tpu_devops.logs.filters import SEVERITY_RANK, normalize_severity
 from tpu_devops.logs.mining import LogMiner, TemplateStats
-from tpu_devops.logs.redact import Redactor
 from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch, truncation_notice
-from tpu_devops.results import Table, ToolResult
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.server_kind import ServerInfo
 from tpu_devops.serving.tokenize import RequestCounter
-from tpu_devops.tokens import cut_to_tokens, estimate_tokens
-from tpu_devops.untrusted import (
-    UntrustedContent,
-    UntrustedData,
-    fence,
-    inline,
-    looks_like_instruction,
-    neutralize,
-    untrusted_data,
-)
+from tpu_devops.serving.tokens import cut_to_tokens, estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -585,7 +585,7 @@ class AnalysisResult(UntrustedContent, ToolResult):
     model_answer_usable: bool = False
     answer_problems: list[str] = []
     finish_reason: str | None = None
-    # not ``summary``: that key is the structured form's leading human summary (tpu_devops.results)
+    # not ``summary``: that key is the structured form's leading human summary (tpu_devops.host.results)
     deterministic_summary: str = ""
     model: str | None = None
     endpoint: str | None = None
@@ -849,7 +849,7 @@ async def consult_model(
     messages, size, tools_ok = await _fit_first_prompt(
         fitter, question, nonce, summary, limits.evidence_token_budget, out.notices
     )
-    # Within the tool call's own budget too (`tpu_devops.deadline`), keeping time to answer.
+    # Within the tool call's own budget too (`tpu_devops.host.deadline`), keeping time to answer.
     left = call_budget.remaining()
     deadline = time.monotonic() + (limits.deadline_s if left is None else min(limits.deadline_s, left - 2))
     first_tool_msg = len(messages)

@@ -36,14 +36,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tpu_devops import files
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
+from tpu_devops.host import files
+from tpu_devops.host.results import Table, ToolResult
+from tpu_devops.host.untrusted import UntrustedContent, UntrustedData, fence, inline, untrusted_data
 from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.scan import Event, Scan, Text, scan_text
 from tpu_devops.logs.signatures import match_line  # noqa: F401  (re-exported: one rule set)
-from tpu_devops.results import Table, ToolResult
-from tpu_devops.untrusted import UntrustedContent, UntrustedData, fence, inline, untrusted_data
 
 SignatureSeverity = Literal["error", "warning", "info", "noise"]
 When = Literal["boot", "after start", "recovered"]
@@ -165,7 +165,7 @@ class CrossCheck(BaseModel):
 
 class BootDiagnosis(UntrustedContent, ToolResult):
     """`diagnose_vllm_boot` result. Values copied from the log (excerpts, arguments, names, unrecognised
-    failure lines) are untrusted data (`tpu_devops.untrusted`); excerpts are fenced in the text rendering."""
+    failure lines) are untrusted data (`tpu_devops.host.untrusted`); excerpts are fenced in the text rendering."""
 
     untrusted: UntrustedData = untrusted_data(
         "logs",
@@ -327,9 +327,9 @@ class BootDiagnosis(UntrustedContent, ToolResult):
 
 
 def _redact(line: str) -> str:
-    """Excerpts leave this module redacted (tokens, keys, emails, IPs) by `tpu_devops.logs.redact`."""
+    """Excerpts leave this module redacted (tokens, keys, emails, IPs) by `tpu_devops.host.redact`."""
     try:
-        from tpu_devops.logs.redact import redact_text
+        from tpu_devops.host.redact import redact_text
     except ImportError:  # the redaction module ships with the log tools; planning works without it
         return line
     return redact_text(line)
@@ -674,9 +674,9 @@ def _cross_check(
     """Compare the logged KV tokens with `sizing` (bundled configs only: no network here)."""
     if not (model and tpu_type and b.kv_tokens and b.total_hbm_gib and b.cap_gib and b.used_gib):
         return None
-    from tpu_devops import sizing
     from tpu_devops.catalog import resolve_accelerator_type
     from tpu_devops.errors import TpuDevopsError
+    from tpu_devops.planning import sizing
 
     if sizing.bundled_config_path(model) is None:
         return None
@@ -787,7 +787,7 @@ def diagnose_vllm_boot(
 
     A file may be plain text (``docker logs vllm``) or a Cloud Logging export (JSON array / JSON lines of
     LogEntry, newest first): an export's messages are diagnosed in timestamp order. The path must lie
-    under the directories tools may read (`tpu_devops.files`; ``settings`` default: the process's).
+    under the directories tools may read (`tpu_devops.host.files`; ``settings`` default: the process's).
 
     Raises:
         InputError: neither or both inputs, missing/unreadable file, not a regular file, file over

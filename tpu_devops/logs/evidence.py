@@ -20,11 +20,11 @@ then severity. The root cause is the first ranked template that is a failure; `d
 picks the same one from the same text.
 
 The pack is plain text within a token budget (default 6,000; Gemma 4 E2B works best with short
-prompts). Tokens are the calibrated Gemma estimate of `tpu_devops.tokens` (log text runs 1.6-2.0
+prompts). Tokens are the calibrated Gemma estimate of `tpu_devops.serving.tokens` (log text runs 1.6-2.0
 characters per token: every digit and most punctuation is a token). Every distinct ERROR-or-worse
 template and every failure template is always listed (compact form if needed); exemplars and the rest
 fill the budget in rank order. A line that reads like an instruction to an AI agent
-(`tpu_devops.untrusted`) ranks last and is never a root cause.
+(`tpu_devops.host.untrusted`) ranks last and is never a root cause.
 """
 
 from __future__ import annotations
@@ -37,14 +37,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tpu_devops.errors import InputError
-from tpu_devops.logs import signatures as sg
-from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
-from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
-from tpu_devops.logs.signatures import Reading, Signature, SignatureHit
-from tpu_devops.logs.sources import LogRecord, LogSource, truncation_notice
-from tpu_devops.results import MAX_EVIDENCE_TOKENS, Table, ToolResult
-from tpu_devops.tokens import estimate_tokens
-from tpu_devops.untrusted import (
+from tpu_devops.host.results import MAX_EVIDENCE_TOKENS, Table, ToolResult
+from tpu_devops.host.untrusted import (
     UntrustedContent,
     UntrustedData,
     fence,
@@ -54,6 +48,12 @@ from tpu_devops.untrusted import (
     neutralize,
     untrusted_data,
 )
+from tpu_devops.logs import signatures as sg
+from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
+from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
+from tpu_devops.logs.signatures import Reading, Signature, SignatureHit
+from tpu_devops.logs.sources import LogRecord, LogSource, truncation_notice
+from tpu_devops.serving.tokens import estimate_tokens
 
 # First guess of characters per token when filling a budget; the pack is then checked with the
 # estimate and refilled smaller until it fits (bundled packs measure 1.88-2.03 characters per token).
@@ -64,7 +64,7 @@ ERROR_RANK = SEVERITY_RANK["ERROR"]
 FURNITURE_WEIGHT = -400
 TRACEBACK_WEIGHT = -399  # furniture, unless no exception or failure line exists at all (a cut-off log)
 RECOVERED_WEIGHT = 15  # below every failure, above ordinary lines
-# An injected instruction ranks below everything and is never a root cause (`tpu_devops.untrusted`).
+# An injected instruction ranks below everything and is never a root cause (`tpu_devops.host.untrusted`).
 INJECTION_PENALTY = 10_000
 
 

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from tpu_devops.host.untrusted import inline
 from tpu_devops.logs.rules import BY_ID, MILESTONES, SIGNATURES, Milestone, Signature
-from tpu_devops.untrusted import inline
 
 __all__ = [
     "BY_ID",
@@ -584,7 +584,7 @@ def read_line(line: str, ctx: Context | None = None) -> Reading | None:
 def unrecognised(line: str, kind: LineClass) -> Reading:
     """The fallback reading of a failure line no rule explains (kind: exception / error / traceback /
     failure_words)."""
-    from tpu_devops.logs.redact import redact_text
+    from tpu_devops.host.redact import redact_text
 
     parts = split_line(line)
     # The line is quoted in the title and details, which leave the process: redact it here, since a

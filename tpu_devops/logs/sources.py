@@ -2,7 +2,7 @@
 
 A source yields pages (lists) of `LogRecord` so consumers stream: nothing here holds a whole export
 as dicts and records at the same time. Every text field a record shows (message, insertId, timestamp,
-log name, resource type, label keys and values) is redacted (`tpu_devops.logs.redact`) as the record is
+log name, resource type, label keys and values) is redacted (`tpu_devops.host.redact`) as the record is
 made, so everything downstream (mining, tool output, prompts) only sees placeholders.
 
 Inputs understood:
@@ -35,14 +35,12 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, Field
 
-from tpu_devops import deadline, files
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import InputError, NotFoundError
-from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
-from tpu_devops.logs.redact import Redactor, rule_candidates
-from tpu_devops.logs.timestamps import leading_timestamp
-from tpu_devops.results import Table, ToolResult
-from tpu_devops.untrusted import (
+from tpu_devops.host import deadline, files
+from tpu_devops.host.redact import Redactor, rule_candidates
+from tpu_devops.host.results import Table, ToolResult
+from tpu_devops.host.untrusted import (
     UntrustedContent,
     UntrustedData,
     fence,
@@ -50,6 +48,8 @@ from tpu_devops.untrusted import (
     looks_like_instruction,
     untrusted_data,
 )
+from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
+from tpu_devops.logs.timestamps import leading_timestamp
 
 PAGE_SIZE = 1000
 MAX_EMPTY_PAGES = 5  # empty entries.list pages in a row before a read stops (see CloudLoggingSource)
@@ -384,7 +384,7 @@ READ_RESERVE_S = 8.0  # of a tool call's budget kept for mining and answering af
 
 
 def _time_is_short() -> bool:
-    """True when the tool call has less than `READ_RESERVE_S` left (`tpu_devops.deadline`)."""
+    """True when the tool call has less than `READ_RESERVE_S` left (`tpu_devops.host.deadline`)."""
     left = deadline.remaining()
     return left is not None and left < READ_RESERVE_S
 
@@ -524,7 +524,7 @@ class FileSource:
         self._path = p
 
     def _open(self, binary: bool = False) -> Any:
-        """The file opened for reading: a regular file only, never blocking (`tpu_devops.files`)."""
+        """The file opened for reading: a regular file only, never blocking (`tpu_devops.host.files`)."""
         return files.open_regular(
             self._path, field="path", value=self.path, max_bytes=MAX_LOG_FILE_BYTES, binary=binary
         )
@@ -809,7 +809,7 @@ class LogView(BaseModel):
 
 class LogsPage(UntrustedContent, ToolResult):
     """A page of log entries, newest first unless asked otherwise. The entries are log text: untrusted
-    data (`tpu_devops.untrusted`), fenced in the text rendering; ``suspected_injection`` lists the
+    data (`tpu_devops.host.untrusted`), fenced in the text rendering; ``suspected_injection`` lists the
     insertIds of entries that read like instructions to an AI agent."""
 
     untrusted: UntrustedData = untrusted_data(

@@ -5,7 +5,7 @@ Why: on the default VPC, tcp:8000 on a node's external IP is closed from the int
 ``default-allow-internal`` rule admits only 10.128.0.0/9), so the endpoint times out from the user's
 machine; and vLLM's API has no authentication unless it is given a key. So every rig gets:
 
-- the API key in Secret Manager (`tpu_devops.api_key`), fetched by the VM at boot and sent by this
+- the API key in Secret Manager (`tpu_devops.provisioning.api_key`), fetched by the VM at boot and sent by this
   server only to this rig's endpoint;
 - one Compute Engine firewall rule, named for the rig (`rule_name`: ``tpu-devops-<rig>``; rules carry
   no labels, so the name prefix plus the description's ``managed-by=tpu-devops rig=<rig>`` mark it as
@@ -294,7 +294,7 @@ async def ensure_access(settings: Settings, access: EndpointAccess) -> EndpointA
         OwnershipError: a rule with the rig's name exists but is not ours (left alone).
         PermissionError_ / CloudError: Secret Manager or Compute refused (with the IAM fix).
     """
-    from tpu_devops import api_key
+    from tpu_devops.provisioning import api_key
     from tpu_devops.provisioning.cloud import call
 
     stored = await api_key.ensure_stored_key(settings)

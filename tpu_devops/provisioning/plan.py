@@ -11,9 +11,11 @@ from pydantic import Field
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
-from tpu_devops.images import image_gate
+from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess, plan_access
 from tpu_devops.provisioning.ownership import CREATE_TOOL, this_rig
+from tpu_devops.provisioning.quota import known_support
 from tpu_devops.provisioning.requests import (
     PLACEHOLDER_PROJECT,
     build_request,
@@ -28,19 +30,17 @@ from tpu_devops.provisioning.requests import (
     with_placeholder_project,
 )
 from tpu_devops.provisioning.store import open_store
-from tpu_devops.quota import known_support
-from tpu_devops.results import ToolResult
 
 
 async def hourly_price(settings: Settings, provisioning_model: str, zone: str) -> tuple[float | None, str]:
     """(USD per hour for the whole slice in ``zone``'s region, source label).
 
-    Uses `tpu_devops.pricing.get_price` for the zone's region (live Cloud Billing Catalog, else its
+    Uses `tpu_devops.planning.pricing.get_price` for the zone's region (live Cloud Billing Catalog, else its
     dated fallback table), the same answer ``estimate_deployment_cost`` gives. When it has no price
     for that region the result is ``(None, "price unknown for <region>: <why>")``: another region's
     figure is never shown in its place.
     """
-    from tpu_devops import pricing
+    from tpu_devops.planning import pricing
 
     region = zone.rsplit("-", 1)[0]
     try:
@@ -222,9 +222,9 @@ async def plan_queued_resource(
 
 async def _warm_boot(settings: Settings, no_project: bool) -> tuple[list[str], bool]:
     """(the plan's warm-boot lines, whether create would name the bucket in the startup script): read
-    with `tpu_devops.warmboot.warm_state` (read-only Cloud Storage calls). A bucket that does not exist
+    with `tpu_devops.planning.warmboot.warm_state` (read-only Cloud Storage calls). A bucket that does not exist
     yet counts as usable: create makes it first (`bucket.prepare_for_create`)."""
-    from tpu_devops.warmboot import expected_boot, warm_state
+    from tpu_devops.planning.warmboot import expected_boot, warm_state
 
     if no_project:
         return [f"no project: the bucket is not checked; {expected_boot(settings, None).text}"], True

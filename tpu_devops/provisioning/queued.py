@@ -1,7 +1,7 @@
 """Queued resources: create, describe, list, reservation status of this server's rig.
 
 Two blast radii (DESIGN §2): creating touches only the id it was given and is never destructive;
-deleting lives in `tpu_devops.teardown`. A queued resource is ours when its node carries
+deleting lives in `tpu_devops.provisioning.teardown`. A queued resource is ours when its node carries
 ``managed-by=tpu-devops`` and ``rig=<RESOURCE_ID of this server>`` (`ownership`), whatever its id.
 
 One TPU per rig, failing closed (issue 12 §2): a create takes the rig lease (`store.acquire_rig_lease`,
@@ -26,12 +26,14 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, TpuDevopsError
-from tpu_devops.images import image_gate
+from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import classify_failed_data
 from tpu_devops.provisioning.ownership import CREATE_TOOL, Rig, this_rig
 from tpu_devops.provisioning.plan import hourly_price, stops_text
+from tpu_devops.provisioning.quota import known_support
 from tpu_devops.provisioning.requests import (
     CreateCall,
     build_request,
@@ -50,8 +52,6 @@ from tpu_devops.provisioning.requests import (
     termination_time_of,
 )
 from tpu_devops.provisioning.store import CREATE, RigLease, acquire_rig_lease, open_store
-from tpu_devops.quota import known_support
-from tpu_devops.results import ToolResult
 
 TERMINAL_STATES = ("FAILED", "SUSPENDED")
 
@@ -343,7 +343,7 @@ async def create_queued_resource(
         ConfigError: also when the rig already has a live queued resource (field ``zone``; fix: use or
             delete it, or ``allow_second=true``).
         ConfigError: VLLM_IMAGE is older than the first vLLM release that serves the model
-            (`tpu_devops.images`), unless ``allow_unsupported_image`` (then a loud warning).
+            (`tpu_devops.planning.images`), unless ``allow_unsupported_image`` (then a loud warning).
         JobError: a sweep of this rig is running (or another create held the lease too long).
         CloudError (and subclasses): the API refused (``classify_exception`` gives its reach), or a zone
             could not be listed (before the create: nothing was made; after it: ours was deleted again).
@@ -438,7 +438,7 @@ async def _create_under_lease(
         warnings.extend(endpoint_access.warnings)
     async with release_rule_on_failure(settings, endpoint_access):
         if check_secret:
-            from tpu_devops.bucket import create_warnings, prepare_for_create
+            from tpu_devops.provisioning.bucket import create_warnings, prepare_for_create
 
             settings, bucket = await prepare_for_create(settings)  # the sweep prepares once, before its job
             warnings.extend(create_warnings(bucket))
@@ -998,7 +998,7 @@ async def create_with_optional_wait(
     **create_args: Any,
 ) -> CreateResult:
     """`create_queued_resource`, then (``wait``) a job that polls until ACTIVE; its id is ``wait_job_id``."""
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
 
     result = await create_queued_resource(settings, **create_args)
     if wait and result.state not in TERMINAL_STATES:

@@ -247,12 +247,12 @@ def _zone_settings(settings: Settings, zone: str) -> Settings:
 
 
 def render_startup_script(settings: Settings) -> str:
-    """The VM startup script text, rendered by `tpu_devops.startup` (imported lazily).
+    """The VM startup script text, rendered by `tpu_devops.planning.startup` (imported lazily).
 
     Raises:
         ConfigError: a setting cannot go into the script, or the template is missing.
     """
-    from tpu_devops.startup import render_startup_script as render
+    from tpu_devops.planning.startup import render_startup_script as render
 
     return render(settings).script
 

@@ -2,7 +2,7 @@
 
 Uses `requests` to check arguments, `queued` to create / read / delete the rig's own request,
 `failures` to decide how far a refusal reaches, `store` for the attempt history and the rig lease,
-and `tpu_devops.quota` to pick the zones worth trying.
+and `tpu_devops.provisioning.quota` to pick the zones worth trying.
 
 Nothing is left billing or waiting forever (issue 12 §3): every request a sweep sends carries
 ``queueingPolicy.validUntilDuration`` equal to its per-zone budget, so a request abandoned by a sweep
@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError, TpuDevopsError
-from tpu_devops.images import image_gate
+from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess, ensure_access, plan_access
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
 from tpu_devops.provisioning.failures import Failure, classify_exception, classify_failed_data
@@ -44,6 +45,7 @@ from tpu_devops.provisioning.queued import (
     rig_queued_resources,
     state_of,
 )
+from tpu_devops.provisioning.quota import ZoneQuota, zones_with_quota
 from tpu_devops.provisioning.requests import (
     VALID_UNTIL_MIN_S,
     check_create_settings,
@@ -59,8 +61,6 @@ from tpu_devops.provisioning.store import (
     acquire_rig_lease,
     open_store,
 )
-from tpu_devops.quota import ZoneQuota, zones_with_quota
-from tpu_devops.results import ToolResult
 
 RATE_LIMIT_RETRIES = 3  # back-offs of 1, 2 and 4 poll intervals (15 / 30 / 60 s by default) per zone
 
@@ -110,7 +110,7 @@ class SweepResult(ToolResult):
 
     @property
     def job_failed(self) -> bool:
-        """The job reports failure unless this sweep got a TPU (`tpu_devops.jobs` reads this)."""
+        """The job reports failure unless this sweep got a TPU (`tpu_devops.host.jobs` reads this)."""
         return self.outcome != "found"
 
     def headline(self) -> str:
@@ -554,7 +554,7 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
     Raises:
         ConfigError: an explicitly empty zone list, a malformed zone (field ``zones``), bad durations
             (see `requests.check_durations`), an image too old for the model (field ``VLLM_IMAGE``,
-            `tpu_devops.images.image_gate`) unless ``allow_unsupported_image``.
+            `tpu_devops.planning.images.image_gate`) unless ``allow_unsupported_image``.
     """
     if opts.zones is not None:
         if not opts.zones:
@@ -579,7 +579,7 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
         JobError: a sweep (or, for longer than a create takes, a create) of this rig is running in this
             server or another one sharing the state directory; the message names its job id.
     """
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
 
     require_project(settings)
     opts = check_sweep_options(settings, opts)
@@ -608,7 +608,7 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
     try:  # before the job starts, so a missing network or permission is this call's error
         await ensure_hf_secret(settings)
         opts.access = await ensure_access(settings, opts.access)
-        from tpu_devops.bucket import prepare_for_create
+        from tpu_devops.provisioning.bucket import prepare_for_create
 
         async with release_rule_on_failure(settings, opts.access):
             settings, _ = await prepare_for_create(settings)  # every create of the sweep renders this bucket

@@ -12,10 +12,10 @@ generates exactly ``output_len`` tokens). Definitions follow ``vllm bench serve`
   prompt length reported is measured, not assumed. Prompts are random words, unique per request
   (defeats prefix caching), sized by a two-probe calibration of tokens per word and template overhead.
 
-$/M output tokens = $/hour / (output tok/s x 3600) x 1e6 at the live price (`tpu_devops.pricing`).
+$/M output tokens = $/hour / (output tok/s x 3600) x 1e6 at the live price (`tpu_devops.planning.pricing`).
 A cell whose clients x (prompt + output) exceeds the KV pool is flagged: the pool comes from the
 server's ``vllm:cache_config_info`` (num_gpu_blocks x block_size) when exposed, else from
-`tpu_devops.sizing.plan_capacity` for the configured deployment (seed: 64 clients x 8K context on a
+`tpu_devops.planning.sizing.plan_capacity` for the configured deployment (seed: 64 clients x 8K context on a
 321K pool fell from 400 to 324 tok/s with 11.7 s median TTFT).
 
 Imported ``vllm bench serve`` JSON uses its own fields: ``max_concurrency``, ``total_input_tokens`` /
@@ -40,11 +40,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_serializer
 
-from tpu_devops import files
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.pricing import PriceQuote, get_price, usd_per_million_tokens, validate_provisioning_model
-from tpu_devops.results import Table, ToolResult
+from tpu_devops.host import files
+from tpu_devops.host.results import Table, ToolResult
+from tpu_devops.planning.pricing import (
+    PriceQuote,
+    get_price,
+    usd_per_million_tokens,
+    validate_provisioning_model,
+)
 from tpu_devops.serving.chat import attributed, choose_model, classify, resolve_endpoint, stream_chat
 from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
 from tpu_devops.serving.server_kind import LABELS
@@ -272,7 +277,7 @@ def requests_for(concurrency: int, requests_per_cell: int | None) -> int:
 
 def results_dir(settings: Settings, given: str | None) -> Path:
     """A new timestamped directory under ``given`` or ``<state_dir>/results``; ``given`` must lie under the
-    directories tools may write (`tpu_devops.files`). Blocking: call it from a worker thread.
+    directories tools may write (`tpu_devops.host.files`). Blocking: call it from a worker thread.
 
     Raises:
         InputError: outside the allowed directories, or the directory cannot be created.
@@ -496,7 +501,7 @@ async def kv_pool(
             )
             return None, None, notes
     try:
-        from tpu_devops import sizing
+        from tpu_devops.planning import sizing
     except ImportError:
         notes.append("KV-pool warning skipped: sizing (plan_capacity) is not available in this build")
         return None, None, notes
@@ -723,7 +728,7 @@ async def start_benchmark(
         InputError: bad sweep values or results directory. ServingError: no endpoint / unreachable /
         model not served (checked before the job starts, so the answer is immediate).
     """
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
 
     # None means "the default sweep"; an explicit empty list is a mistake that validate_sweep names.
     conc = list(DEFAULT_CONCURRENCY if concurrency is None else concurrency)
@@ -732,7 +737,7 @@ async def start_benchmark(
     if provisioning_model:
         validate_provisioning_model(provisioning_model)
     if replicas is None and base_url is None and not settings.vllm_url:
-        from tpu_devops.multiengine import engines_per_host
+        from tpu_devops.planning.multiengine import engines_per_host
 
         # This rig's own endpoint: a multi-chip host serves one engine per chip behind its balancer.
         replicas = engines_per_host(settings) if engines_per_host(settings) > 1 else None
@@ -896,7 +901,7 @@ def _read_results(
     settings: Settings, results_path: str
 ) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
     """The ``vllm bench serve`` results at ``results_path`` (a file, or the ``*.json`` files of a directory,
-    at most `MAX_RESULT_FILES`), read through `tpu_devops.files`, and notices for skipped files. Blocking.
+    at most `MAX_RESULT_FILES`), read through `tpu_devops.host.files`, and notices for skipped files. Blocking.
 
     Raises:
         InputError: empty path, outside the allowed directories, no such file, no JSON files, too many,

@@ -14,7 +14,7 @@ Everything that reaches vLLM goes through here so that failures are classified o
   body quoted back is trimmed to one line of `ERROR_TEXT_CHARS` and redacted (it is the server's text,
   and a base_url may point anywhere).
 
-The API key (`tpu_devops.api_key`) goes only to this rig's endpoint: ``VLLM_URL`` when set, else the
+The API key (`tpu_devops.provisioning.api_key`) goes only to this rig's endpoint: ``VLLM_URL`` when set, else the
 discovered node, or a ``base_url`` that is the same URL as one of them. Any other ``base_url`` is
 dialled without it (an ``Endpoint`` whose ``api_key`` is "" and whose ``key_note`` says why), every URL
 is checked by `tpu_devops.serving.egress` (no metadata servers or link-local addresses, no userinfo),
@@ -44,11 +44,11 @@ from pydantic import BaseModel
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError, InputError, TpuDevopsError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
+from tpu_devops.host.untrusted import UntrustedContent, UntrustedData, fence, untrusted_data
 from tpu_devops.serving.answers import degenerate
 from tpu_devops.serving.client import http_client, normalize_base_url, openai_client, probe_timeout
 from tpu_devops.serving.server_kind import UNKNOWN, ServerInfo, identify
-from tpu_devops.untrusted import UntrustedContent, UntrustedData, fence, untrusted_data
 
 # A gap this much longer than the median inter-token gap (and at least STALL_MIN_MS) is a stall.
 T = TypeVar("T", bound=BaseException)
@@ -219,7 +219,7 @@ async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> E
 
 
 async def _call_key(settings: Settings) -> Any:
-    from tpu_devops.api_key import key_for_calls
+    from tpu_devops.provisioning.api_key import key_for_calls
 
     return await key_for_calls(settings)
 
@@ -490,9 +490,9 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 def quoted_text(text: str, limit: int = ERROR_TEXT_CHARS) -> str:
-    """A server's text made safe to quote back: redacted (`tpu_devops.logs.redact`), control characters
+    """A server's text made safe to quote back: redacted (`tpu_devops.host.redact`), control characters
     and runs of whitespace folded to one space, cut to ``limit`` characters."""
-    from tpu_devops.logs.redact import redact_text
+    from tpu_devops.host.redact import redact_text
 
     flat = " ".join(re.sub(r"[\x00-\x1f\x7f]", " ", text).split())
     # redact before cutting, so a secret is never cut into a piece no pattern recognises

@@ -6,7 +6,7 @@ Sources, each named in the answer:
 - ``GET /metrics``: ``vllm:cache_config_info`` labels (``block_size``, ``num_gpu_blocks``,
   ``gpu_memory_utilization``, ``cache_dtype``, ...) are the flags the engine really runs with; the
   KV pool in tokens is ``num_gpu_blocks x block_size``;
-- the serving flags the startup script renders from ``tpu.env`` (`tpu_devops.startup.vllm_serve_flags`,
+- the serving flags the startup script renders from ``tpu.env`` (`tpu_devops.planning.startup.vllm_serve_flags`,
   imported lazily): what this rig asked for, not read back from the server, and labelled so.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import TpuDevopsError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint, served_models
 from tpu_devops.serving.client import http_client, probe_timeout
 from tpu_devops.serving.metrics import fetch_samples, kv_pool_tokens
@@ -147,7 +147,7 @@ async def _llama_build(url: str) -> str | None:
 
 def _configured_flags(settings: Settings, notices: list[str]) -> tuple[list[str] | None, str | None]:
     try:
-        from tpu_devops import startup
+        from tpu_devops.planning import startup
     except ImportError:
         notices.append("serving flags: the startup-script module is not available in this build")
         return None, None

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import TpuDevopsError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 
 
 class EndpointResult(ToolResult):

@@ -1,7 +1,7 @@
 """Per-engine and total status of a multi-engine host (`get_engine_status`, issue 15 §2).
 
 Each engine is reached through the load balancer on the rig's one open port: ``/engines/<i>/health``
-and ``/engines/<i>/metrics`` (routes of `tpu_devops.multiengine.haproxy_config`). Per engine: health
+and ``/engines/<i>/metrics`` (routes of `tpu_devops.planning.multiengine.haproxy_config`). Per engine: health
 and its latency, running / waiting requests, KV-cache usage, generated tokens (and tok/s since the
 previous call, from `serving.metrics.summarise`); then the totals. One engine down is data, not an
 error: the answer says which and the balancer's health check keeps traffic off it.
@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 from tpu_devops.serving.chat import (
     Endpoint,
     ServingError,
@@ -128,7 +128,7 @@ async def get_engine_status(
     Raises:
         InputError: ``engines`` out of range. ServingError: no endpoint to ask.
     """
-    from tpu_devops.multiengine import engines_per_host
+    from tpu_devops.planning.multiengine import engines_per_host
 
     n = engines_per_host(settings) if engines is None else engines
     if isinstance(n, bool) or not 1 <= n <= 64:

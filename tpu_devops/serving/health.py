@@ -30,7 +30,8 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from tpu_devops.config import Settings
-from tpu_devops.results import Table, ToolResult
+from tpu_devops.host.results import Table, ToolResult
+from tpu_devops.host.untrusted import fence
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.chat import (
     Endpoint,
@@ -44,7 +45,6 @@ from tpu_devops.serving.chat import (
 )
 from tpu_devops.serving.client import PROBE_CHAT_TIMEOUT_S, http_client, probe_timeout
 from tpu_devops.serving.server_kind import LLAMA_CPP, UNKNOWN, VLLM, identify
-from tpu_devops.untrusted import fence
 
 PROBE_TOOL = {
     "type": "function",

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint
 from tpu_devops.serving.client import http_client, probe_timeout
 

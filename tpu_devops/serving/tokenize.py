@@ -11,9 +11,9 @@ In order of preference (the first that works is kept for the session):
      ``{"content", "add_special": true, "parse_special": true}`` answers ``{"tokens": [...]}``
      (ggml-org/llama.cpp ``tools/server/README.md``; ``server-context.cpp`` counts an Anthropic
      ``count_tokens`` request the same way);
-2. the model's own ``tokenizer.json`` from the local Hugging Face cache (`tpu_devops.tokens.local_tokenizer`)
+2. the model's own ``tokenizer.json`` from the local Hugging Face cache (`tpu_devops.serving.tokens.local_tokenizer`)
    plus the template allowance below;
-3. the calibrated estimate (`tpu_devops.tokens.estimate_tokens`) plus the template allowance.
+3. the calibrated estimate (`tpu_devops.serving.tokens.estimate_tokens`) plus the template allowance.
 
 The template allowance (turn markers per message and a fixed preamble) is deliberately generous: the
 first production analyst request measured 10,138 tokens with Gemma's template against 9,714 for its
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_devops.serving.server_kind import LLAMA_CPP, VLLM
-from tpu_devops.tokens import estimate_tokens, local_tokenizer
+from tpu_devops.serving.tokens import estimate_tokens, local_tokenizer
 
 log = logging.getLogger(__name__)
 

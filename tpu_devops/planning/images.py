@@ -132,8 +132,8 @@ def local_model_config(model: str | None) -> dict[str, Any] | None:
     """The model's ``config.json`` from a bundled copy or a local path; None otherwise (never downloads)."""
     if not model:
         return None
-    from tpu_devops import sizing
     from tpu_devops.errors import InputError
+    from tpu_devops.planning import sizing
 
     text = model.strip()
     local = text.startswith((".", "/", "~")) or text.endswith(".json") or Path(text).expanduser().exists()

@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 
 from tpu_devops.config import Settings, require_project
+from tpu_devops.host.results import Table, ToolResult
 from tpu_devops.provisioning.cloud import call
 from tpu_devops.provisioning.requests import check_provisioning_model, or_default
 from tpu_devops.provisioning.store import Attempt, ZoneStore, open_store
-from tpu_devops.results import Table, ToolResult
 
 DOCUMENTED_FLEX_START: dict[str, dict[str, str]] = {
     "v5e": {"us-central1-a": "v5e serving", "us-west4-a": "v5e training"},

@@ -10,7 +10,7 @@ the ``structuredContent`` when a tool declares an output schema. So each form mu
   `Table` is sent as ``{"columns": [...], "rows": [[...], ...]}``: each key once, not on every row
   (`as_table`; `table_records` reads it back). Fields declared with
   ``Field(exclude=True)`` (internal or text-only data) never reach it. The published output schema says
-  the same (`tpu_devops.schemas.wire_output_schema`): such fields are not required;
+  the same (`tpu_devops.host.schemas.wire_output_schema`): such fields are not required;
 - neither form exceeds `MAX_RESULT_CHARS` (`cap_text`, `cap_structured`): what is left out is named in the
   answer, with how to get it (`ToolResult.more_hint`).
 
@@ -27,13 +27,13 @@ from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler
 from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema
 
-from tpu_devops.schemas import TABLE_KEYS, table_schema
+from tpu_devops.host.schemas import TABLE_KEYS, table_schema
 
 MAX_RESULT_CHARS = 40_000  # per form (text, structured JSON), characters
 # The largest log-evidence budget a tool may accept, in tokens: 4,000 characters stay for the headline,
 # the fix, notices and the host's wrapping, and the rest holds the evidence at up to 3 characters per
 # token (the bundled evidence packs measure about 1.6 characters per estimated token, English prose
-# about 4 per real token: `tpu_devops.tokens`). 12,000 tokens; the cap still applies to anything larger.
+# about 4 per real token: `tpu_devops.serving.tokens`). 12,000 tokens; the cap still applies to anything larger.
 MAX_EVIDENCE_TOKENS = (MAX_RESULT_CHARS - 4_000) // 3
 RESERVED_FIELDS = ("summary", "omitted")  # keys the structured form adds; no result model may declare them
 
@@ -42,7 +42,7 @@ RowT = TypeVar("RowT", bound=BaseModel)
 
 
 class _AsTable:
-    """`Table`'s marker: the field's published schema is the table's (`tpu_devops.schemas.table_schema`)."""
+    """`Table`'s marker: the field's published schema is the table's (`tpu_devops.host.schemas.table_schema`)."""
 
     def __get_pydantic_json_schema__(self, core: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
         listed = handler(core)
@@ -139,7 +139,7 @@ class ToolResult(BaseModel):
         if clash:
             raise TypeError(
                 f"{cls.__name__} declares {clash}: those keys are reserved for the structured form "
-                "(tpu_devops.results.RESERVED_FIELDS); rename the field"
+                "(tpu_devops.host.results.RESERVED_FIELDS); rename the field"
             )
 
     def headline(self) -> str | None:
@@ -170,7 +170,7 @@ class ToolResult(BaseModel):
         """(text, structured content), each cut to ``limit`` characters with a note on what was left out.
 
         A result that carries untrusted text (an ``untrusted`` marker with a ``notice``,
-        `tpu_devops.untrusted.UntrustedContent`) states that notice in the text too: a host that reads
+        `tpu_devops.host.untrusted.UntrustedContent`) states that notice in the text too: a host that reads
         only the text must get the same warning as one that reads only the structure.
         """
         hint = self.more_hint()

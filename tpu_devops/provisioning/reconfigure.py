@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError, TpuDevopsError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 
 SPEC_ATTRIBUTE = "tpu-devops-serving"  # node metadata key = instance attribute the watcher waits on
 GUEST_QUERY = "tpu-devops/"
@@ -62,8 +62,8 @@ def serving_spec(settings: Settings, generation: str) -> dict[str, Any]:
     ``args`` is the startup script's ``VLLM_ARGS`` for these settings (`startup.script_args`), so a
     reconfigure runs exactly what a fresh boot with these settings would.
     """
-    from tpu_devops.startup import script_args, serving_flags_record, vllm_serve_flags
-    from tpu_devops.warmboot import shape_key
+    from tpu_devops.planning.startup import script_args, serving_flags_record, vllm_serve_flags
+    from tpu_devops.planning.warmboot import shape_key
 
     return {
         "generation": generation,
@@ -164,7 +164,7 @@ async def guest_attributes(settings: Settings, rig: RigNode) -> dict[str, str]:
 def flag_changes(old_argv: list[str], new_argv: list[str]) -> list[str]:
     """``["--max-model-len: 16384 -> 8192", "--x: (unset) -> on", ...]`` between two ``vllm serve`` argv
     lists, read by the linter's parser (`lint.parse_serve_command`: ``--a=b`` and ``--a b`` alike)."""
-    from tpu_devops.lint import parse_serve_command
+    from tpu_devops.planning.lint import parse_serve_command
 
     a = {k: v for k, v in parse_serve_command(shlex.join(old_argv)).flags.items() if not k.startswith("_")}
     b = {k: v for k, v in parse_serve_command(shlex.join(new_argv)).flags.items() if not k.startswith("_")}
@@ -181,7 +181,7 @@ def flag_changes(old_argv: list[str], new_argv: list[str]) -> list[str]:
 
 
 def _running_here(settings: Settings) -> str | None:
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
 
     for record in JOBS.list():
         if (
@@ -276,10 +276,10 @@ async def reconfigure_vllm(
         NotFoundError / OwnershipError: no single ACTIVE node of this rig.
         CloudError: the TPU API refused the metadata update.
     """
-    from tpu_devops.images import image_gate
-    from tpu_devops.lint import lint_vllm_flags
-    from tpu_devops.multiengine import engines_in_slice
-    from tpu_devops.startup import apply_overrides, vllm_serve_argv
+    from tpu_devops.planning.images import image_gate
+    from tpu_devops.planning.lint import lint_vllm_flags
+    from tpu_devops.planning.multiengine import engines_in_slice
+    from tpu_devops.planning.startup import apply_overrides, vllm_serve_argv
 
     new = apply_overrides(
         settings, model_name=model_name, max_model_len=max_model_len,
@@ -408,7 +408,7 @@ def _recorded(attrs: dict[str, str]) -> dict[str, Any]:
 
 
 def _current_argv(settings: Settings, attrs: dict[str, str]) -> tuple[list[str], str]:
-    from tpu_devops.startup import vllm_serve_argv
+    from tpu_devops.planning.startup import vllm_serve_argv
 
     argv = _recorded(attrs).get("argv")
     if isinstance(argv, list) and len(argv) >= 3 and all(isinstance(a, str) for a in argv):
@@ -417,8 +417,8 @@ def _current_argv(settings: Settings, attrs: dict[str, str]) -> tuple[list[str],
 
 
 def _expected(settings: Settings, new: Settings, old_argv: list[str]) -> tuple[float | None, str]:
-    from tpu_devops.startup import vllm_serve_flags
-    from tpu_devops.warmboot import (
+    from tpu_devops.planning.startup import vllm_serve_flags
+    from tpu_devops.planning.warmboot import (
         CONTAINER_REPLACE_S,
         ENGINE_START_S,
         SEED_ACCELERATOR,
@@ -514,7 +514,7 @@ def _start_follow(
     *,
     timeout_s: float,
 ) -> str:
-    from tpu_devops.jobs import JOBS
+    from tpu_devops.host.jobs import JOBS
 
     async def body(record: Any) -> ReconfigureOutcome:
         return await follow(settings, new, rig, generation, record, timeout_s=timeout_s)
@@ -589,7 +589,7 @@ async def _conclude(
     stages: list[dict[str, Any]],
     attrs: dict[str, str],
 ) -> ReconfigureOutcome:
-    from tpu_devops.startup import vllm_serve_flags
+    from tpu_devops.planning.startup import vllm_serve_flags
 
     last = stages[-1]["stage"]
     recorded = _recorded(attrs)
@@ -649,7 +649,7 @@ async def verify_endpoint(settings: Settings, rig: RigNode, new: Settings | None
     """/health and ``/v1/models`` on the rig's node, with this server's key (`api_key.key_for_calls`):
     ``{"url", "health": bool, "served_model", "max_model_len", "ok": bool, "error"?}``. With ``new``,
     ``ok`` also needs its model and ``max_model_len`` (when set) in the model card."""
-    from tpu_devops.api_key import key_for_calls
+    from tpu_devops.provisioning.api_key import key_for_calls
     from tpu_devops.serving.chat import served_models
     from tpu_devops.serving.client import http_client, probe_timeout
 

@@ -28,10 +28,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.bucket import CACHE_PREFIX, WEIGHTS_PREFIX, BucketStatus, inspect_bucket
 from tpu_devops.config import Settings
 from tpu_devops.errors import TpuDevopsError
 from tpu_devops.gcp.common import run_blocking
+from tpu_devops.provisioning.bucket import CACHE_PREFIX, WEIGHTS_PREFIX, BucketStatus, inspect_bucket
 
 CACHE_OBJECT = "cache.tar.gz"
 WEIGHTS_MANIFEST = "manifest.json"
@@ -186,7 +186,7 @@ async def warm_state(settings: Settings, bucket: BucketStatus | None = None) -> 
     Read-only; never raises for a cloud failure (it is said in the details).
     """
     from tpu_devops.gcp import storage
-    from tpu_devops.startup import vllm_serve_flags
+    from tpu_devops.planning.startup import vllm_serve_flags
 
     bucket = bucket or await inspect_bucket(settings)
     prefix = cache_prefix(settings.accelerator_type, settings.model_name, vllm_serve_flags(settings))

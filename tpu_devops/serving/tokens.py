@@ -119,9 +119,9 @@ def local_tokenizer(model: str) -> Callable[[str], int] | None:
         return None
     path: str | None = None
     local = Path(model).expanduser()
-    if model.startswith(("/", ".", "~")):  # a path: read only where tools may read (`tpu_devops.files`)
-        from tpu_devops import files
+    if model.startswith(("/", ".", "~")):  # a path: read only where tools may read (`tpu_devops.host.files`)
         from tpu_devops.errors import TpuDevopsError
+        from tpu_devops.host import files
 
         try:
             local = files.resolve(None, model, field="model")

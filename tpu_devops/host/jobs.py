@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops import deadline
 from tpu_devops.errors import JobError, TpuDevopsError
-from tpu_devops.results import ToolResult
+from tpu_devops.host import deadline
+from tpu_devops.host.results import ToolResult
 
 log = logging.getLogger(__name__)
 

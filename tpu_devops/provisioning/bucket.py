@@ -12,7 +12,7 @@ A bucket name is global, so an existing bucket is used only when it belongs to t
 ``projectNumber``); the default name must also carry our label. A bucket that fails these checks is
 never written to: the VM then boots cold and the answer says why, with the fix.
 
-Layout (written by the VM, read here through object metadata; `tpu_devops.warmboot`):
+Layout (written by the VM, read here through object metadata; `tpu_devops.planning.warmboot`):
 ``compile-cache/<accelerator>/<model>/<shape key>/<image key>/cache.tar.gz`` and
 ``weights/<model>/`` (files, then ``manifest.json`` last).
 """

@@ -1,7 +1,7 @@
 """The deployment as commands a person could run: ``vllm serve``, ``docker run``, gcloud, a health check.
 
 Read-only: nothing here runs a command or calls an API (bar reading who this server is, for the
-created-by label). The serve and docker lines come from `tpu_devops.startup` (the flags the startup
+created-by label). The serve and docker lines come from `tpu_devops.planning.startup` (the flags the startup
 script runs); the queued-resource create line is `tpu_devops.provisioning.requests.gcloud_command` of the
 very body a create sends, so it is the line ``plan_queued_resource`` shows.
 """
@@ -14,6 +14,15 @@ import shlex
 from pydantic import Field
 
 from tpu_devops.config import Settings
+from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.startup import (
+    CONTAINER_LOG_NAME,
+    docker_run_command,
+    engines_note,
+    lint_notes,
+    vllm_serve_argv,
+    vllm_serve_flags,
+)
 from tpu_devops.provisioning.access import description, network_tag, rule_name
 from tpu_devops.provisioning.ownership import CREATE_TOOL, this_rig
 from tpu_devops.provisioning.requests import (
@@ -21,15 +30,6 @@ from tpu_devops.provisioning.requests import (
     gcloud_command,
     project_word,
     with_placeholder_project,
-)
-from tpu_devops.results import ToolResult
-from tpu_devops.startup import (
-    CONTAINER_LOG_NAME,
-    docker_run_command,
-    engines_note,
-    lint_notes,
-    vllm_serve_argv,
-    vllm_serve_flags,
 )
 
 

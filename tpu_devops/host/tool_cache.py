@@ -41,7 +41,7 @@ from pydantic import BaseModel, PrivateAttr
 if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context
 
-log = logging.getLogger("tpu_devops.tool_cache")
+log = logging.getLogger("tpu_devops.host.tool_cache")
 
 FORMAT = 2  # bump when the file layout or the meaning of the cached schemas changes
 KEEP_FILES = 4  # cache files kept per directory (one per source tree / version in use)
@@ -69,7 +69,7 @@ def source_key(server_file: Path) -> str:
     Raises:
         OSError: a source file could not be read.
     """
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     versions = (
         f"{FORMAT}|{sys.version}|mcp {metadata.version('mcp')}|pydantic {pydantic.VERSION}"

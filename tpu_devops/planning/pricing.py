@@ -35,7 +35,7 @@ from pydantic import Field
 from tpu_devops.catalog import PROVISIONING_MODELS, provisioning_model_name, resolve_accelerator_type
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, InputError, TpuDevopsError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 
 log = logging.getLogger(__name__)
 

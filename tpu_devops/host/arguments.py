@@ -4,7 +4,7 @@
   as ``""`` or only blanks is refused, required or not (leave an optional one out instead): an empty
   value is more often a mistake than a wish for the default, and a tool must not silently do something
   else than asked (e.g. read Cloud Logging when the path is empty).
-- Arguments are checked against the tool's validation schema (`tpu_devops.schemas.validation_schema`)
+- Arguments are checked against the tool's validation schema (`tpu_devops.host.schemas.validation_schema`)
   with jsonschema: unknown keys are refused, ``true`` is not a number, numbers and strings stay inside
   their declared bounds, lists inside their item counts.
 - No string may contain a NUL character (operating-system calls refuse it with a bare ``ValueError``).
@@ -100,7 +100,7 @@ class ArgumentChecker:
 
     Args:
         tool: the tool's name (for messages).
-        schema: `tpu_devops.schemas.validation_schema` of its argument model.
+        schema: `tpu_devops.host.schemas.validation_schema` of its argument model.
     """
 
     def __init__(self, tool: str, schema: dict[str, Any]) -> None:

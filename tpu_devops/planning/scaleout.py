@@ -36,7 +36,7 @@ Validation (`make bench`): from the bundled v5e-1 curve alone the model predicts
 at 1.40x / 2.46x / 3.38x one TP=4 engine at 16 / 64 / 256 streams; the seed measured 1.39x / 2.52x /
 3.36x on a v5e-4 (DESIGN §3, seed 003).
 
-Prices: `tpu_devops.pricing` (live Billing Catalog, else the dated fallback), per chip-hour x chips;
+Prices: `tpu_devops.planning.pricing` (live Billing Catalog, else the dated fallback), per chip-hour x chips;
 GKE adds its cluster management fee of $0.10 per cluster-hour (cloud.google.com/kubernetes-engine/pricing).
 """
 
@@ -49,14 +49,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops import files
 from tpu_devops.catalog import GIB, AcceleratorType, resolve_accelerator_type
 from tpu_devops.errors import InputError
-from tpu_devops.results import Table, ToolResult
+from tpu_devops.host import files
+from tpu_devops.host.results import Table, ToolResult
 
 MAX_CURVE_BYTES = 16 << 20  # one benchmark result file
 MAX_CURVE_FILES = 1000  # result files read from one directory
-BUNDLED_CURVE_DIR = Path(__file__).resolve().parent / "data" / "bench"
+BUNDLED_CURVE_DIR = Path(__file__).resolve().parents[1] / "data" / "bench"
 BUNDLED_CURVE_LABEL = (
     "BUNDLED FIXTURE (not your deployment): seed vllm bench serve sweep, one v5e chip, google/gemma-4-E2B-it "
     "bf16, 128 output tokens (xbill9/gemma4-dev tpu-vllm-v5e1-2b/benchmarks/runs/2026-08-06-vllm-sweep-v5e1)"
@@ -170,7 +170,7 @@ def load_curve(curve: str | None, prompt_tokens: int | None = None) -> Curve:
         InputError: nothing readable, or no prompt length with two concurrency levels.
     """
     bundled = curve is None or not str(curve).strip()
-    # A path argument is read only where tools may read, regular files only (`tpu_devops.files`).
+    # A path argument is read only where tools may read, regular files only (`tpu_devops.host.files`).
     limit = MAX_CURVE_BYTES
     path = (
         BUNDLED_CURVE_DIR
@@ -819,14 +819,14 @@ async def plan_scale_out(
         prompt_tokens: the workload's prompt length: picks the curve's cells nearest it.
         model: config.json path or repo id for the geometry (default MODEL_NAME).
         chips: compare the shapes on exactly this many chips (4 or 8 for v5e) instead of sizing them.
-        provisioning_model, region, usd_per_chip_hour: pricing (`tpu_devops.pricing.get_price`).
+        provisioning_model, region, usd_per_chip_hour: pricing (`tpu_devops.planning.pricing.get_price`).
 
     Raises:
         InputError: no target or both, values out of range, an unusable curve, a chips value that is
             not a single-host slice of the generation.
     """
-    from tpu_devops import pricing, sizing
     from tpu_devops.errors import TpuDevopsError
+    from tpu_devops.planning import pricing, sizing
 
     if (target_output_tokens_per_s is None) == (streams is None):
         raise InputError(

@@ -7,7 +7,7 @@ model and:
 - drops what repeats or says nothing: ``title`` keywords, ``default: null`` (and ``false`` for a flag),
   and ``anyOf: [X, null]``
   where "not required" already says the argument may be left out (a ``null`` argument is read as left
-  out, `tpu_devops.arguments`);
+  out, `tpu_devops.host.arguments`);
 - keeps to the schema subset Gemini function declarations document (`GEMINI_SCHEMA_KEYS`): no ``$ref``
   (definitions are inlined), no ``additionalProperties``, no exclusive bounds (turned into inclusive ones;
   the argument model still enforces the strict bound), enums of strings only;
@@ -20,10 +20,10 @@ model and:
 (``additionalProperties: false``, exclusive bounds): arguments are checked against it before the tool
 runs, so unknown keys and ``true`` for a number are refused (issue #12 §8).
 
-Output schemas (``outputSchema``) describe the structured form of `tpu_devops.results.ToolResult`:
+Output schemas (``outputSchema``) describe the structured form of `tpu_devops.host.results.ToolResult`:
 `wire_output_schema` adds the leading ``summary`` (and ``omitted``, present when a size cap cut the
 answer) and stops requiring what the structured form leaves out when it carries nothing (nulls, empty
-lists and mappings). A list of uniform records declared `tpu_devops.results.Table` is described as the
+lists and mappings). A list of uniform records declared `tpu_devops.host.results.Table` is described as the
 table it is sent as (`table_schema`): ``columns`` and ``rows``, not an array of objects repeating every key.
 
 Sources: the Gemini API ``Schema`` object (ai.google.dev/api/caching#Schema; the same field list is in
@@ -170,7 +170,7 @@ TABLE_NOTE = (
 
 
 def table_schema(row: dict[str, Any]) -> dict[str, Any]:
-    """The schema of a list of ``row`` objects sent as a table (`tpu_devops.results.Table`): ``columns``, the
+    """The schema of a list of ``row`` objects sent as a table (`tpu_devops.host.results.Table`): ``columns``, the
     names of ``row``'s properties in use, and ``rows``, one array of cell values per row, each cell one of
     the properties' value schemas (``null`` where a row has no value). The properties' descriptions move
     to the table's description, one ``name: description`` each, so the schema still says what a column
@@ -255,7 +255,7 @@ OMITTED_SCHEMA = {
 
 def wire_output_schema(output_schema: dict[str, Any]) -> dict[str, Any]:
     """The published ``outputSchema`` for a `ToolResult`'s JSON schema: ``summary`` first and required,
-    ``omitted`` optional, no titles, and only never-empty fields required (`tpu_devops.results.prune`)."""
+    ``omitted`` optional, no titles, and only never-empty fields required (`tpu_devops.host.results.prune`)."""
     wired = _wire_object(output_schema)
     properties = {"summary": SUMMARY_SCHEMA, **wired.get("properties", {}), "omitted": OMITTED_SCHEMA}
     out = {k: v for k, v in wired.items() if k not in ("properties", "required")}

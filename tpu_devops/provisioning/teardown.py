@@ -8,7 +8,7 @@
 - One obvious contract (issue 11 §5, issue 12 §7): a call deletes only when it says so (``confirm=true``
   or ``dry_run=false``) *and* the deletion is confirmed by something a prompt-injected host model cannot
   supply alone: the user's answer to an MCP elicitation when the host supports it, otherwise the
-  confirmation token of a dry run of exactly this plan (`tpu_devops.confirmation`). Every answer that
+  confirmation token of a dry run of exactly this plan (`tpu_devops.host.confirmation`). Every answer that
   deletes nothing says so loudly, with why and the exact call that would delete.
 - Order: the node first, then the request (DESIGN §3: delete nodes, then the request). A request in
   PROVISIONING cannot be deleted (the API refuses), so it is reported with "try again when ACTIVE".
@@ -26,9 +26,10 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from tpu_devops import confirmation
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError, TpuDevopsError
+from tpu_devops.host import confirmation
+from tpu_devops.host.results import ToolResult
 from tpu_devops.provisioning.cloud import api, call, node_external_ip
 from tpu_devops.provisioning.ownership import Rig, this_rig
 from tpu_devops.provisioning.queued import (
@@ -39,7 +40,6 @@ from tpu_devops.provisioning.queued import (
     resolve_zones,
 )
 from tpu_devops.provisioning.requests import check_resource_id, check_zone, node_specs, or_default
-from tpu_devops.results import ToolResult
 
 NODE_GONE_TIMEOUT_S = 60.0
 
@@ -343,7 +343,7 @@ async def _delete_firewall_rule(settings: Settings) -> None:
     await access.delete_rig_rule(settings)
 
 
-# ---- confirmation (the shared rule: `tpu_devops.confirmation`) ---------------------------------------
+# ---- confirmation (the shared rule: `tpu_devops.host.confirmation`) ---------------------------------------
 
 
 def _deletion(plan: Plan) -> confirmation.Deletion:
@@ -359,7 +359,7 @@ async def resolve_destroy_confirmation(
     confirm_token: str | None = None,
 ) -> Any:
     """Resolver (mcp ``Resolve``) for `destroy_queued_resource`: asks the user when the host supports
-    elicitation and the call wants a deletion (`tpu_devops.confirmation.resolve`)."""
+    elicitation and the call wants a deletion (`tpu_devops.host.confirmation.resolve`)."""
     from tpu_devops.config import get_settings
 
     async def make() -> Plan:
@@ -396,7 +396,7 @@ async def teardown(
     confirm: bool,
     confirm_token: str | None,
 ) -> TeardownResult:
-    """Run ``plan`` under the confirmation rule (module docstring; `tpu_devops.confirmation.decide`).
+    """Run ``plan`` under the confirmation rule (module docstring; `tpu_devops.host.confirmation.decide`).
 
     ``outcome``: the resolver's outcome (an accepted `Confirmation` or `NotAsked`, a declined or a
     cancelled elicitation).

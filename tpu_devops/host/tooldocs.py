@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from tpu_devops.config import Settings
-from tpu_devops.results import ToolResult
-from tpu_devops.schemas import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING
+from tpu_devops.host.results import ToolResult
+from tpu_devops.host.schemas import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING
 
 
 class ToolSummary(BaseModel):

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.catalog import AcceleratorType, machine_type_mixup, resolve_accelerator_type
 from tpu_devops.errors import InputError
-from tpu_devops.results import ToolResult
+from tpu_devops.host.results import ToolResult
 
 Severity = Literal["error", "warning", "info"]
 
@@ -628,7 +628,7 @@ def rule_block_size(ctx: Context, out: list[Finding]) -> None:
         return
     pinned = _num(ctx, "block-size", out, int)
     max_len = _num(ctx, "max-model-len", out, int) or 0
-    from tpu_devops.sizing import block_size_for
+    from tpu_devops.planning.sizing import block_size_for
 
     chosen = block_size_for(max_len) if max_len else None
     small = pinned is not None and chosen is not None and pinned < chosen
@@ -708,7 +708,7 @@ def _one_chip_weights_gib(model: str | None, generation: str) -> float | None:
     """HBM of the model's weights when known without the network (bundled / measured), else None."""
     if not model:
         return None
-    from tpu_devops import sizing
+    from tpu_devops.planning import sizing
 
     try:
         _, _, local_dir = (
@@ -935,12 +935,12 @@ def rule_image(ctx: Context, out: list[Finding]) -> None:
 
 
 def rule_image_version(ctx: Context, out: list[Finding]) -> None:
-    """The image's vLLM release against the first one that serves the model (`tpu_devops.images`).
+    """The image's vLLM release against the first one that serves the model (`tpu_devops.planning.images`).
 
     Moving tags are `rule_image`'s; this rule speaks only when the version is known to be too old, or
     cannot be read from the reference (a digest).
     """
-    from tpu_devops.images import check_image
+    from tpu_devops.planning.images import check_image
 
     if not ctx.spec.image:
         return
@@ -1005,7 +1005,7 @@ def _kv_heads(model: str | None) -> int | None:
     """KV heads from a bundled or local config (no network), else None."""
     if not model:
         return None
-    from tpu_devops import sizing
+    from tpu_devops.planning import sizing
 
     try:
         if (
@@ -1085,7 +1085,7 @@ def lint_vllm_flags(
 def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
     """`lint_vllm_flags` with ``accelerator_type`` defaulting to ACCELERATOR_TYPE; with neither ``command``
     nor ``flags`` it lints the configured deployment: the ``docker run ... vllm serve`` line the startup
-    script runs (`tpu_devops.startup.docker_run_command`, built by ``vllm_serve_flags``), with the engines
+    script runs (`tpu_devops.planning.startup.docker_run_command`, built by ``vllm_serve_flags``), with the engines
     per host the rig runs.
 
     Raises:
@@ -1095,8 +1095,8 @@ def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
         args["accelerator_type"] = settings.accelerator_type
     configured = not (args.get("command") or "").strip() and args.get("flags") is None
     if configured:
-        from tpu_devops.multiengine import engines_per_host
-        from tpu_devops.startup import docker_run_command, vllm_serve_argv
+        from tpu_devops.planning.multiengine import engines_per_host
+        from tpu_devops.planning.startup import docker_run_command, vllm_serve_argv
 
         args["command"] = docker_run_command(settings)
         if args.get("engines") in (None, 1):

@@ -36,14 +36,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops import files
 from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
 from tpu_devops.errors import ConfigError, InputError
-from tpu_devops.model_files import MAX_CONFIG_BYTES, check_config_file
-from tpu_devops.results import ToolResult
+from tpu_devops.host import files
+from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.model_files import MAX_CONFIG_BYTES, check_config_file
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
 # Keep clients x context under ~78% of the pool: the seed's 64 x 8,192 run (524K > 321K pool) queued,
 # while <= ~250,000 tokens on the 321K pool (77.8%) held throughput (DESIGN §3, Throughput).
@@ -331,7 +331,7 @@ def load_model_config(model: str) -> tuple[dict[str, Any], str, Path | None]:
     path = Path(text).expanduser()
     looks_local = text.startswith((".", "/", "~")) or text.endswith(".json") or path.exists()
     if looks_local:
-        # Only where tools may read (`tpu_devops.files`): a path argument is caller input.
+        # Only where tools may read (`tpu_devops.host.files`): a path argument is caller input.
         path = files.resolve(None, text, field="model")
         if path.is_dir():
             path = path / "config.json"

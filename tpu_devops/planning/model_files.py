@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tpu_devops import files
 from tpu_devops.errors import InputError
+from tpu_devops.host import files
 
 GGUF_MAGIC = b"GGUF"
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; anything this large is not one
@@ -71,7 +71,7 @@ def check_config_file(path: Path, field: str = "model") -> None:
     """
     try:
         size = path.stat().st_size
-        # A regular file only, opened without blocking (`tpu_devops.files`); weights files are large.
+        # A regular file only, opened without blocking (`tpu_devops.host.files`); weights files are large.
         with files.open_regular(path, field=field, value=str(path), max_bytes=1 << 62, binary=True) as fh:
             head = fh.read(4096)
     except OSError as exc:

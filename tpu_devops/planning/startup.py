@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tpu_devops import __version__, multiengine
+from tpu_devops import __version__
 from tpu_devops.config import (
     GPU_MEMORY_UTILIZATION_RANGE,
     MAX_MODEL_LEN_RANGE,
@@ -36,10 +36,11 @@ from tpu_devops.config import (
     Settings,
 )
 from tpu_devops.errors import ConfigError
-from tpu_devops.results import ToolResult
-from tpu_devops.warmboot import shape_key
+from tpu_devops.host.results import ToolResult
+from tpu_devops.planning import multiengine
+from tpu_devops.planning.warmboot import shape_key
 
-TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "startup_script.sh.tmpl"
+TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "startup_script.sh.tmpl"
 GEMMA4_PARSER = "gemma4"  # vLLM tool-call and reasoning parser name for Gemma 4 (seed serve command)
 # Gemma 4 needs a batch budget of at least one multimodal item (2496 tokens): vLLM disables chunked MM
 # input for it and refuses to boot at the 2048 default. 4096 is the seed's measured power-of-two value.
@@ -348,8 +349,8 @@ def engines_note(settings: Settings) -> list[str]:
 def lint_notes(settings: Settings) -> list[str]:
     """`lint.lint_vllm_flags` errors and warnings for the flags these settings render (e.g. a
     ``--gpu-memory-utilization 0.95`` override on v5e), one note each; none for a clean command."""
-    from tpu_devops.lint import lint_vllm_flags
-    from tpu_devops.multiengine import engines_in_slice
+    from tpu_devops.planning.lint import lint_vllm_flags
+    from tpu_devops.planning.multiengine import engines_in_slice
 
     result = lint_vllm_flags(
         command=shlex.join(vllm_serve_argv(settings)),

@@ -7,19 +7,19 @@ fix, and the two result forms every host needs.
   ``openWorldHint``) explicitly; there is no default to forget;
 - in read-only mode (``TPU_DEVOPS_READ_ONLY=1``) a tool that changes state is not registered at all,
   unless it is declared ``keep_in_read_only`` (``cancel_job``: read-only mode still starts benchmark jobs);
-- the published schemas are the compact, bounded ones of `tpu_devops.schemas`, and arguments are checked
-  by `tpu_devops.arguments` before the tool runs (unknown keys, types, bounds, empty strings, NUL);
+- the published schemas are the compact, bounded ones of `tpu_devops.host.schemas`, and arguments are checked
+  by `tpu_devops.host.arguments` before the tool runs (unknown keys, types, bounds, empty strings, NUL);
 - every failure reaches the client as a tool error (``isError``) with the field, the value and the fix:
   a `TpuDevopsError` keeps its text; a refused elicitation (a headless host cannot ask the user) says what
   to pass instead; an unexpected exception is described by its kind (``File name too long``) with its
   traceback logged to stderr once, never as the SDK's bare "Error executing tool";
 - a returned `ToolResult` is sent as ``structuredContent`` plus a text block, both leading with the same
-  summary and each capped at `tpu_devops.results.MAX_RESULT_CHARS` (`ToolResult.host_forms`);
+  summary and each capped at `tpu_devops.host.results.MAX_RESULT_CHARS` (`ToolResult.host_forms`);
 - synchronous tool bodies run in a worker thread so they never block the event loop;
 - the server advertises only the capability it serves (tools), so hosts add no resource or prompt
   machinery to every model request (issue #18 §3);
 - tools are declared first and the server is built from them at the end (`Registrar.build_server`), so
-  that schemas can come from `tpu_devops.tool_cache` and no domain module is imported until a tool runs.
+  that schemas can come from `tpu_devops.host.tool_cache` and no domain module is imported until a tool runs.
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, PrivateAttr, ValidationError
 
-from tpu_devops import deadline
-from tpu_devops.arguments import ArgumentChecker, from_pydantic
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.results import ToolResult
-from tpu_devops.schemas import input_schema, validation_schema, wire_output_schema
-from tpu_devops.tool_cache import DeferredTool, SchemaCache, ToolSchemas
+from tpu_devops.host import deadline
+from tpu_devops.host.arguments import ArgumentChecker, from_pydantic
+from tpu_devops.host.results import ToolResult
+from tpu_devops.host.schemas import input_schema, validation_schema, wire_output_schema
+from tpu_devops.host.tool_cache import DeferredTool, SchemaCache, ToolSchemas
 
 log = logging.getLogger("tpu_devops.tools")
 
@@ -110,7 +110,7 @@ class HostTool(Tool):
             what = f"{os.strerror(cause.errno)} ({name})" if cause.errno else type(cause).__name__
             field = _argument_holding(args, cause.filename)
         else:
-            from tpu_devops.logs.redact import redact_text
+            from tpu_devops.host.redact import redact_text
 
             message = redact_text(str(cause)).strip().splitlines()[0][:200] if str(cause).strip() else ""
             what = f"{type(cause).__name__}{': ' + message if message else ''}"
@@ -242,7 +242,7 @@ class Registrar:
     Args:
         read_only: when True, tools whose ``read_only`` flag is False are skipped (unless
             ``keep_in_read_only``).
-        schema_cache: where tool schemas are cached between starts (`tpu_devops.tool_cache`), or None
+        schema_cache: where tool schemas are cached between starts (`tpu_devops.host.tool_cache`), or None
             to derive every schema at startup.
     """
 
@@ -411,7 +411,7 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            # One time budget per call (`tpu_devops.deadline`): a body that overruns it is abandoned with
+            # One time budget per call (`tpu_devops.host.deadline`): a body that overruns it is abandoned with
             # a DeadlineError; the worker thread of a synchronous body stops at its next budget check.
             async with deadline.tool_call(fn.__name__):
                 if is_async:
