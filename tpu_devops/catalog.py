@@ -23,27 +23,17 @@ import re
 from dataclasses import dataclass, field
 
 from tpu_devops.errors import ConfigError
+from tpu_devops.types import PROVISIONING_MODELS, provisioning_model_name
+
+__all__ = [
+    "PROVISIONING_MODELS",
+    "provisioning_model_name",
+]  # re-exported: callers read them with the catalog
 
 GIB = 1024**3
 GB = 1000**3
 
-PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
-# Other spellings of them: the API's enum names (FLEX_START, STANDARD), gcloud's older "preemptible"
-# for spot, and the words run together.
-_PROVISIONING_SPELLINGS = {
-    **{m: m for m in PROVISIONING_MODELS},
-    "flexstart": "flex-start",
-    "preemptible": "spot",
-    "ondemand": "on-demand",
-    "standard": "on-demand",
-}
-
-
-def provisioning_model_name(text: str) -> str | None:
-    """This server's name (one of `PROVISIONING_MODELS`) for a provisioning model spelling, ignoring case,
-    surrounding spaces and ``_`` vs ``-`` (``FLEX_START``, ``flexstart``, ``preemptible``, ``standard``);
-    None when it names none of them. Callers raise their own error naming their field."""
-    return _PROVISIONING_SPELLINGS.get(text.strip().lower().replace("_", "-"))
+# Provisioning models and their spellings are a shared value type: `tpu_devops.types`.
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from tpu_devops import types
 from tpu_devops.catalog import (
     PROVISIONING_MODELS,
     AcceleratorType,
@@ -74,6 +75,7 @@ DEFAULTS: dict[str, str] = {
     "VLLM_API_KEY": "",
     "MCP_SERVER_NAME": "",
     "TPU_DEVOPS_READ_ONLY": "0",
+    "TPU_DEVOPS_TOOLSETS": "",
     "TPU_DEVOPS_GCP_ENDPOINT": "",
     "TPU_DEVOPS_STATE_DIR": "",
     "TPU_DEVOPS_CACHE_DIR": "",
@@ -84,13 +86,8 @@ DEFAULTS: dict[str, str] = {
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
-_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-([a-z])$")
-_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
-# TPU node / queued resource ids: lowercase letter first, then letters, digits, hyphens; <= 61 chars.
-_RESOURCE_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,59}[a-z0-9])?$")
 _SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 _PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 # Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters of
@@ -162,6 +159,7 @@ class Settings(BaseModel):
     vllm_api_key: str
     server_name: str
     read_only: bool
+    toolsets: tuple[str, ...] = ()  # requested toolset names (`tpu_devops.host.toolsets.select` reads them)
     gcp_endpoint: str
     state_dir: str
     cache_dir: str | None
@@ -242,33 +240,8 @@ class Settings(BaseModel):
 
 
 def parse_duration(value: str, *, variable: str, minimum_s: int = 0, maximum_s: int | None = None) -> int:
-    """Parse ``30m``, ``4h``, ``2d`` or plain seconds into seconds.
-
-    Raises:
-        ConfigError: not a duration, or outside [minimum_s, maximum_s].
-    """
-    text = str(value).strip().lower()
-    if text.isdigit():
-        seconds = int(text)
-    else:
-        m = _DURATION.match(text)
-        if not m:
-            raise ConfigError(
-                "not a duration",
-                field=variable,
-                value=value,
-                fix="write it as 30m, 4h or 2d (s, m, h, d units)",
-            )
-        seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    if seconds < minimum_s or (maximum_s is not None and seconds > maximum_s):
-        hi = "" if maximum_s is None else f" and at most {maximum_s // 3600}h"
-        raise ConfigError(
-            f"duration {seconds}s is out of range",
-            field=variable,
-            value=value,
-            fix=f"use at least {minimum_s // 60}m{hi}",
-        )
-    return seconds
+    """`tpu_devops.types.parse_duration` for the setting ``variable``. Raises ConfigError naming it."""
+    return types.parse_duration(value, field=variable, minimum_s=minimum_s, maximum_s=maximum_s)
 
 
 def _int(env: Mapping[str, str], var: str, *, lo: int, hi: int, optional: bool = False) -> int | None:
@@ -419,26 +392,14 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             value=project,
             fix="use the project id (not the name or number), e.g. my-tpu-project",
         )
-    region = env["GOOGLE_CLOUD_REGION"].strip()
-    if not _REGION.match(region):
-        raise ConfigError(
-            "not a region", field="GOOGLE_CLOUD_REGION", value=region, fix="use a region such as us-west4"
-        )
-    zone = env["GOOGLE_CLOUD_ZONE"].strip()
-    zm = _ZONE.match(zone)
-    if not zm:
-        raise ConfigError(
-            "not a zone (region-letter)",
-            field="GOOGLE_CLOUD_ZONE",
-            value=zone,
-            fix="use a zone such as us-west4-a",
-        )
-    if zm.group(1) != region:
+    region = types.check_region(env["GOOGLE_CLOUD_REGION"], "GOOGLE_CLOUD_REGION")
+    zone = types.check_zone(env["GOOGLE_CLOUD_ZONE"], "GOOGLE_CLOUD_ZONE")
+    if types.region_of(zone) != region:
         raise ConfigError(
             f"zone {zone} is not in region {region}",
             field="GOOGLE_CLOUD_ZONE",
             value=zone,
-            fix=f"set GOOGLE_CLOUD_REGION={zm.group(1)} or pick a zone in {region}",
+            fix=f"set GOOGLE_CLOUD_REGION={types.region_of(zone)} or pick a zone in {region}",
         )
 
     accel = resolve_accelerator_type(env["ACCELERATOR_TYPE"], field_name="ACCELERATOR_TYPE")
@@ -486,14 +447,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             env["VALID_UNTIL_DURATION"], variable="VALID_UNTIL_DURATION", minimum_s=60
         )
 
-    resource_id = env["RESOURCE_ID"].strip()
-    if not _RESOURCE_ID.match(resource_id):
-        raise ConfigError(
-            "not a valid TPU resource id",
-            field="RESOURCE_ID",
-            value=resource_id,
-            fix="use lowercase letters, digits and hyphens, starting with a letter (max 61), e.g. gemma4-e2b",
-        )
+    resource_id = types.check_resource_id(env["RESOURCE_ID"], "RESOURCE_ID")
     secret_id = _secret_id(env, "HF_SECRET_ID", "hf-token")
     key_secret_id = _secret_id(env, "VLLM_API_KEY_SECRET_ID", "vllm-api-key")
     if key_secret_id == secret_id:
@@ -608,6 +562,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         vllm_api_key=env["VLLM_API_KEY"].strip(),
         server_name=env["MCP_SERVER_NAME"].strip() or f"tpu-devops-{resource_id}",
         read_only=_bool(env, "TPU_DEVOPS_READ_ONLY"),
+        toolsets=_toolsets(env),
         gcp_endpoint=_url(env, "TPU_DEVOPS_GCP_ENDPOINT"),
         state_dir=state_dir,
         cache_dir=cache_dir,
@@ -626,6 +581,22 @@ def _project_origin(project: str, environ: Mapping[str, str] | None, env_file: s
     if (os.environ if environ is None else environ).get("GOOGLE_CLOUD_PROJECT", "").strip():
         return "the environment (GOOGLE_CLOUD_PROJECT)"
     return f"tpu.env ({env_file})"
+
+
+def _toolsets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """``TPU_DEVOPS_TOOLSETS``: comma- or space-separated toolset names (empty: the default sets). Which
+    names exist is the toolsets' business (`tpu_devops.host.toolsets.select` reports an unknown one)."""
+    raw = env["TPU_DEVOPS_TOOLSETS"].strip()
+    names = tuple(n.lower() for n in re.split(r"[\s,]+", raw) if n)
+    for name in names:
+        if not re.match(r"^[a-z][a-z0-9-]{0,31}$", name):
+            raise ConfigError(
+                "not a toolset name",
+                field="TPU_DEVOPS_TOOLSETS",
+                value=name,
+                fix="list toolset names separated by commas, e.g. default,gke (get_help lists them)",
+            )
+    return names
 
 
 def _log_level(env: Mapping[str, str]) -> str:
@@ -671,6 +642,7 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "VLLM_API_KEY": ("vllm_api_key",),
     "MCP_SERVER_NAME": (),
     "TPU_DEVOPS_READ_ONLY": (),  # fails closed: read-only (FAIL_CLOSED)
+    "TPU_DEVOPS_TOOLSETS": (),  # invalid: the default toolsets
     "TPU_DEVOPS_GCP_ENDPOINT": ("gcp_endpoint",),
     "TPU_DEVOPS_STATE_DIR": ("state_dir",),
     "TPU_DEVOPS_CACHE_DIR": (),  # fails closed: no schema cache (FAIL_CLOSED)
@@ -688,6 +660,7 @@ _RESET_TOGETHER = {
 # Fields a start needs whatever is wrong (they take safe values, never raise).
 _ALWAYS_READABLE = {
     "read_only",
+    "toolsets",
     "cache_dir",
     "server_name",
     "log_level",

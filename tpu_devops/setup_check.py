@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
-from tpu_devops.host.results import ToolResult
+from tpu_devops.host.results import ToolResult, ViewResult
 from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.plan import hourly_price
 from tpu_devops.provisioning.queued import (
@@ -400,3 +400,17 @@ async def save_hf_token(settings: Settings, token: str) -> SecretSaved:
         token_length=len(value),
         message="the TPU VM reads it at boot with its own service account (grant it roles/secretmanager.secretAccessor)",
     )
+
+
+class SetupView(ViewResult):
+    """`check_setup`'s answer: the readiness checks (``view="setup"``) or the dashboard (``"status"``)."""
+
+    setup: SetupReport | None = None
+    status: SystemStatus | None = None
+
+
+async def check_setup_view(settings: Settings, view: str) -> SetupView:
+    """`check_setup` (``view="setup"``) or `system_status` (``"status"``) as a `SetupView`."""
+    if view == "status":
+        return SetupView(view=view, status=await system_status(settings))
+    return SetupView(view="setup", setup=await check_setup(settings))

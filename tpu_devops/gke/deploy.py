@@ -539,6 +539,8 @@ def _generated(kube: Kube, namespace: str, pods: list[str], port: int) -> dict[s
 async def benchmark_gke_deployment(
     settings: Settings,
     *,
+    cluster: str | None = None,
+    location: str | None = None,
     kubeconfig: str | None = None,
     context: str | None = None,
     namespace: str = "default",
@@ -551,6 +553,7 @@ async def benchmark_gke_deployment(
 
     ``base_url`` is needed for a ClusterIP Service (e.g. ``kubectl port-forward svc/vllm-<rig> 8000``);
     a LoadBalancer Service's address is read from its status. ``sweep``: run_benchmark's arguments.
+    ``cluster`` / ``location`` name the cluster the deployment runs in (the job's description says it).
 
     Raises:
         NotFoundError: no Deployment / Service of ours. ConfigError: no ready pod, or no address to reach.
@@ -661,8 +664,9 @@ async def benchmark_gke_deployment(
             findings=findings,
         )
 
+    where = f" in cluster {cluster}" + (f" ({location})" if location else "") if cluster else ""
     record = JOBS.start(
-        "gke-benchmark", f"sweep at {url} over {len(pods)} pod(s) of {settings.resource_id}", body
+        "gke-benchmark", f"sweep at {url} over {len(pods)} pod(s) of {settings.resource_id}{where}", body
     )
     return started.model_copy(
         update={

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpu_devops.config import get_settings
 from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_
 from tpu_devops.host import files
 
@@ -65,7 +66,9 @@ def api_client(kubeconfig: str | None, context: str | None) -> Any:
     if path is not None and path.resolve() not in _default_kubeconfigs():
         # Any other path is caller input: only where tools may read (`tpu_devops.host.files`), checked before
         # anything else so that no answer tells whether a file outside those directories exists.
-        path = files.readable_file(None, str(kubeconfig), field="kubeconfig", max_bytes=MAX_KUBECONFIG_BYTES)
+        path = files.readable_file(
+            get_settings(), str(kubeconfig), field="kubeconfig", max_bytes=MAX_KUBECONFIG_BYTES
+        )
     elif path is not None and not path.is_file():
         raise InputError(
             "no such kubeconfig file",

@@ -1,4 +1,4 @@
-"""One set of rules for tool arguments, checked before any tool runs (issue #12 §8, issue #18 §3).
+"""One set of rules for tool arguments, checked before any tool runs.
 
 - An optional argument given as ``null`` means "not given": its default applies. A string argument given
   as ``""`` or only blanks is refused, required or not (leave an optional one out instead): an empty
@@ -8,6 +8,8 @@
   with jsonschema: unknown keys are refused, ``true`` is not a number, numbers and strings stay inside
   their declared bounds, lists inside their item counts.
 - No string may contain a NUL character (operating-system calls refuse it with a bare ``ValueError``).
+- What an argument means (a zone, a resource id, a time) is checked by its type where the toolsets declare
+  it (`tpu_devops.tools.args`), after these checks; this module knows no domain rule.
 
 Every refusal names the argument, what was expected and the fix. A rejected value is echoed only when
 it is a number, a boolean or a short string of an argument that is not a secret; otherwise only its
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from tpu_devops.errors import InputError, TpuDevopsError
+from tpu_devops.errors import InputError
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError as SchemaError
@@ -148,8 +150,6 @@ class ArgumentChecker:
         if not problems:
             errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
             problems = [self._explain(e, args) for e in errors if e.validator != "additionalProperties"]
-        if not problems:
-            problems = check_formats(args)
         if problems:
             raise combine(self.tool, problems)
         return args
@@ -233,88 +233,6 @@ class ArgumentChecker:
         return InputError(
             f"is not valid ({v})", field=field, value=echo, fix=f"pass {field} as {expected}{about}"
         )
-
-
-def _zone_or_all(value: str) -> None:
-    from tpu_devops.provisioning.requests import check_zone
-
-    if value.strip().lower() != "all":
-        check_zone(value)
-
-
-def _zones(value: list[str]) -> None:
-    from tpu_devops.provisioning.requests import check_zone
-
-    for zone in value:
-        if isinstance(zone, str):
-            check_zone(zone, "zones")
-
-
-def _time(name: str) -> Any:
-    def check(value: str) -> None:
-        from tpu_devops.logs.filters import parse_time
-
-        parse_time(value, field_name=name)
-
-    return check
-
-
-def _resource_id(value: str) -> None:
-    from tpu_devops.provisioning.requests import check_resource_id
-
-    check_resource_id(value)
-
-
-def _node(value: str) -> None:
-    from tpu_devops.logs.sources import check_node_id
-
-    check_node_id(value)
-
-
-def _provisioning_model(value: str) -> None:
-    from tpu_devops.catalog import provisioning_model_name
-
-    if provisioning_model_name(value) is None:
-        raise InputError(
-            "unknown provisioning model",
-            field="provisioning_model",
-            value=value,
-            fix="use flex-start, spot or on-demand",
-        )
-
-
-# The form of an argument that means the same in every tool that takes it, checked for every tool and on
-# every path: a value a tool would not use on the path taken (``since`` with pasted log text, ``zone`` when
-# VLLM_URL is set) is still refused when malformed, so a typo never passes silently. Each tool still checks
-# what only it knows (``zone='all'`` where one zone is needed).
-FORMATS: dict[str, tuple[type, Any]] = {
-    "zone": (str, _zone_or_all),
-    "zones": (list, _zones),
-    "since": (str, _time("since")),
-    "until": (str, _time("until")),
-    "queued_resource_id": (str, _resource_id),
-    "node": (str, _node),
-    "provisioning_model": (str, _provisioning_model),
-}
-
-
-def check_formats(args: dict[str, Any]) -> list[InputError]:
-    """The faults of ``args`` (already checked against the schema) against `FORMATS`: one `InputError` per
-    malformed argument, naming it, its value and the fix; [] when all are well formed."""
-    problems: list[InputError] = []
-    for name, (kind, check) in FORMATS.items():
-        value = args.get(name)
-        if not isinstance(value, kind):  # another tool's argument of that name, judged by its schema
-            continue
-        try:
-            check(value)
-        except TpuDevopsError as exc:
-            problems.append(
-                exc
-                if isinstance(exc, InputError)
-                else InputError(exc.message, field=exc.field, value=exc.value, fix=exc.fix)
-            )
-    return problems
 
 
 def _expected(schema: dict[str, Any]) -> str:

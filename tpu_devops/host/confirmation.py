@@ -77,7 +77,7 @@ class TokenStore:
             )
 
     def _connect(self) -> Any:
-        from tpu_devops.provisioning.store import connect
+        from tpu_devops.host.sqlite import connect
 
         return connect(self.path)
 

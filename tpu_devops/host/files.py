@@ -27,15 +27,25 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-from tpu_devops.config import PROJECT_ROOT, Settings, get_settings
 from tpu_devops.errors import InputError
 
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
 MIB = 1 << 20
 # The repo's bundled data: model configs, real logs and benchmark results the docs point at.
-BUNDLED_DIRS = (PROJECT_ROOT / "tests" / "data", PROJECT_ROOT / "tpu_devops" / "data")
+# The checkout (or installed package) this module belongs to: its bundled data is always readable.
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+BUNDLED_DIRS = (PACKAGE_ROOT / "tests" / "data", PACKAGE_ROOT / "tpu_devops" / "data")
+
+
+class FileSettings(Protocol):
+    """What this module reads of the server's settings (`tpu_devops.config.Settings` has both)."""
+
+    state_dir: str
+    file_roots: tuple[str, ...]
+
+
 # Directories never readable even inside a root: where credentials live.
 _CREDENTIAL_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".password-store"})
 _CREDENTIAL_FILES = frozenset({".netrc", ".git-credentials", ".pgpass", "credentials.db", "access_tokens.db"})
@@ -75,10 +85,8 @@ def working_directory() -> Path | None:
     return cwd
 
 
-def roots(settings: Settings | None = None) -> Roots:
-    """The read and write roots for ``settings`` (default: the process's settings; see the module
-    docstring), resolved."""
-    settings = settings or get_settings()
+def roots(settings: FileSettings) -> Roots:
+    """The read and write roots for ``settings`` (see the module docstring), resolved."""
     state = Path(settings.state_dir)
     configured = [Path(p) for p in settings.file_roots]
     cwd = working_directory()
@@ -101,10 +109,9 @@ def _fail(problem: str, field: str, value: Any, fix: str) -> InputError:
     return InputError(problem, field=field, value=value, fix=fix)
 
 
-def resolve(settings: Settings | None, value: str, *, field: str, write: bool = False) -> Path:
+def resolve(settings: FileSettings, value: str, *, field: str, write: bool = False) -> Path:
     """``value`` (a path argument; ``~`` and a relative path are read from the working directory) as a
-    resolved absolute path inside the read (or ``write``) roots of ``settings`` (None: the process's
-    settings, so a caller without them still fails closed).
+    resolved absolute path inside the read (or ``write``) roots of ``settings``.
 
     Raises:
         InputError: empty, too long, NUL, outside the roots (after following links), or a credential store.
@@ -195,7 +202,7 @@ def check_regular(
         raise _size_error(st.st_size, max_bytes, field, value)
 
 
-def readable_file(settings: Settings | None, value: str, *, field: str, max_bytes: int) -> Path:
+def readable_file(settings: FileSettings, value: str, *, field: str, max_bytes: int) -> Path:
     """``value`` resolved inside the read roots, a regular file of at most ``max_bytes``.
 
     Raises:
@@ -206,7 +213,7 @@ def readable_file(settings: Settings | None, value: str, *, field: str, max_byte
     return real
 
 
-def readable_path(settings: Settings | None, value: str, *, field: str, max_bytes: int) -> Path:
+def readable_path(settings: FileSettings, value: str, *, field: str, max_bytes: int) -> Path:
     """Like `readable_file`, but a directory is accepted too (its files are checked by `files_in`)."""
     real = resolve(settings, value, field=field)
     st = _stat(real, field, value)
@@ -216,7 +223,7 @@ def readable_path(settings: Settings | None, value: str, *, field: str, max_byte
 
 
 def files_in(
-    settings: Settings | None,
+    settings: FileSettings,
     directory: Path,
     pattern: str,
     *,
@@ -288,7 +295,7 @@ def read_text(path: Path | str, *, field: str, value: Any, max_bytes: int) -> st
     return data.decode("utf-8", errors="replace")
 
 
-def writable_dir(settings: Settings | None, value: str | None, *, field: str, default: Path) -> Path:
+def writable_dir(settings: FileSettings, value: str | None, *, field: str, default: Path) -> Path:
     """The directory ``value`` (or ``default`` when None), resolved inside the write roots and created.
 
     Raises:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.errors import JobError, TpuDevopsError
 from tpu_devops.host import deadline
-from tpu_devops.host.results import ToolResult
+from tpu_devops.host.results import ToolResult, ViewResult
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +198,21 @@ class JobList(ToolResult):
     def headline(self) -> str:
         running = sum(1 for j in self.jobs if j.state == "running")
         return f"{len(self.jobs)} job(s), {running} running"
+
+
+class JobAnswer(ViewResult):
+    """`get_job`'s answer: one job (``view="job"``) or, without a job id, every job (``"jobs"``)."""
+
+    job: JobView | None = None
+    jobs: JobList | None = None
+
+
+def job_answer(job_id: str | None) -> JobAnswer:
+    """The job ``job_id`` (`JobRegistry.get`), or every job of this process, newest first.
+
+    Raises:
+        JobError: no job ``job_id`` (as `JobRegistry.get`).
+    """
+    if job_id is None:
+        return JobAnswer(view="jobs", jobs=JobList(jobs=[JobView.of(r) for r in JOBS.list()]))
+    return JobAnswer(view="job", job=JobView.of(JOBS.get(job_id)))

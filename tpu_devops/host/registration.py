@@ -1,14 +1,18 @@
-"""How `server.py` registers a tool: honest annotations, read-only mode, checked arguments, errors with a
-fix, and the two result forms every host needs.
+"""How a toolset's tool becomes an MCP tool: honest annotations, toolsets and read-only mode, checked
+arguments and parameter groups, errors with a fix, and the two result forms every host needs.
 
-`server.py` stays a thin list of tools; everything they have in common lives here:
+`server.py` lists the toolsets (`tpu_devops.host.toolsets`); everything their tools have in common lives
+here:
 
 - every tool declares its MCP annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
-  ``openWorldHint``) explicitly; there is no default to forget;
-- in read-only mode (``TPU_DEVOPS_READ_ONLY=1``) a tool that changes state is not registered at all,
-  unless it is declared ``keep_in_read_only`` (``cancel_job``: read-only mode still starts benchmark jobs);
-- the published schemas are the compact, bounded ones of `tpu_devops.host.schemas`, and arguments are checked
-  by `tpu_devops.host.arguments` before the tool runs (unknown keys, types, bounds, empty strings, NUL);
+  ``openWorldHint``) explicitly through its `Kind`; there is no default to forget;
+- only the enabled toolsets are declared, and in read-only mode (``TPU_DEVOPS_READ_ONLY=1``) a tool that
+  changes state is not declared either, unless ``keep_in_read_only`` (``cancel_job``: read-only mode still
+  starts benchmark jobs); a call of such a tool, or of an old tool name, says why and how to get it;
+- the published schemas are the compact, bounded ones of `tpu_devops.host.schemas`; parameter groups
+  (`tpu_devops.host.params`) are flattened into top-level arguments, and arguments are checked by
+  `tpu_devops.host.arguments` before the tool runs (unknown keys, types, bounds, empty strings, NUL), then
+  by the groups' own rules;
 - every failure reaches the client as a tool error (``isError``) with the field, the value and the fix:
   a `TpuDevopsError` keeps its text; a refused elicitation (a headless host cannot ask the user) says what
   to pass instead; an unexpected exception is described by its kind (``File name too long``) with its
@@ -17,7 +21,7 @@ fix, and the two result forms every host needs.
   summary and each capped at `tpu_devops.host.results.MAX_RESULT_CHARS` (`ToolResult.host_forms`);
 - synchronous tool bodies run in a worker thread so they never block the event loop;
 - the server advertises only the capability it serves (tools), so hosts add no resource or prompt
-  machinery to every model request (issue #18 §3);
+  machinery to every model request;
 - tools are declared first and the server is built from them at the end (`Registrar.build_server`), so
   that schemas can come from `tpu_devops.host.tool_cache` and no domain module is imported until a tool runs.
 """
@@ -30,9 +34,9 @@ import inspect
 import logging
 import os
 import re
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar, get_args
+from typing import Any, get_args
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -46,13 +50,13 @@ from pydantic import ConfigDict, PrivateAttr, ValidationError
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.host import deadline
 from tpu_devops.host.arguments import ArgumentChecker, from_pydantic
+from tpu_devops.host.params import flatten
 from tpu_devops.host.results import ToolResult
 from tpu_devops.host.schemas import input_schema, validation_schema, wire_output_schema
 from tpu_devops.host.tool_cache import DeferredTool, SchemaCache, ToolSchemas
+from tpu_devops.host.toolsets import Declared, Toolset, enable_hint
 
 log = logging.getLogger("tpu_devops.tools")
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 METHOD_NOT_FOUND = -32601  # JSON-RPC 2.0
 # The SDK's text when a Resolve(...) parameter's elicitation was not accepted (mcp.server.mcpserver.resolve).
@@ -91,7 +95,10 @@ class HostTool(Tool):
         except MCPError:
             raise
         except UnexpectedToolError as exc:
-            raise ToolError(f"{self.name}: {self._crash(exc.__cause__ or exc, args)}") from exc
+            cause = exc.__cause__ or exc
+            if isinstance(cause, TpuDevopsError):  # a parameter group's own rule refused the arguments
+                raise ToolError(f"{self.name}: {cause}") from exc
+            raise ToolError(f"{self.name}: {self._crash(cause, args)}") from exc
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
@@ -187,7 +194,12 @@ def build_tool(
         TypeError: ``fn`` is not annotated to return a `ToolResult` subclass (both forms come from it).
     """
     base = Tool.from_function(
-        _wrap(fn), name=name, title=title, description=description, annotations=annotations, meta=meta
+        _wrap(flatten(fn)),
+        name=name,
+        title=title,
+        description=description,
+        annotations=annotations,
+        meta=meta,
     )
     fm = base.fn_metadata
     output = fm.output_model
@@ -214,82 +226,47 @@ def build_tool(
     return tool
 
 
-@dataclass(frozen=True)
-class _Declared:
-    fn: Callable[..., Any]
-    title: str
-    annotations: ToolAnnotations
-    meta: dict[str, Any] | None
-    description: str  # the docstring's first paragraph: what hosts send the model on every turn
-    details: str  # the rest: GemmaTools.md only
-
-
-def split_docstring(fn: Callable[..., Any]) -> tuple[str, str]:
-    """(first paragraph as one line, the rest) of ``fn``'s docstring.
-
-    Hosts send every tool's description to the model on every turn (Gemini CLI: about 1 KB per tool with
-    its schema), so the description is only what a model needs to choose and call the tool; the long
-    explanation stays in the docstring's later paragraphs, which GemmaTools.md carries.
-    """
-    doc = inspect.getdoc(fn) or ""
-    first, _, rest = doc.strip().partition("\n\n")
-    return " ".join(first.split()), rest.strip()
-
-
 class Registrar:
-    """Collects the tools `server.py` declares, then builds the `MCPServer` that serves them.
+    """Builds the `MCPServer` that serves the enabled toolsets' tools.
 
     Args:
-        read_only: when True, tools whose ``read_only`` flag is False are skipped (unless
-            ``keep_in_read_only``).
+        toolsets: every toolset of the product (`tpu_devops.host.toolsets.Toolset`), in the order
+            ``tools/list`` shows them.
+        enabled: the names of the toolsets to declare (`tpu_devops.host.toolsets.select`).
+        read_only: when True, tools that change state are not declared (unless ``keep_in_read_only``).
         schema_cache: where tool schemas are cached between starts (`tpu_devops.host.tool_cache`), or None
             to derive every schema at startup.
+        selection_errors: what was wrong with the operator's toolset names (`get_help` leads with them).
     """
 
-    def __init__(self, *, read_only: bool, schema_cache: SchemaCache | None = None) -> None:
+    def __init__(
+        self,
+        toolsets: list[Toolset],
+        *,
+        enabled: tuple[str, ...],
+        read_only: bool,
+        schema_cache: SchemaCache | None = None,
+        selection_errors: tuple[str, ...] = (),
+    ) -> None:
+        self.toolsets = toolsets
+        self.selection_errors = selection_errors
+        self.enabled = enabled
         self.read_only = read_only
         self.schema_cache = schema_cache
-        self.skipped: list[str] = []
-        self._declared: dict[str, _Declared] = {}
-
-    def tool(
-        self,
-        *,
-        title: str,
-        read_only: bool,
-        destructive: bool,
-        idempotent: bool,
-        open_world: bool,
-        keep_in_read_only: bool = False,
-        meta: dict[str, Any] | None = None,
-    ) -> Callable[[F], F]:
-        """Decorator: declare ``fn`` as a tool named after the function, described by its docstring.
-
-        ``keep_in_read_only``: a state-changing tool that read-only mode still needs (it only acts on what
-        read-only tools started). ``meta``: the tool's ``_meta`` in ``tools/list``.
-
-        Raises:
-            ValueError: a tool of that name was already declared.
-        """
-
-        def decorator(fn: F) -> F:
-            if fn.__name__ in self._declared or fn.__name__ in self.skipped:
-                raise ValueError(f"tool {fn.__name__} is declared twice")
-            if self.read_only and not read_only and not keep_in_read_only:
-                self.skipped.append(fn.__name__)
-                return fn
-            annotations = ToolAnnotations(
-                title=title,
-                read_only_hint=read_only,
-                destructive_hint=destructive,
-                idempotent_hint=idempotent,
-                open_world_hint=open_world,
-            )
-            description, details = split_docstring(fn)
-            self._declared[fn.__name__] = _Declared(fn, title, annotations, meta, description, details)
-            return fn
-
-        return decorator
+        self.declared: dict[str, Declared] = {}
+        self.skipped: dict[str, str] = {}  # tool name -> why it is not declared ("read-only" / its toolset)
+        self.renames: dict[str, str] = {}
+        for toolset in toolsets:
+            self.renames.update(toolset.renames)
+            for name, declared in toolset.tools.items():
+                if name in self.declared or name in self.skipped:
+                    raise ValueError(f"tool {name} is declared in two toolsets")
+                if toolset.name not in enabled:
+                    self.skipped[name] = toolset.name
+                elif read_only and not declared.annotations.read_only_hint and not declared.keep_in_read_only:
+                    self.skipped[name] = READ_ONLY
+                else:
+                    self.declared[name] = declared
 
     def build_server(self, **server_options: Any) -> MCPServer:
         """The `MCPServer` (``server_options`` are its keyword arguments) serving every declared tool.
@@ -298,21 +275,37 @@ class Registrar:
         built now, and the cache is rewritten when any was.
         """
         cached = self.schema_cache.load() if self.schema_cache else {}
-        tools = [self._tool(name, declared, cached.get(name)) for name, declared in self._declared.items()]
-        if self.schema_cache is not None and not self._declared.keys() <= cached.keys():
+        tools = [self._tool(name, declared, cached.get(name)) for name, declared in self.declared.items()]
+        if self.schema_cache is not None and not self.declared.keys() <= cached.keys():
             self.schema_cache.save(tools)
         server = MCPServer(tools=tools, **server_options)
         server.middleware.append(tools_only)
-        server.middleware.append(
-            functools.partial(explain_unknown_tool, list(self._declared), list(self.skipped))
-        )
+        server.middleware.append(functools.partial(explain_unknown_tool, self))
+        _REGISTRARS[server] = self
         return server
 
     def details(self) -> dict[str, str]:
         """Each declared tool's long explanation (its docstring after the first paragraph), by name."""
-        return {name: d.details for name, d in self._declared.items()}
+        return {name: d.details for name, d in self.declared.items()}
 
-    def _tool(self, name: str, declared: _Declared, schemas: ToolSchemas | None) -> Tool:
+    def overview(self) -> list[dict[str, Any]]:
+        """Every toolset: ``name``, ``summary``, ``enabled``, ``default`` and its ``tools`` (names)."""
+        return [
+            {
+                "name": s.name,
+                "summary": s.summary,
+                "enabled": s.name in self.enabled,
+                "default": s.default,
+                "tools": list(s.tools),
+            }
+            for s in self.toolsets
+        ]
+
+    def why_not_served(self, name: Any) -> str:
+        """What a call of the tool ``name`` that this server does not serve answers (`unknown_tool_message`)."""
+        return unknown_tool_message(self, name)
+
+    def _tool(self, name: str, declared: Declared, schemas: ToolSchemas | None) -> Tool:
         description = declared.description
         build = functools.partial(
             build_tool,
@@ -341,6 +334,19 @@ class Registrar:
         return build()
 
 
+READ_ONLY = "(read-only mode)"  # `Registrar.skipped` value for a tool read-only mode hides
+_REGISTRARS: weakref.WeakKeyDictionary[MCPServer, Registrar] = weakref.WeakKeyDictionary()
+
+
+def registrar_of(server: MCPServer) -> Registrar:
+    """The `Registrar` that built ``server`` (`get_help` reads the toolsets from it).
+
+    Raises:
+        KeyError: ``server`` was not built by `Registrar.build_server`.
+    """
+    return _REGISTRARS[server]
+
+
 async def tools_only(ctx: Any, call_next: Any) -> Any:
     """Server middleware: advertise and serve only tools (no empty prompts / resources capabilities).
 
@@ -359,11 +365,22 @@ async def tools_only(ctx: Any, call_next: Any) -> Any:
     return result
 
 
-def unknown_tool_message(name: Any, served: list[str], read_only_skipped: list[str]) -> str:
-    """What a call of a tool this server does not serve answers: why (read-only mode hides the tools that
-    change the cloud; else no such tool), and the fix (restart writable, or the closest served name)."""
+def unknown_tool_message(registrar: Registrar, name: Any) -> str:
+    """What a call of a tool this server does not serve answers: which tool replaced an old name (and with
+    which arguments); that a tool belongs to a toolset that is not enabled (and how to enable it); that
+    read-only mode hides it (and how to turn that off); else the closest served names."""
     shown = str(name)[:60]
-    if name in read_only_skipped:
+    if name in registrar.renames:
+        return str(
+            InputError(
+                "this tool was renamed or merged into another",
+                field="name",
+                value=shown,
+                fix=f"call {registrar.renames[name]} (get_help lists every tool)",
+            )
+        )
+    why = registrar.skipped.get(name)
+    if why == READ_ONLY:
         return str(
             InputError(
                 "a tool that changes the cloud, and this server runs read-only (TPU_DEVOPS_READ_ONLY is on, or "
@@ -374,9 +391,18 @@ def unknown_tool_message(name: Any, served: list[str], read_only_skipped: list[s
                 "restart it; read-only tools (get_help lists them) keep working meanwhile",
             )
         )
+    if why is not None:
+        return str(
+            InputError(
+                f"a tool of the toolset '{why}', which this server does not enable",
+                field="name",
+                value=shown,
+                fix=enable_hint(why, registrar.enabled),
+            )
+        )
     import difflib
 
-    close = difflib.get_close_matches(str(name), served, n=2, cutoff=0.6)
+    close = difflib.get_close_matches(str(name), list(registrar.declared), n=2, cutoff=0.6)
     fix = f"did you mean {' or '.join(close)}? " if close else ""
     return str(
         InputError(
@@ -388,9 +414,7 @@ def unknown_tool_message(name: Any, served: list[str], read_only_skipped: list[s
     )
 
 
-async def explain_unknown_tool(
-    served: list[str], read_only_skipped: list[str], ctx: Any, call_next: Any
-) -> Any:
+async def explain_unknown_tool(registrar: Registrar, ctx: Any, call_next: Any) -> Any:
     """Server middleware: a ``tools/call`` of a tool this server does not serve gets an error result that
     says why and what to do (`unknown_tool_message`), not the SDK's bare "Unknown tool: x"."""
     params = getattr(ctx, "params", None)
@@ -399,9 +423,9 @@ async def explain_unknown_tool(
         if getattr(ctx, "method", "") == "tools/call" and isinstance(params, dict)
         else None
     )
-    if name is None or name in served:
+    if name is None or name in registrar.declared:
         return await call_next(ctx)
-    text = unknown_tool_message(name, served, read_only_skipped)
+    text = unknown_tool_message(registrar, name)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 

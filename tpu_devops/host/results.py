@@ -313,3 +313,45 @@ def _largest(data: Any, *, lists: bool) -> tuple[str, Any, Any, Any] | None:
 
     visit(data, "")
     return best[1] if best else None
+
+
+class ViewResult(ToolResult):
+    """The answer of a tool with several views (``view="status"``): the chosen view's result under its
+    name, one optional field per view, declared by the subclass (``status: SystemStatus | None = None``).
+
+    Both forms are the chosen result's own: the same summary and text; the structured form carries
+    ``view`` and the view's structured content under its name (without a second ``summary``).
+    """
+
+    view: str
+
+    def chosen(self) -> ToolResult:
+        """The result of the chosen view.
+
+        Raises:
+            ValueError: the field named by ``view`` holds no result.
+        """
+        value = getattr(self, self.view, None)
+        if not isinstance(value, ToolResult):
+            raise ValueError(f"{type(self).__name__}: view {self.view!r} holds no result")
+        return value
+
+    def headline(self) -> str | None:
+        return self.chosen().headline()
+
+    def summary_text(self) -> str:
+        return self.chosen().summary_text()
+
+    def render_text(self) -> str:
+        return self.chosen().render_text()
+
+    def more_hint(self) -> str:
+        return self.chosen().more_hint()
+
+    def structured(self) -> dict[str, Any]:
+        inner = {k: v for k, v in self.chosen().structured().items() if k != "summary"}
+        return {"summary": self.summary_text(), "view": self.view, self.view: inner}
+
+    def host_forms(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, dict[str, Any]]:
+        text, _ = self.chosen().host_forms(limit)
+        return text, cap_structured(self.structured(), limit, self.more_hint())

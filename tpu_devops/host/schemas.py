@@ -14,7 +14,8 @@ model and:
 - bounds every input: a string without its own ``maxLength`` is held to `DEFAULT_MAX_STRING`, an array
   without ``maxItems`` to `DEFAULT_MAX_ITEMS`, and a required string needs at least one character. These
   defaults are checked (`validation_schema`) and stated once in `get_help`, not repeated on every argument
-  (hosts send the schemas on every turn); bounds a tool declares are published.
+  (hosts send the schemas on every turn); bounds a tool declares are published, except sanity limits
+  marked `SANITY` (checked, but telling a model nothing it would choose by).
 
 `validation_schema` is the same schema plus what the published one leaves out for Gemini's sake
 (``additionalProperties: false``, exclusive bounds): arguments are checked against it before the tool
@@ -81,13 +82,62 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {**outer, "anyOf": rest}
 
 
+# Marks an argument whose bounds are sanity limits (a path of 4,096 characters, 256 chips): checked before
+# the tool runs like any bound, but not published, since they tell a model nothing it would choose by and
+# hosts send every schema on every turn. Set with `sanity_bounds`.
+SANITY = "x-sanity-bounds"
+BOUND_KEYS = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+)
+
+
+def sanity_bounds() -> dict[str, Any]:
+    """The ``json_schema_extra`` of an argument whose bounds are checked but not published (`SANITY`)."""
+    return {SANITY: True}
+
+
+def _unpublished(schema: Any) -> Any:
+    """``schema`` without its bounds (and their items' bounds) when marked `SANITY`; the marker removed."""
+    if isinstance(schema, dict):
+        marked = schema.pop(SANITY, False)
+        for key in ("items", "anyOf"):
+            if key in schema:
+                schema[key] = _unpublished(schema[key]) if not marked else _strip_bounds(schema[key])
+        return _strip_bounds(schema) if marked else schema
+    if isinstance(schema, list):
+        return [_unpublished(s) for s in schema]
+    return schema
+
+
+def _strip_bounds(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_strip_bounds(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in BOUND_KEYS}
+    for key in ("items", "anyOf"):
+        if key in out:
+            out[key] = _strip_bounds(out[key])
+    return out
+
+
 def _argument(schema: dict[str, Any], *, required: bool, strict: bool) -> dict[str, Any]:
     """One argument's schema, compacted and bounded (see the module docstring)."""
     out = _without_null(schema)
     # null, and false for a flag, say nothing "optional" does not already say
     if out.get("default", 0) is None or (out.get("type") == "boolean" and out.get("default") is False):
         del out["default"]
-    return _bound(_clean(out, strict=strict), required=required, strict=strict)
+    if strict:
+        out.pop(SANITY, None)
+        return _bound(_clean(out, strict=True), required=required, strict=True)
+    return _bound(_clean(_unpublished(out), strict=False), required=required, strict=False)
 
 
 def _clean(schema: Any, *, strict: bool) -> Any:

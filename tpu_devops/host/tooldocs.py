@@ -1,4 +1,4 @@
-"""Tool documentation built from the server's own ``list_tools()``: `get_help`, GemmaTools.md, snapshot.
+"""Tool documentation built from the server's own ``list_tools()``: GemmaTools.md, README's table, snapshots.
 
 One source for all three, so the docs cannot drift from what a client actually sees.
 """
@@ -9,10 +9,6 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
-
-from tpu_devops.config import Settings
-from tpu_devops.host.results import ToolResult
-from tpu_devops.host.schemas import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING
 
 
 class ToolSummary(BaseModel):
@@ -30,54 +26,6 @@ def kind_of(annotations: Any) -> str:
     return "destructive" if annotations is not None and annotations.destructive_hint else "changes state"
 
 
-ARGUMENT_RULES = (
-    "Arguments: one left out (or null) takes its value from the configuration above; an empty string is "
-    f"refused; text is limited to {DEFAULT_MAX_STRING:,} characters and lists to {DEFAULT_MAX_ITEMS} items "
-    "unless the tool's schema says otherwise; unknown arguments are refused."
-)
-
-
-class HelpResult(ToolResult):
-    """Configuration (no secrets), where the project came from, any configuration error, every tool."""
-
-    server: str
-    configuration_errors: list[str] = []
-    read_only_mode: bool
-    project: str
-    project_source: str
-    configuration: dict[str, Any]
-    notices: list[str]
-    tools: list[ToolSummary]
-
-    def headline(self) -> str:
-        if self.configuration_errors:
-            more = len(self.configuration_errors) - 1
-            return f"CONFIGURATION ERROR ({self.server}): {self.configuration_errors[0]}" + (
-                f" (and {more} more below)" if more else ""
-            )
-        mode = " (read-only mode: tools that change the cloud are hidden)" if self.read_only_mode else ""
-        project = f"project {self.project}" if self.project else "no project"
-        return f"{self.server}: {len(self.tools)} tools{mode}; {project} (from {self.project_source})"
-
-    def render_text(self) -> str:
-        lines = [self.headline(), ""]
-        if self.configuration_errors:
-            lines += ["Invalid settings (the server started anyway; tools that need them refuse):"]
-            lines += [f"  - {e}" for e in self.configuration_errors] + [""]
-            mode = " (read-only mode)" if self.read_only_mode else ""
-            lines += [f"{self.server}: {len(self.tools)} tools{mode}", ""]
-        lines += ["Configuration:", f"  project: {self.project or '(none)'} (from {self.project_source})"]
-        lines += [f"  {k}: {v}" for k, v in self.configuration.items() if v not in (None, "")]
-        if self.notices:
-            lines += ["", "Notices:"] + [f"  - {n}" for n in self.notices]
-        lines += ["", ARGUMENT_RULES]
-        lines += ["", "Tools (kind: read-only never changes anything; changes state; DESTRUCTIVE):"]
-        for t in self.tools:
-            flag = t.kind.upper() if t.kind == "destructive" else t.kind
-            lines.append(f"  {t.name} [{flag}]: {t.summary}")
-        return "\n".join(lines)
-
-
 def _first_paragraph(text: str | None) -> str:
     return (text or "").strip().split("\n\n")[0].replace("\n", " ")
 
@@ -88,25 +36,6 @@ def summarize_tools(tools: list[Any]) -> list[ToolSummary]:
         ToolSummary(name=t.name, kind=kind_of(t.annotations), summary=_first_paragraph(t.description))
         for t in tools
     ]
-
-
-def build_help(settings: Settings, tools: list[Any]) -> HelpResult:
-    """The `get_help` answer: configuration errors first, the settings (secrets reduced to set / not set),
-    where the project came from, and the tool list."""
-    configuration = settings.public_summary()
-    errors = configuration.pop("configuration_errors", [])
-    project = configuration.pop("project", "")
-    source = configuration.pop("project_source", "(invalid)")
-    return HelpResult(
-        server=settings.server_name,
-        configuration_errors=errors,
-        read_only_mode=settings.read_only,
-        project=project if not project.startswith("(invalid") else "",
-        project_source=source if not project.startswith("(invalid") else project,
-        configuration=configuration,
-        notices=list(settings.notices),
-        tools=summarize_tools(tools),
-    )
 
 
 def snapshot(tools: list[Any]) -> dict[str, Any]:

@@ -35,8 +35,9 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, Field
 
+from tpu_devops import types
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import InputError, NotFoundError
+from tpu_devops.errors import ConfigError, InputError, NotFoundError
 from tpu_devops.host import deadline, files
 from tpu_devops.host.redact import Redactor, rule_candidates
 from tpu_devops.host.results import Table, ToolResult
@@ -736,16 +737,11 @@ class CloudLoggingSource:
 
 
 def check_node_id(node: str) -> str:
-    """``node`` when it is a TPU node or queued resource id (lowercase letter first, then up to 61
-    lowercase letters, digits and hyphens). Raises InputError naming the field ``node``."""
-    if not re.match(r"^[a-z][-a-z0-9]{0,61}$", node or ""):
-        raise InputError(
-            "not a TPU node or queued resource id",
-            field="node",
-            value=node,
-            fix="e.g. gemma4-e2b (see RESOURCE_ID)",
-        )
-    return node
+    """`tpu_devops.types.check_node_id` as a tool argument (raises InputError naming ``node``)."""
+    try:
+        return types.check_node_id(node)
+    except ConfigError as exc:
+        raise InputError(exc.message, field=exc.field, value=exc.value, fix=exc.fix) from None
 
 
 def node_clause(node: str) -> str:

@@ -14,12 +14,14 @@ import shlex
 from pydantic import Field
 
 from tpu_devops.config import Settings
-from tpu_devops.host.results import ToolResult
+from tpu_devops.host.results import ToolResult, ViewResult
 from tpu_devops.planning.startup import (
     CONTAINER_LOG_NAME,
+    RenderedScript,
     docker_run_command,
     engines_note,
     lint_notes,
+    render_startup_script,
     vllm_serve_argv,
     vllm_serve_flags,
 )
@@ -174,3 +176,18 @@ async def deployment_config(settings: Settings) -> DeploymentConfig:
         flags=vllm_serve_flags(settings),
         notes=notes,
     )
+
+
+class DeploymentView(ViewResult):
+    """`render_startup_script`'s answer: the startup script (``form="script"``) or the same deployment as
+    commands a person could run (``"commands"``)."""
+
+    script: RenderedScript | None = None
+    commands: DeploymentConfig | None = None
+
+
+async def deployment_view(settings: Settings, form: str) -> DeploymentView:
+    """The startup script (`tpu_devops.planning.startup.render_startup_script`) or `deployment_config`."""
+    if form == "commands":
+        return DeploymentView(view=form, commands=await deployment_config(settings))
+    return DeploymentView(view="script", script=render_startup_script(settings))

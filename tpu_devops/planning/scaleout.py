@@ -50,6 +50,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tpu_devops.catalog import GIB, AcceleratorType, resolve_accelerator_type
+from tpu_devops.config import get_settings
 from tpu_devops.errors import InputError
 from tpu_devops.host import files
 from tpu_devops.host.results import Table, ToolResult
@@ -175,7 +176,7 @@ def load_curve(curve: str | None, prompt_tokens: int | None = None) -> Curve:
     path = (
         BUNDLED_CURVE_DIR
         if bundled
-        else files.readable_path(None, str(curve), field="curve", max_bytes=limit)
+        else files.readable_path(get_settings(), str(curve), field="curve", max_bytes=limit)
     )
     found_files = (
         files.files_in(

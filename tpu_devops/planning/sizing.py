@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
-from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE
+from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.host import files
 from tpu_devops.host.results import ToolResult
@@ -332,7 +332,7 @@ def load_model_config(model: str) -> tuple[dict[str, Any], str, Path | None]:
     looks_local = text.startswith((".", "/", "~")) or text.endswith(".json") or path.exists()
     if looks_local:
         # Only where tools may read (`tpu_devops.host.files`): a path argument is caller input.
-        path = files.resolve(None, text, field="model")
+        path = files.resolve(get_settings(), text, field="model")
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():

@@ -21,8 +21,6 @@ from tpu_devops.provisioning.requests import (
     build_request,
     check_durations,
     check_provisioning_model,
-    check_resource_id,
-    check_zone,
     create_call,
     gcloud_command,
     or_default,
@@ -30,6 +28,7 @@ from tpu_devops.provisioning.requests import (
     with_placeholder_project,
 )
 from tpu_devops.provisioning.store import open_store
+from tpu_devops.types import check_resource_id, check_zone
 
 
 async def hourly_price(settings: Settings, provisioning_model: str, zone: str) -> tuple[float | None, str]:
@@ -105,6 +104,7 @@ async def plan_queued_resource(
     store: Any = None,
     allowed_source_ranges: list[str] | None = None,
     open_to_internet: bool = False,
+    allow_unsupported_image: bool = False,
 ) -> QueuedResourcePlan:
     """Build the exact create request, gcloud equivalent, price, warnings and endpoint access (the
     firewall rule create would make, with your public IPv4 detected for it), and the warm-boot picture
@@ -186,7 +186,14 @@ async def plan_queued_resource(
         )
     if valid is None:
         warnings.append("no valid_until_duration: the request can wait in WAITING_FOR_RESOURCES indefinitely")
-    warnings.extend(image_gate(settings.vllm_image, settings.model_name, dry_run=True))
+    warnings.extend(
+        image_gate(
+            settings.vllm_image,
+            settings.model_name,
+            allow_unsupported_image=allow_unsupported_image,
+            dry_run=True,
+        )
+    )
     warnings.extend(settings.notices)
     if no_project:
         warnings.append(

@@ -40,8 +40,6 @@ from tpu_devops.provisioning.requests import (
     check_create_settings,
     check_durations,
     check_provisioning_model,
-    check_resource_id,
-    check_zone,
     create_call,
     duration_seconds,
     labels_of,
@@ -52,6 +50,7 @@ from tpu_devops.provisioning.requests import (
     termination_time_of,
 )
 from tpu_devops.provisioning.store import CREATE, RigLease, acquire_rig_lease, open_store
+from tpu_devops.types import check_resource_id, check_zone
 
 TERMINAL_STATES = ("FAILED", "SUSPENDED")
 
@@ -810,8 +809,12 @@ class ReservationStatus(ToolResult):
     ours: bool | None = None
     owner: str | None = None
     provisioning_model: str | None = None
+    accelerator_type: str | None = None
+    created_at: str | None = None
     time_in_state_s: float | None = None
     age_s: float | None = None
+    max_run_duration_s: float | None = None
+    valid_until_duration_s: float | None = None
     node_id: str | None = None
     node_state: str | None = None
     external_ip: str | None = None
@@ -822,6 +825,11 @@ class ReservationStatus(ToolResult):
     price_source: str | None = None
     cost_so_far_usd: float | None = None
     failed_error: str | None = None
+    failure_reach: str | None = None
+    holds_quota: bool | None = Field(
+        default=None, description="true: a FAILED or SUSPENDED request, holding quota until deleted"
+    )
+    labels: dict[str, str] = Field(default_factory=dict)
     rig_queued_resources: list[str] = Field(default_factory=list)
     firewall: str | None = Field(None, description="the rig's firewall rule: who may reach the vLLM port")
     several: bool = False
@@ -916,9 +924,16 @@ async def reservation_status(
         ours=view.ours,
         owner=view.owner,
         provisioning_model=view.provisioning_model,
+        accelerator_type=view.accelerator_type,
+        created_at=view.created_at,
         age_s=None if created is None else round(now - created, 1),
+        max_run_duration_s=view.max_run_duration_s,
+        valid_until_duration_s=view.valid_until_duration_s,
         node_id=view.node_id,
         failed_error=view.failed_error,
+        failure_reach=view.failure_reach,
+        holds_quota=view.holds_quota,
+        labels=view.labels,
         next_step="",
         **extras,
     )

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shlex
 import uuid
 from dataclasses import dataclass
@@ -37,9 +36,6 @@ from tpu_devops.catalog import provisioning_model_name
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError
 from tpu_devops.provisioning.access import network_tag
-
-_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,59}[a-z0-9])?$")
-
 
 PLACEHOLDER_PROJECT = "YOUR_PROJECT_ID"
 
@@ -67,16 +63,6 @@ def or_default(value: str | None, default: str, field: str) -> str:
     return value
 
 
-def check_zone(zone: str, field: str = "zone") -> str:
-    """Validate a zone name (``us-west4-a``). Raises `ConfigError` naming the field."""
-    z = (zone or "").strip()
-    if not re.match(r"^[a-z]+-[a-z]+\d+-[a-z]$", z):
-        raise ConfigError(
-            "not a zone (region-letter)", field=field, value=zone, fix="use a zone such as us-west4-a"
-        )
-    return z
-
-
 def check_provisioning_model(model: str | None, settings: Settings) -> str:
     """Normalise a provisioning model argument (None -> the configured one). Raises `ConfigError`."""
     if model is None:
@@ -91,19 +77,6 @@ def check_provisioning_model(model: str | None, settings: Settings) -> str:
             fix="use flex-start, spot or on-demand",
         )
     return m
-
-
-def check_resource_id(value: str, field: str = "queued_resource_id") -> str:
-    """Validate a queued resource / node id. Raises `ConfigError` naming the field."""
-    v = (value or "").strip()
-    if not _ID.match(v):
-        raise ConfigError(
-            "not a valid TPU resource id",
-            field=field,
-            value=value,
-            fix="lowercase letters, digits, hyphens; start with a letter; max 61",
-        )
-    return v
 
 
 def check_valid_until(value: int | None, settings: Settings) -> int | None:

@@ -50,7 +50,6 @@ from tpu_devops.provisioning.requests import (
     VALID_UNTIL_MIN_S,
     check_create_settings,
     check_durations,
-    check_zone,
     node_specs,
 )
 from tpu_devops.provisioning.store import (
@@ -61,6 +60,7 @@ from tpu_devops.provisioning.store import (
     acquire_rig_lease,
     open_store,
 )
+from tpu_devops.types import check_zone
 
 RATE_LIMIT_RETRIES = 3  # back-offs of 1, 2 and 4 poll intervals (15 / 30 / 60 s by default) per zone
 

@@ -27,7 +27,13 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError, TpuDevopsError
+from tpu_devops.errors import (
+    CloudError,
+    InputError,
+    NotFoundError,
+    OwnershipError,
+    TpuDevopsError,
+)
 from tpu_devops.host import confirmation
 from tpu_devops.host.results import ToolResult
 from tpu_devops.provisioning.cloud import api, call, node_external_ip
@@ -39,7 +45,8 @@ from tpu_devops.provisioning.queued import (
     list_in_zones,
     resolve_zones,
 )
-from tpu_devops.provisioning.requests import check_resource_id, check_zone, node_specs, or_default
+from tpu_devops.provisioning.requests import node_specs, or_default
+from tpu_devops.types import check_resource_id, check_zone
 
 NODE_GONE_TIMEOUT_S = 60.0
 
@@ -219,27 +226,44 @@ async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_
     return plan
 
 
-MANAGE_ACTIONS = ("cleanup", "delete_all")
-
-
-async def plan_manage(settings: Settings, *, action: str, zone: str | None) -> Plan:
-    """The plan of `manage_queued_resource`: ``cleanup`` (this rig's FAILED / SUSPENDED requests, which
-    hold quota) or ``delete_all`` (every request of this rig, nodes first, except PROVISIONING ones) in
-    one zone or ``"all"``. Resources of other rigs or installs are listed in ``left_alone``.
+async def plan_teardown(
+    settings: Settings, *, zone: str | None, queued_resource_id: str | None, only_failed: bool = False
+) -> Plan:
+    """The plan of `destroy_queued_resource`: with ``only_failed``, this rig's FAILED / SUSPENDED requests
+    (they hold quota) in ``zone`` or every zone (`plan_cleanup`); else this rig's queued resources (any id,
+    or the one named) in ``zone`` or every zone (`plan_destroy`). ``zone="all"`` is every zone.
 
     Raises:
-        ConfigError: unknown action, bad zone, no project. CloudError: the one zone asked for (or the zone
-        list) could not be listed.
+        InputError: ``only_failed`` with a ``queued_resource_id`` (the cleanup is by state, not by id).
+        As `plan_destroy` and `plan_cleanup`.
     """
-    if action not in MANAGE_ACTIONS:
-        raise ConfigError(
-            "unknown action", field="action", value=action, fix=f"use one of {', '.join(MANAGE_ACTIONS)}"
-        )
+    if zone is not None and zone.strip().lower() == "all":
+        zone = None
+    if only_failed:
+        if queued_resource_id is not None:
+            raise InputError(
+                "only_failed deletes this rig's FAILED and SUSPENDED requests by state, not one by id",
+                field="queued_resource_id",
+                value=queued_resource_id,
+                fix="leave queued_resource_id out with only_failed=true, or leave only_failed out to delete that id",
+            )
+        return await plan_cleanup(settings, zone=zone)
+    return await plan_destroy(settings, zone=zone, queued_resource_id=queued_resource_id)
+
+
+async def plan_cleanup(settings: Settings, *, zone: str | None) -> Plan:
+    """The cleanup plan: this rig's FAILED / SUSPENDED requests (which hold quota) in one zone or every
+    zone (None); live ones are listed in ``still_running``, resources of other rigs or installs in
+    ``left_alone``.
+
+    Raises:
+        ConfigError: bad zone, no project. CloudError: the one zone asked for (or the zone list) could
+        not be listed.
+    """
+    action = "cleanup"
     require_project(settings)
     zones = await resolve_zones(settings, "all" if zone is None else zone)
-    args = {"action": confirmation.quoted(action)} | (
-        {"zone": confirmation.quoted(zone)} if zone not in (None, "all") else {}
-    )
+    args = {"only_failed": "true"} | ({"zone": confirmation.quoted(zone)} if zone is not None else {})
     rig = await this_rig(settings)
     found, failures = await list_in_zones(settings, zones)
     errors = {z: exc.message for z, exc in failures.items()}
@@ -248,7 +272,7 @@ async def plan_manage(settings: Settings, *, action: str, zone: str | None) -> P
             f"could not list queued resources in {zones[0]}: {errors[zones[0]]}", field="zone", value=zones[0],
             fix="try again shortly",
         )  # fmt: skip
-    plan = Plan("manage_queued_resource", action, args, rig, settings.project, unlisted=errors)
+    plan = Plan("destroy_queued_resource", action, args, rig, settings.project, unlisted=errors)
     rig_live: list[QueuedResourceView] = []
     for z in zones:
         for qr in found.get(z, []):
@@ -260,12 +284,12 @@ async def plan_manage(settings: Settings, *, action: str, zone: str | None) -> P
                 continue
             if view.state == "DELETING":
                 continue
-            if action == "cleanup" and view.state not in TERMINAL_STATES:
+            if view.state not in TERMINAL_STATES:
                 if view.state not in NOT_LIVE_STATES:
                     plan.still_running.append(f"{view.id} in {z} ({view.state})")
                 continue
             plan.add(view, qr)
-    every_zone_seen = zone in (None, "all") and not errors
+    every_zone_seen = zone is None and not errors
     plan.steps += await firewall_steps(settings, plan.steps, rig_live if every_zone_seen else None)
     return plan
 
@@ -354,6 +378,7 @@ async def resolve_destroy_confirmation(
     ctx: Context,
     zone: str | None = None,
     queued_resource_id: str | None = None,
+    only_failed: bool = False,
     dry_run: bool | None = None,
     confirm: bool = False,
     confirm_token: str | None = None,
@@ -363,28 +388,13 @@ async def resolve_destroy_confirmation(
     from tpu_devops.config import get_settings
 
     async def make() -> Plan:
-        return await plan_destroy(get_settings(), zone=zone, queued_resource_id=queued_resource_id)
+        return await plan_teardown(
+            get_settings(), zone=zone, queued_resource_id=queued_resource_id, only_failed=only_failed
+        )
 
     wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
-    return await confirmation.resolve(ctx, ("destroy", zone, queued_resource_id), wants, make, _deletion)
-
-
-async def resolve_manage_confirmation(
-    ctx: Context,
-    action: str = "cleanup",
-    zone: str | None = "all",
-    dry_run: bool | None = None,
-    confirm: bool = False,
-    confirm_token: str | None = None,
-) -> Any:
-    """Resolver for `manage_queued_resource` (see `resolve_destroy_confirmation`)."""
-    from tpu_devops.config import get_settings
-
-    async def make() -> Plan:
-        return await plan_manage(get_settings(), action=action, zone=zone)
-
-    wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
-    return await confirmation.resolve(ctx, ("manage", action, zone), wants, make, _deletion)
+    key = ("destroy", zone, queued_resource_id, only_failed)
+    return await confirmation.resolve(ctx, key, wants, make, _deletion)
 
 
 async def teardown(
@@ -447,32 +457,14 @@ async def destroy_confirmed(
     *,
     zone: str | None,
     queued_resource_id: str | None,
+    only_failed: bool = False,
     dry_run: bool | None,
     confirm: bool,
     confirm_token: str | None,
 ) -> TeardownResult:
     """`destroy_queued_resource` behind the confirmation rule (the plan the resolver built, else a new one)."""
-    plan = confirmation.take_plan(("destroy", zone, queued_resource_id)) or await plan_destroy(
-        settings, zone=zone, queued_resource_id=queued_resource_id
-    )
-    return await teardown(
-        settings, outcome, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token
-    )
-
-
-async def manage_confirmed(
-    settings: Settings,
-    outcome: Any,
-    *,
-    action: str,
-    zone: str | None,
-    dry_run: bool | None,
-    confirm: bool,
-    confirm_token: str | None,
-) -> TeardownResult:
-    """`manage_queued_resources` behind the confirmation rule."""
-    plan = confirmation.take_plan(("manage", action, zone)) or await plan_manage(
-        settings, action=action, zone=zone
+    plan = confirmation.take_plan(("destroy", zone, queued_resource_id, only_failed)) or await plan_teardown(
+        settings, zone=zone, queued_resource_id=queued_resource_id, only_failed=only_failed
     )
     return await teardown(
         settings, outcome, plan=plan, dry_run=dry_run, confirm=confirm, confirm_token=confirm_token

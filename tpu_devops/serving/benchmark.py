@@ -43,7 +43,7 @@ from pydantic import BaseModel, Field, field_serializer
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.host import files
-from tpu_devops.host.results import Table, ToolResult
+from tpu_devops.host.results import Table, ToolResult, ViewResult
 from tpu_devops.planning.pricing import (
     PriceQuote,
     get_price,
@@ -1006,3 +1006,45 @@ async def import_results(
     if write:
         await asyncio.to_thread(write_files, result, results_dir(settings, results_dir_path))
     return result
+
+
+class BenchmarkAnswer(ViewResult):
+    """`run_benchmark`'s answer: the job of a sweep it started (``view="started"``), or the table of
+    results it imported (``"imported"``)."""
+
+    started: BenchmarkStarted | None = None
+    imported: BenchmarkResult | None = None
+
+
+async def run_or_import(
+    settings: Settings,
+    *,
+    results_path: str | None = None,
+    provisioning_model: str | None = None,
+    results_dir_path: str | None = None,
+    **sweep: Any,
+) -> BenchmarkAnswer:
+    """`import_results` of ``results_path`` when given (no load is sent), else `start_benchmark` with the
+    ``sweep`` arguments (concurrency, prompt_lengths, output_len, requests_per_cell, model, base_url).
+
+    Raises:
+        InputError: ``results_path`` together with sweep arguments (an import sends no load), or as the
+            two functions raise.
+    """
+    if results_path is not None:
+        given = sorted(k for k, v in sweep.items() if v is not None and v != DEFAULT_OUTPUT_LEN)
+        if given:
+            raise InputError(
+                f"results_path imports results and sends no load, so {', '.join(given)} would be ignored",
+                field=given[0],
+                value=sweep[given[0]],
+                fix="leave the sweep arguments out with results_path, or leave results_path out to run a sweep",
+            )
+        imported = await import_results(
+            settings, results_path, provisioning_model=provisioning_model, results_dir_path=results_dir_path
+        )
+        return BenchmarkAnswer(view="imported", imported=imported)
+    started = await start_benchmark(
+        settings, provisioning_model=provisioning_model, results_dir_path=results_dir_path, **sweep
+    )
+    return BenchmarkAnswer(view="started", started=started)

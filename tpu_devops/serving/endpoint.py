@@ -62,7 +62,8 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
         )
     from tpu_devops.provisioning.cloud import node_external_ip
     from tpu_devops.provisioning.queued import list_queued_resources, next_step_for
-    from tpu_devops.provisioning.requests import check_zone, or_default
+    from tpu_devops.provisioning.requests import or_default
+    from tpu_devops.types import check_zone
 
     explicit = zone is not None
     zone = or_default(zone, settings.zone, "zone")

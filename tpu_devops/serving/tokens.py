@@ -120,11 +120,12 @@ def local_tokenizer(model: str) -> Callable[[str], int] | None:
     path: str | None = None
     local = Path(model).expanduser()
     if model.startswith(("/", ".", "~")):  # a path: read only where tools may read (`tpu_devops.host.files`)
+        from tpu_devops.config import get_settings
         from tpu_devops.errors import TpuDevopsError
         from tpu_devops.host import files
 
         try:
-            local = files.resolve(None, model, field="model")
+            local = files.resolve(get_settings(), model, field="model")
         except TpuDevopsError:
             return None
     if local.is_file() and local.name == "tokenizer.json":
