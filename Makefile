@@ -59,7 +59,7 @@ tools: setup
 	$(PY) scripts/gen_tools.py --markdown GemmaTools.md --readme README.md
 
 snapshot: setup
-	$(PY) scripts/gen_tools.py --snapshot tests/data/tool_snapshot.json
+	$(PY) scripts/gen_tools.py --snapshots tests/data/toolsets
 
 lint: setup
 	$(PY) -m ruff check .

@@ -104,7 +104,7 @@ def steps() -> list[Step]:
         ),
         Step(
             "Import the real v5e benchmark (128-token prompts, 64 clients) and price it",
-            "import_benchmark_results",
+            "run_benchmark",
             {"results_path": bench, "provisioning_model": "spot"},
         ),
         Step(
@@ -140,8 +140,8 @@ def model_steps() -> list[Step]:
         Step("Is the model endpoint healthy?", "verify_model_health", {}),
         Step(
             "Ask the model, with speed statistics",
-            "query_gemma_with_stats",
-            {"prompt": "In one sentence: what is a TPU queued resource?", "max_tokens": 64},
+            "query_gemma",
+            {"prompt": "In one sentence: what is a TPU queued resource?", "max_tokens": 64, "stats": True},
         ),
         Step(
             "Ask the model why the boot failed, from the logs",
@@ -188,6 +188,7 @@ async def main() -> int:
     env.setdefault("TPU_DEVOPS_STATE_DIR", str(state))
     env.setdefault("TPU_DEVOPS_CACHE_DIR", str(state / "cache"))
     env.setdefault("TPU_DEVOPS_LOG_LEVEL", "WARNING")
+    env.setdefault("TPU_DEVOPS_TOOLSETS", "default,bench")  # the demo prices a benchmark too
     # The demo promises no cloud: without credentials google-auth would probe the GCE metadata server,
     # and a plan without source ranges would ask a public service for your IP (loopback port 9 refuses).
     env.setdefault("NO_GCE_CHECK", "true")
@@ -209,7 +210,7 @@ async def main() -> int:
             failed += not await run_step(client, n, step)
     if not vllm_url:
         print(
-            "\nModel steps skipped (verify_model_health, query_gemma_with_stats, analyze_cloud_logging): "
+            "\nModel steps skipped (verify_model_health, query_gemma, analyze_cloud_logging): "
             "set VLLM_URL to any OpenAI-compatible server, e.g.\n"
             "    VLLM_URL=http://127.0.0.1:8080 make demo     # llama.cpp server, Ollama (:11434), or the TPU"
         )

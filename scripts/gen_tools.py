@@ -1,6 +1,7 @@
-"""Regenerate GemmaTools.md, README's tool table and/or the tool snapshot from the server's list_tools().
+"""Regenerate GemmaTools.md, README's tool table and/or the per-toolset tool snapshots from the server's
+list_tools() (every toolset enabled).
 
-Usage: python scripts/gen_tools.py [--markdown PATH] [--readme PATH] [--snapshot PATH] [--check]
+Usage: python scripts/gen_tools.py [--markdown PATH] [--readme PATH] [--snapshots DIR] [--check]
 With --check nothing is written; the exit code is 1 if a file is stale.
 """
 
@@ -12,26 +13,36 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def generated(readme: str | None = None) -> dict[str, str]:
-    """Texts for the full tool set (read-only mode off): ``markdown`` (GemmaTools.md), ``snapshot``
-    (JSON), and ``readme`` (the given README text with its tool table replaced) when ``readme`` is given."""
+def generated(readme: str | None = None) -> dict[str, Any]:
+    """Texts for the full tool set (every toolset, read-only mode off): ``markdown`` (GemmaTools.md),
+    ``snapshots`` (toolset name -> JSON text), and ``readme`` (the given README text with its tool table
+    replaced) when ``readme`` is given."""
     os.environ["TPU_DEVOPS_READ_ONLY"] = "0"
+    os.environ["TPU_DEVOPS_TOOLSETS"] = "all"
     os.environ["TPU_DEVOPS_CACHE_DIR"] = "off"  # documents are generated from schemas derived now
     sys.path.insert(0, str(ROOT))
     import server
     from tpu_devops.host import tooldocs
 
     tools = asyncio.run(server.mcp.list_tools())
-    out = {
-        "markdown": tooldocs.render_markdown(tools, server.tools.details()),
-        "snapshot": json.dumps(tooldocs.snapshot(tools), indent=2, sort_keys=True) + "\n",
+    toolset_of = {name: ts.name for ts in server.TOOLSETS for name in ts.tools}
+    out: dict[str, Any] = {
+        "markdown": tooldocs.render_markdown(tools, server.tools.details(), toolset_of),
+        "snapshots": {
+            ts.name: json.dumps(
+                tooldocs.snapshot([t for t in tools if t.name in ts.tools]), indent=2, sort_keys=True
+            )
+            + "\n"
+            for ts in server.TOOLSETS
+        },
     }
     if readme is not None:
-        out["readme"] = tooldocs.splice_readme(readme, tools)
+        out["readme"] = tooldocs.splice_readme(readme, tools, toolset_of)
     return out
 
 
@@ -39,20 +50,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--readme", type=Path)
-    parser.add_argument("--snapshot", type=Path)
+    parser.add_argument("--snapshots", type=Path, help="directory of <toolset>.json snapshots")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     texts = generated(args.readme.read_text() if args.readme else None)
     stale = False
-    for path, key in ((args.markdown, "markdown"), (args.readme, "readme"), (args.snapshot, "snapshot")):
+    targets = [(args.markdown, texts["markdown"]), (args.readme, texts.get("readme"))]
+    if args.snapshots is not None:
+        targets += [(args.snapshots / f"{name}.json", text) for name, text in texts["snapshots"].items()]
+    for path, text in targets:
         if path is None:
             continue
         if args.check:
-            if not path.exists() or path.read_text() != texts[key]:
+            if not path.exists() or path.read_text() != text:
                 print(f"{path} is stale: run make tools / make snapshot and review the diff", file=sys.stderr)
                 stale = True
         else:
-            path.write_text(texts[key])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
             print(f"wrote {path}")
     return 1 if stale else 0
 

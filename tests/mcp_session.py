@@ -31,6 +31,8 @@ def server_env(**overrides: str) -> dict[str, str]:
     # Tests hand the server files under pytest's temporary directories: a root it may read and write
     # (`tpu_devops.host.files`); a test of the roots themselves overrides it.
     env["TPU_DEVOPS_FILE_ROOTS"] = tempfile.gettempdir()
+    # Every toolset, so that each tool can be tested; tests of the default set pass TPU_DEVOPS_TOOLSETS="".
+    env["TPU_DEVOPS_TOOLSETS"] = "all"
     env.update(overrides)
     if "TPU_DEVOPS_GCP_ENDPOINT" not in env:  # a plan's public-IP lookup must not leave the machine
         env.setdefault("PUBLIC_IP_LOOKUP_URL", "http://127.0.0.1:9/public-ip")

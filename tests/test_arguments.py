@@ -3,12 +3,12 @@ strings, bounds, NUL, and errors that name field, expectation and fix without ec
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from pydantic import Field, create_model
 
-from tpu_devops.errors import InputError
+from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.host.arguments import ArgumentChecker
 from tpu_devops.host.schemas import validation_schema
 
@@ -78,50 +78,69 @@ def test_several_faults_are_listed_together() -> None:
     assert "max_tokens = 0" in text and "temperature = 9" in text
 
 
-@pytest.mark.parametrize(
-    ("args", "field"),
-    [
-        ({"zone": "../../etc/passwd"}, "zone"),
-        ({"zone": "us-west4"}, "zone"),
-        ({"zones": ["us-west4-a", "Europe"]}, "zones"),
-        ({"since": "yesterday"}, "since"),
-        ({"until": "99999999d"}, "until"),
-        ({"queued_resource_id": "Gemma_4"}, "queued_resource_id"),
-        ({"node": "x; rm -rf /"}, "node"),
-        ({"provisioning_model": "cheapest"}, "provisioning_model"),
-    ],
-)
-def test_an_argument_of_a_shared_form_is_refused_when_malformed(args: dict, field: str) -> None:
-    """The form of zone, since, ids and provisioning model is checked for every tool, used or not."""
-    from tpu_devops.host.arguments import check_formats
-
-    problems = check_formats(args)
-    assert [p.field for p in problems] == [field]
-    assert all(isinstance(p, InputError) and p.fix for p in problems)
+SHARED_BAD = {
+    "zone": ["../../etc/passwd", "us-west4"],
+    "zones": [["us-west4-a", "Europe"]],
+    "since": ["yesterday"],
+    "until": ["99999999d"],
+    "queued_resource_id": ["Gemma_4"],
+    "node": ["x; rm -rf /"],
+    "provisioning_model": ["cheapest"],
+}
+SHARED_GOOD = {
+    "zones": ["us-west4-a", "europe-west4-b"],
+    "since": "6h",
+    "until": "2026-08-07T23:00:00Z",
+    "queued_resource_id": "gemma4-e2b",
+    "node": "gemma4-e2b-node",
+    "provisioning_model": "FLEX_START",
+}
 
 
-def test_well_formed_shared_arguments_pass() -> None:
-    from tpu_devops.host.arguments import check_formats
+def _every_tool() -> dict[str, Any]:
+    """Every tool of every toolset, built as the server builds it (argument model and checker)."""
+    from server import TOOLSETS
+    from tpu_devops.host.registration import build_tool
 
-    ok = {
-        "zone": "all",
-        "zones": ["us-west4-a", "europe-west4-b"],
-        "since": "6h",
-        "until": "2026-08-07T23:00:00Z",
-        "queued_resource_id": "gemma4-e2b",
-        "node": "gemma4-e2b-node",
-        "provisioning_model": "FLEX_START",
+    return {
+        name: build_tool(d.fn, name=name, title=None, description=d.description, annotations=d.annotations)
+        for ts in TOOLSETS
+        for name, d in ts.tools.items()
     }
-    assert check_formats(ok) == []
-    assert check_formats({"zone": 3, "zones": [1, 2]}) == []  # other kinds: the schema's to judge
 
 
-def test_every_shared_form_names_an_argument_some_tool_takes() -> None:
-    import json
-    from pathlib import Path
+def _validate(tool: Any, args: dict[str, Any]) -> None:
+    """Both checks a call goes through before the body: the schema checker, then the argument model (the
+    parameter groups' and argument types' own rules). Required text arguments not given are filled in."""
+    required = tool.parameters.get("required", [])
+    args = {**{name: "x" for name in required}, **args}
+    checked = tool._checker.check(args)
+    tool.fn_metadata.arg_model.model_validate(checked)
 
-    from tpu_devops.host.arguments import FORMATS
 
-    snapshot = json.loads((Path(__file__).parent / "data" / "tool_snapshot.json").read_text())
-    taken = {name for tool in snapshot.values() for name in tool["input_schema"].get("properties", {})}
-    assert set(FORMATS) <= taken
+def test_an_argument_of_a_shared_form_is_refused_when_malformed_by_every_tool_that_takes_it() -> None:
+    """The form of zone, since, ids and provisioning model is checked by every tool that takes it, with the
+    argument named, the value shown and the fix: the rule lives on the argument's type, once."""
+    seen = set()
+    for name, tool in _every_tool().items():
+        props = tool.parameters.get("properties", {})
+        for arg, values in SHARED_BAD.items():
+            if arg not in props:
+                continue
+            for value in values:
+                with pytest.raises(ConfigError) as info:
+                    _validate(tool, {arg: value})
+                assert info.value.field == arg and info.value.fix, (name, arg, str(info.value))
+                seen.add(arg)
+    assert seen == set(SHARED_BAD)  # every shared form is taken by some tool
+
+
+def test_well_formed_shared_arguments_pass_every_tool() -> None:
+    for name, tool in _every_tool().items():
+        props = tool.parameters.get("properties", {})
+        args = {k: v for k, v in SHARED_GOOD.items() if k in props}
+        if "zone" in props:
+            args["zone"] = "us-west4-a"
+        if "log" in props and "node" in args:
+            args["log"] = "container"
+        _validate(tool, args)  # raises on a refusal

@@ -102,7 +102,11 @@ async def test_no_form_exceeds_the_cap_at_the_largest_allowed_arguments(tmp_path
                 None,
             ),
             ("get_cloud_logging_logs", {"limit": 500, "since": EXPORT_SINCE}, None),
-            ("get_vllm_docker_logs", {"limit": 500, "since": EXPORT_SINCE, "node": "gemma4-qr"}, None),
+            (
+                "get_cloud_logging_logs",
+                {"log": "container", "limit": 500, "since": EXPORT_SINCE, "node": "gemma4-qr"},
+                None,
+            ),
             ("diagnose_vllm_boot", {"log_text": Path(EXPORT).read_text()[:1_000_000]}, None),
             ("get_help", {}, None),
         ],
@@ -201,7 +205,7 @@ async def test_crashes_and_bad_types_come_back_with_a_fix_and_no_secret(tmp_path
         for tool, args, field in [
             ("diagnose_vllm_boot", {"path": long_name}, "path"),
             ("summarize_logs", {"path": long_name}, "path"),
-            ("import_benchmark_results", {"results_path": long_name}, "results_path"),
+            ("run_benchmark", {"results_path": long_name}, "results_path"),
             ("diagnose_vllm_boot", {"path": "x\x00y"}, "path"),
         ]:
             result = await client.call_tool(tool, args)

@@ -39,18 +39,24 @@ def test_server_import_and_tools_list_stay_light() -> None:
 # What a start from the schema cache may load: settings and what registering tools needs.
 STARTUP_MODULES = {
     "tpu_devops",
-    "tpu_devops.host",
-    "tpu_devops.host.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
     "tpu_devops.catalog",
     "tpu_devops.config",
-    "tpu_devops.host.deadline",  # the per-call time budget the registration wrapper opens
     "tpu_devops.errors",
-    "tpu_devops.logs",
+    "tpu_devops.types",  # the shared value types the argument types check with
+    "tpu_devops.host",
+    "tpu_devops.host.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
+    "tpu_devops.host.deadline",  # the per-call time budget the registration wrapper opens
+    "tpu_devops.host.params",
     "tpu_devops.host.registration",
     "tpu_devops.host.results",
     "tpu_devops.host.schemas",
-    "tpu_devops.serving",
     "tpu_devops.host.tool_cache",
+    "tpu_devops.host.toolsets",
+    # the toolsets: their declarations only (bodies name the domain lazily)
+    "tpu_devops.tools",
+    "tpu_devops.tools.args",
+    *(f"tpu_devops.tools.{name}" for name in ("bench", "gke", "help", "jobs", "logs", "planning")),
+    *(f"tpu_devops.tools.{name}" for name in ("provisioning", "scaleout", "serving")),
 }
 
 
@@ -72,5 +78,5 @@ def test_start_from_the_schema_cache_imports_no_domain_module(tmp_path: Path) ->
     env = server_env(TPU_DEVOPS_CACHE_DIR=str(tmp_path))
     _modules_after_listing(env)  # the first start writes the cache
     assert _modules_after_listing(env) == STARTUP_MODULES
-    after_call = _modules_after_listing(env, call="list_jobs")
+    after_call = _modules_after_listing(env, call="get_job")
     assert "tpu_devops.host.jobs" in after_call and "tpu_devops.provisioning" not in after_call

@@ -91,19 +91,20 @@ async def test_reads_with_paging_and_node_logs(fakes: tuple[FakeGcp, FakeVllm], 
         _no_secret(first.content[0].text, second.content[0].text)
 
         docker = await client.call_tool(
-            "get_vllm_docker_logs", {"since": SINCE, "text": "HF_TOKEN", "limit": 5}
+            "get_cloud_logging_logs", {"log": "container", "since": SINCE, "text": "HF_TOKEN", "limit": 5}
         )
         entries = table_records(docker.structured_content["entries"])
         assert [e["insert_id"] for e in entries] == ["planted-secret"]
         assert "<HF_TOKEN_1>" in entries[0]["message"]
         _no_secret(docker.content[0].text, json.dumps(docker.structured_content))
 
-        system = await client.call_tool("get_tpu_system_logs", {"since": SINCE})
+        system = await client.call_tool("get_cloud_logging_logs", {"log": "system", "since": SINCE})
         assert system.structured_content["returned"] == 4
 
         # The planted instruction comes back as data: fenced in the text, named untrusted in the structure.
         injected = await client.call_tool(
-            "get_vllm_docker_logs", {"since": SINCE, "text": "Ignore previous", "limit": 5}
+            "get_cloud_logging_logs",
+            {"log": "container", "since": SINCE, "text": "Ignore previous", "limit": 5},
         )
         page = injected.structured_content
         assert [e["insert_id"] for e in table_records(page["entries"])] == ["planted-injection"]
@@ -196,7 +197,7 @@ async def test_planted_instructions_change_nothing(fakes: tuple[FakeGcp, FakeVll
         result = await client.call_tool(
             "analyze_cloud_logging", {"question": "What happened?", "since": SINCE}
         )
-        listed = await client.call_tool("list_jobs", {})
+        listed = await client.call_tool("get_job", {})
     data = result.structured_content
     first = table_records(data["steps"])[0]
     assert first["tool"] == "delete_queued_resource" and "unknown tool" in first["refused"]
@@ -276,7 +277,7 @@ async def test_bad_inputs_come_back_as_clear_tool_errors(
         ("estimate_deployment_cost", {"provisioning_model": "cheapest"}, "provisioning_model"),
         ("get_zones_with_available_quota", {"provisioning_model": "flex start!"}, "provisioning_model"),
         ("describe_queued_resource", {"zone": "us-west4", "queued_resource_id": "x"}, "zone"),
-        ("get_reservation_status", {"queued_resource_id": "Gemma_4"}, "queued_resource_id"),
+        ("describe_queued_resource", {"queued_resource_id": "Gemma_4"}, "queued_resource_id"),
         ("find_tpu", {"zones": ["us-west4-a", "everywhere"]}, "zones"),
     ]
     async with mcp_client(**_env(gcp, vllm, tmp_path)) as client:

@@ -51,7 +51,6 @@ async def test_planning_tools_over_stdio(tmp_path: Path) -> None:
             "plan_capacity",
             "lint_vllm_flags",
             "render_startup_script",
-            "get_vllm_deployment_config",
             "diagnose_vllm_boot",
         ):
             assert tools[name].annotations.read_only_hint is True
@@ -102,14 +101,14 @@ async def test_planning_tools_over_stdio(tmp_path: Path) -> None:
         text = await refused(client, "render_startup_script", {"gpu_memory_utilization": 1.5})
         assert "gpu_memory_utilization" in text
 
-        # get_vllm_deployment_config: the same flags as the script
-        config = await call(client, "get_vllm_deployment_config")
+        # render_startup_script as commands: the same flags as the script
+        config = await call(client, "render_startup_script", {"form": "commands"})
         expected = list(script["flags"])
         expected[expected.index("--max-model-len") + 1] = "16384"
         assert config["flags"] == expected
         assert config["serve_command"].startswith("vllm serve google/gemma-4-E2B-it")
         text = await refused(
-            client, "get_vllm_deployment_config", {"vllm_image": "vllm/vllm-tpu:x; rm -rf /"}
+            client, "render_startup_script", {"form": "commands", "vllm_image": "vllm/vllm-tpu:x; rm -rf /"}
         )
         assert "vllm_image" in text
 

@@ -59,16 +59,18 @@ async def test_back_to_back_find_tpu_leaves_one_tpu_and_second_tpus_are_loud(fak
         assert forced["created"] and any(w.startswith("SECOND TPU") for w in forced["warnings"])
         assert len(_live_of_rig(fake_gcp)) == 2
 
-        status = await call(client, "get_reservation_status")
+        status = await call(client, "describe_queued_resource")
         assert status["several"] is True and len(status["rig_queued_resources"]) == 2
         assert "us-east1-b" in " ".join(status["rig_queued_resources"])
-        dashboard = await call(client, "get_system_status")
+        dashboard = await call(client, "check_setup", {"view": "status"})
         assert dashboard["problems"] and "each one bills" in dashboard["problems"][0]
         setup = await call(client, "check_setup")
         assert not {c["name"]: c for c in setup["checks"]}["our_tpus"]["ok"]
 
         # cleanup deletes only FAILED/SUSPENDED: it must say the two live ones are still billing.
-        cleanup = await client.call_tool("manage_queued_resource", {"dry_run": False, "confirm": True})
+        cleanup = await client.call_tool(
+            "destroy_queued_resource", {"only_failed": True, "dry_run": False, "confirm": True}
+        )
         assert not cleanup.is_error
         out = cleanup.structured_content
         assert len(out["still_running"]) == 2
@@ -112,7 +114,7 @@ async def test_arguments_are_checked_before_anything_starts(fake_gcp, tmp_path) 
         ("find_tpu", {"provisioning_model": "spot", "max_run_duration_s": 3600}, "max_run_duration_s"),
         ("list_queued_resources", {"zone": ""}, "zone"),
         ("describe_queued_resource", {"queued_resource_id": ""}, "queued_resource_id"),
-        ("get_reservation_status", {"zone": ""}, "zone"),
+        ("describe_queued_resource", {"zone": ""}, "zone"),
         ("get_vllm_endpoint", {"zone": ""}, "zone"),
         ("plan_queued_resource", {"valid_until_duration_s": -1}, "valid_until_duration_s"),
         ("create_tpu_queued_resource", {"valid_until_duration_s": -1}, "valid_until_duration_s"),
@@ -121,14 +123,14 @@ async def test_arguments_are_checked_before_anything_starts(fake_gcp, tmp_path) 
         ("destroy_queued_resource", {"zone": ""}, "zone"),
         ("get_zones_with_available_quota", {"accelerator_type": ""}, "accelerator_type"),
         ("get_zones_with_available_quota", {"provisioning_model": ""}, "provisioning_model"),
-        ("manage_queued_resource", {"zone": ""}, "zone"),
+        ("destroy_queued_resource", {"only_failed": True, "zone": ""}, "zone"),
     ]  # fmt: skip
     async with server(fake_gcp, tmp_path) as client:
         for name, args, field in bad:
             result = await client.call_tool(name, args)
             assert result.is_error, (name, args, result.content[0].text)
             assert field in result.content[0].text, (name, args, result.content[0].text)
-        jobs = await call(client, "list_jobs")
+        jobs = await call(client, "get_job")
         assert jobs.get("jobs", []) == [], jobs
         plan = await call(client, "plan_queued_resource", {"valid_until_duration_s": 3600})
         assert plan["request"]["queueingPolicy"]["validUntilDuration"] == "3600s"
@@ -146,7 +148,9 @@ async def test_existing_flex_start_reported_as_flex_start_and_prices_per_region(
             "price unknown"
             in (await client.call_tool("plan_queued_resource", {"zone": "europe-west4-a"})).content[0].text
         )
-        created = await call(client, "create_tpu_queued_resource", {"wait": True, "poll_interval_s": 0.05})
+        created = await call(
+            client, "create_tpu_queued_resource", {"wait_timeout_s": 3600, "poll_interval_s": 0.05}
+        )
         assert created["job_id"] == created["wait_job_id"]
         assert f"poll get_job {created['job_id']}" in created["next_step"]
         await wait_job(client, created["job_id"])
@@ -161,7 +165,7 @@ async def test_existing_flex_start_reported_as_flex_start_and_prices_per_region(
     fake_gcp.tpu.queued.clear()
     fake_gcp.tpu.add_foreign("asia-east1-a", "gemma4-e2b", labels=RIG_LABELS)
     async with server(fake_gcp, tmp_path) as client:
-        status = await call(client, "get_reservation_status")
+        status = await call(client, "describe_queued_resource")
         assert status["zone"] == "asia-east1-a" and status.get("usd_per_hour") is None
         assert status["price_source"].startswith("price unknown for asia-east1")
 
@@ -221,9 +225,9 @@ async def test_ownership_is_this_servers_rig_never_the_id_passed(fake_gcp, tmp_p
             },
         )
         assert forced["created"]
-        status = await call(client, "get_reservation_status")
+        status = await call(client, "describe_queued_resource")
         assert status["several"] and any("gemma4-e2b-2" in r for r in status["rig_queued_resources"])
-        plan = await call(client, "manage_queued_resource", {"action": "delete_all"})
+        plan = await call(client, "destroy_queued_resource", {})
         assert sorted(s["target"] for s in plan["steps"] if s["action"] == "delete_queued_resource") == [
             "gemma4-e2b",
             "gemma4-e2b-2",
@@ -231,8 +235,8 @@ async def test_ownership_is_this_servers_rig_never_the_id_passed(fake_gcp, tmp_p
         assert any("other-rig" in x for x in plan["left_alone"])
         done = await call(
             client,
-            "manage_queued_resource",
-            {"action": "delete_all", "confirm": True, "confirm_token": plan["confirm_token"]},
+            "destroy_queued_resource",
+            {"confirm": True, "confirm_token": plan["confirm_token"]},
         )
         assert done["executed"]
     assert _live_of_rig(fake_gcp) == [] and fake_gcp.tpu.state_of("us-west4-a", "other-rig") == "ACTIVE"
@@ -246,7 +250,7 @@ async def test_two_installations_of_one_rig_warn_about_each_others_resources(fak
     (tmp_path / "b").mkdir()
     async with server(fake_gcp, tmp_path / "a", **alice) as a, server(fake_gcp, tmp_path / "b", **bob) as b:
         await call(a, "create_tpu_queued_resource", {"provisioning_model": "spot"})
-        status = await b.call_tool("get_reservation_status", {})
+        status = await b.call_tool("describe_queued_resource", {})
         assert "WARNING: CREATED BY SOMEONE ELSE" in status.content[0].text
         assert status.structured_content["ours"] is True  # same RESOURCE_ID: the same rig
         again = await call(b, "create_tpu_queued_resource", {"provisioning_model": "spot"})

@@ -126,16 +126,14 @@ async def test_teardown_deletes_ours_and_leaves_a_foreign_resource(fake_gcp, tmp
             {"queued_resource_id": "neighbours-tpu", "dry_run": False, "confirm": True},
         )
         assert refused.is_error and "not created by tpu-devops" in refused.content[0].text
-        plan = await call(client, "manage_queued_resource", {"action": "delete_all"})
+        plan = await call(client, "destroy_queued_resource", {})
         assert plan["dry_run"] is True and any("neighbours-tpu" in x for x in plan["left_alone"])
         assert [s["action"] for s in plan["steps"]] == [
             "delete_node",
             "delete_queued_resource",
             "delete_firewall_rule",
         ]
-        unconfirmed = await client.call_tool(
-            "manage_queued_resource", {"action": "delete_all", "dry_run": False}
-        )
+        unconfirmed = await client.call_tool("destroy_queued_resource", {"dry_run": False})
         assert unconfirmed.is_error and "nothing was deleted" in unconfirmed.content[0].text
         assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"
         dry = await client.call_tool("destroy_queued_resource", {})
@@ -156,7 +154,7 @@ async def test_429_and_503_are_retried_until_success(fake_gcp, tmp_path) -> None
         listing = await call(client, "list_queued_resources")
         assert [q["id"] for q in listing["queued_resources"]] == ["gemma4-e2b"]
         fake_gcp.tpu.fail_next(503)
-        status = await call(client, "get_reservation_status")
+        status = await call(client, "describe_queued_resource")
         assert status["state"] == "ACTIVE"
 
 
@@ -182,7 +180,7 @@ async def test_restart_mid_sweep_keeps_the_attempt_history(fake_gcp, tmp_path) -
         scan = await call(client, "get_zones_with_available_quota", {"provisioning_model": "spot"})
         row = {z["zone"]: z for z in table_records(scan["zones"])}["us-west4-b"]
         assert row["last_attempt"].startswith("failed") and row["blocked_until"]
-        status = await call(client, "get_system_status")
+        status = await call(client, "check_setup", {"view": "status"})
         assert any("us-west4-b" in a and "stockout" in a for a in status["recent_attempts"])
         again = await call(
             client,
@@ -209,8 +207,8 @@ async def test_planted_hf_token_never_leaks(fake_gcp, tmp_path) -> None:
             ("check_setup", {}),
             ("plan_queued_resource", {}),
             ("create_tpu_queued_resource", {"provisioning_model": "spot"}),
-            ("get_reservation_status", {}),
-            ("get_system_status", {}),
+            ("describe_queued_resource", {}),
+            ("check_setup", {"view": "status"}),
             ("describe_queued_resource", {}),
         ]:
             result = await client.call_tool(name, args)
@@ -258,7 +256,9 @@ async def test_create_with_wait_job_reaches_active(fake_gcp, tmp_path) -> None:
     fake_gcp.secrets.put("hf-token", TOKEN)
     fake_gcp.tpu.timings["WAITING_FOR_RESOURCES"] = 0.5
     async with server(fake_gcp, tmp_path) as client:
-        created = await call(client, "create_tpu_queued_resource", {"wait": True, "poll_interval_s": 0.05})
+        created = await call(
+            client, "create_tpu_queued_resource", {"wait_timeout_s": 3600, "poll_interval_s": 0.05}
+        )
         assert created["created"] and created["wait_job_id"]
         job = await wait_job(client, created["wait_job_id"])
         assert job["state"] == "succeeded" and job["result"]["state"] == "ACTIVE"

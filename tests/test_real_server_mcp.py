@@ -54,18 +54,18 @@ async def test_tools_read_a_llama_cpp_server(tmp_path: Path) -> None:
     with FakeVllm(flavor="llama.cpp", model=MODEL, max_model_len=8192) as fake:
         fake.set_llama_load(processing=4, deferred=4)
         async with mcp_client(**env_for(tmp_path, fake.url)) as client:
-            details, text = await call(client, "get_model_details")
+            details, text = await call(client, "get_serving_status", {"view": "model"})
             assert details["max_model_len"] == 8192 and "meta.n_ctx" in details["context_source"]
             assert details["server"].startswith("llama.cpp") and details.get("vllm_version") is None
             assert "on llama.cpp" in text and "vLLM ?" not in text and details.get("configured_flags") is None
 
-            metrics, text = await call(client, "get_metrics")
+            metrics, text = await call(client, "get_serving_status", {"view": "metrics"})
             assert metrics["metrics_kind"] == "llama.cpp" and metrics.get("requests_running") is None
             assert "no vLLM metrics" in text and "4 processing / 4 deferred" in text
             assert metrics["server_series"]["llamacpp:requests_deferred"] == 4
 
             fake.metrics_enabled = False
-            result = await client.call_tool("get_metrics", {})
+            result = await client.call_tool("get_serving_status", {"view": "metrics"})
             assert (
                 result.is_error and "--metrics" in result.content[0].text and "501" in result.content[0].text
             )

@@ -372,7 +372,7 @@ async def test_no_tool_sends_the_key_to_a_base_url_that_is_not_the_rigs(
     calls: list[tuple[str, dict[str, Any]]] = [
         ("verify_model_health", {}),
         ("query_gemma", {"prompt": "hi", "max_tokens": 4}),
-        ("query_gemma_with_stats", {"prompt": "hi", "max_tokens": 4}),
+        ("query_gemma", {"stats": True, "prompt": "hi", "max_tokens": 4}),
         ("analyze_cloud_logging", {"question": "did vLLM start?", "path": str(export), "max_steps": 1}),
         (
             "run_benchmark",

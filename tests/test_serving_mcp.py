@@ -55,7 +55,7 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
                 "tool_call",
             ]
 
-            stats = await call(client, "query_gemma_with_stats", {"prompt": "Say hi", "max_tokens": 8})
+            stats = await call(client, "query_gemma", {"stats": True, "prompt": "Say hi", "max_tokens": 8})
             assert stats["stats"]["completion_tokens"] == 8
             assert stats["stats"]["ttft_ms"] is not None and stats["stats"]["max_gap_ms"] is not None
 
@@ -64,12 +64,12 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
 
             fake.kv_usage = 0.5
             fake.add_preemptions(1)
-            metrics = await call(client, "get_metrics")
+            metrics = await call(client, "get_serving_status", {"view": "metrics"})
             assert metrics["kv_cache_usage"] == 0.5
             assert metrics["preemptions_total"] == 1
             assert metrics["generation_tokens_total"] >= 11
 
-            details = await call(client, "get_model_details")
+            details = await call(client, "get_serving_status", {"view": "model"})
             assert details["max_model_len"] == 16384 and details["vllm_version"] == "0.30.0"
 
             cost = await call(client, "estimate_deployment_cost", {"tokens_per_s": 1496.5})
@@ -77,7 +77,7 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
             assert cost["usd_per_million_output_tokens"] == pytest.approx(0.107, abs=5e-4)
 
             imported = await call(
-                client, "import_benchmark_results", {"results_path": str(BENCH / "v5e1-e2b-c128-u64.json")}
+                client, "run_benchmark", {"results_path": str(BENCH / "v5e1-e2b-c128-u64.json")}
             )
             assert table_records(imported["cells"])[0]["output_tokens_per_s"] == pytest.approx(
                 1381.5, abs=0.05
@@ -157,7 +157,7 @@ async def test_no_endpoint_and_bad_input_are_clear_errors(tmp_path: Path, gcp: F
         result = await client.call_tool("estimate_deployment_cost", {"provisioning_model": "reserved"})
         assert result.is_error and "provisioning_model" in result.content[0].text
         # newcomer trial: "" scanned the server's working directory; 0 h said "use hours between 0 and 8760"
-        result = await client.call_tool("import_benchmark_results", {"results_path": ""})
+        result = await client.call_tool("run_benchmark", {"results_path": ""})
         assert result.is_error and "results_path = ''" in result.content[0].text
         assert "is empty" in result.content[0].text and "package-lock" not in result.content[0].text
         result = await client.call_tool("estimate_deployment_cost", {"duration_hours": 0})

@@ -17,6 +17,7 @@ import tpu_devops
 from tests.mcp_session import ROOT, mcp_client
 from tpu_devops.host.registration import Registrar
 from tpu_devops.host.tool_cache import FORMAT, KEEP_FILES, CacheFile, SchemaCache, ToolSchemas, source_key
+from tpu_devops.host.toolsets import READ, Toolset
 
 pytestmark = pytest.mark.anyio
 KEY = source_key(ROOT / "server.py")
@@ -112,8 +113,8 @@ async def test_read_only_start_after_a_full_one_uses_the_cache(tmp_path: Path) -
 
 
 def test_a_tool_declared_twice_is_refused() -> None:
-    tools = Registrar(read_only=False)
-    decorator = tools.tool(title="t", read_only=True, destructive=False, idempotent=True, open_world=False)
+    toolset = Toolset("t", "test", default=True)
+    decorator = toolset.tool(title="t", kind=READ, open_world=False)
 
     async def same() -> None:
         """Twice."""
@@ -121,6 +122,10 @@ def test_a_tool_declared_twice_is_refused() -> None:
     decorator(same)
     with pytest.raises(ValueError, match="declared twice"):
         decorator(same)
+    other = Toolset("u", "test", default=True)
+    other.tool(title="t", kind=READ, open_world=False)(same)
+    with pytest.raises(ValueError, match="two toolsets"):
+        Registrar([toolset, other], enabled=("t", "u"), read_only=False)
 
 
 def test_lazy_submodules_load_on_use_and_refuse_unknown_names() -> None:
@@ -161,13 +166,15 @@ async def test_a_tool_that_cannot_be_built_says_so_without_the_exception_text(tm
     cache.path.write_text(
         CacheFile(format=FORMAT, key=cache.key, tools={"broken": schemas}).model_dump_json()
     )
-    tools = Registrar(read_only=False, schema_cache=cache)
+    toolset = Toolset("t", "test", default=True)
 
-    @tools.tool(title="Broken", read_only=True, destructive=False, idempotent=True, open_world=False)
+    @toolset.tool(title="Broken", kind=READ, open_world=False)
     async def broken() -> tpu_devops.no_such_module.Result:  # type: ignore[name-defined]
         """Its result type lives in a module that does not exist."""
 
-    server = tools.build_server(name="test")
+    server = Registrar([toolset], enabled=("t",), read_only=False, schema_cache=cache).build_server(
+        name="test"
+    )
     assert [t.name for t in await server.list_tools()] == ["broken"]  # listed from the cache
     with pytest.raises(ToolError) as raised:
         await server.call_tool("broken", {})
@@ -177,11 +184,17 @@ async def test_a_tool_that_cannot_be_built_says_so_without_the_exception_text(tm
     )
 
 
-def test_every_logic_name_server_py_uses_exists() -> None:
+def test_every_logic_name_the_toolsets_use_exists() -> None:
     """Tool bodies and result types name logic lazily (``tpu_devops.planning.sizing.PlanResult``), so a typo would
-    only show when that tool runs: resolve every such name now."""
-    tree = ast.parse((ROOT / "server.py").read_text())
-    roots = {"tpu_devops": tpu_devops, "logs": tpu_devops.logs, "serving": tpu_devops.serving}
+    only show when that tool runs: resolve every such name in every toolset file now."""
+    checked = 0
+    for path in sorted((ROOT / "tpu_devops" / "tools").glob("*.py")):
+        checked += _resolve_lazy_names(ast.parse(path.read_text()))
+    assert checked > 60
+
+
+def _resolve_lazy_names(tree: ast.AST) -> int:
+    roots = {"tpu_devops": tpu_devops}
     checked = 0
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute):
@@ -196,4 +209,4 @@ def test_every_logic_name_server_py_uses_exists() -> None:
             for attr in chain:
                 value = getattr(value, attr)  # AttributeError names the typo
             checked += 1
-    assert checked > 60
+    return checked

@@ -18,12 +18,16 @@ def test_gemmatools_md_and_readme_table_are_current() -> None:
     assert readme == texts["readme"], "README.md's tool table is stale: run `make tools`"
 
 
-def test_tool_snapshot_has_no_unreviewed_changes() -> None:
-    snapshot = generated()["snapshot"]
-    current = (ROOT / "tests" / "data" / "tool_snapshot.json").read_text()
-    if current != snapshot:
-        old, new = json.loads(current), json.loads(snapshot)
-        changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-        raise AssertionError(
-            f"tool names/schemas/annotations changed for {changed}: review, then run `make snapshot`"
-        )
+def test_every_toolset_snapshot_has_no_unreviewed_changes() -> None:
+    snapshots = generated()["snapshots"]
+    folder = ROOT / "tests" / "data" / "toolsets"
+    assert sorted(p.stem for p in folder.glob("*.json")) == sorted(snapshots), "run `make snapshot`"
+    for name, snapshot in snapshots.items():
+        current = (folder / f"{name}.json").read_text()
+        if current != snapshot:
+            old, new = json.loads(current), json.loads(snapshot)
+            changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+            raise AssertionError(
+                f"toolset {name}: tool names/schemas/annotations changed for {changed}: review, then run "
+                "`make snapshot`"
+            )

@@ -92,7 +92,9 @@ async def test_readme_walkthrough_against_make_fake_gcp(tmp_path: Path) -> None:
                 health = await call(client, "verify_model_health", {}, seen)
                 assert health["healthy"] is True, health
                 assert httpx.get(f"{vllm.url}/v1/models").status_code == 401  # type: ignore[attr-defined]
-                answer = await call(client, "query_gemma_with_stats", {"prompt": "hi", "max_tokens": 4}, seen)
+                answer = await call(
+                    client, "query_gemma", {"stats": True, "prompt": "hi", "max_tokens": 4}, seen
+                )
                 assert answer and vllm.unauthorized == 1  # type: ignore[attr-defined]  (only ours above)
                 # 8. teardown, without naming the zone the sweep chose: the dry run finds the TPU there and
                 # lists it with the rule; confirm=true alone deletes nothing on this host (it cannot ask),

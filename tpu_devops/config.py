@@ -228,6 +228,7 @@ class Settings(BaseModel):
         data["file_roots"] = (
             ", ".join(data["file_roots"]) or "(none: the state directory and working directory only)"
         )
+        data["toolsets"] = ", ".join(data["toolsets"]) or "(default)"
         if "project" not in self.invalid_fields:
             data["project"] = self.project
             data = {"project": data.pop("project"), "project_source": self.project_source, **data}

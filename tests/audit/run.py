@@ -40,8 +40,6 @@ SLOW_S = 30.0  # a call slower than this counts (hosts give up at ~60 s)
 _BARE = re.compile(r"^\s*Error executing tool \S+\s*$")
 LOG_TOOLS = (
     "get_cloud_logging_logs",
-    "get_vllm_docker_logs",
-    "get_tpu_system_logs",
     "summarize_logs",
     "diagnose_vllm_boot",
     "analyze_cloud_logging",
@@ -135,7 +133,7 @@ async def secrets_section(s: Session, world: Any, log_file: Path, stderr: Path) 
     calls: list[tuple[str, dict[str, Any]]] = [
         ("get_cloud_logging_logs", {"since": SINCE, "limit": 500}),
         ("get_cloud_logging_logs", {"since": SINCE, "limit": 500, "order": "asc"}),
-        ("get_vllm_docker_logs", {"since": SINCE, "limit": 500}),
+        ("get_cloud_logging_logs", {"log": "container", "since": SINCE, "limit": 500}),
         ("summarize_logs", {"since": SINCE, "node": NODE}),
         ("summarize_logs", {"path": str(log_file)}),
         ("diagnose_vllm_boot", {"path": str(log_file)}),
@@ -163,7 +161,7 @@ async def injection_section(s: Session, world: Any, log_file: Path) -> None:
     world.vllm.queue(
         world.scripted(
             tool_calls=[
-                {"name": "manage_queued_resource", "arguments": {"action": "delete_all", "confirm": True}},
+                {"name": "destroy_queued_resource", "arguments": {"zone": "all", "confirm": True}},
                 {
                     "name": "destroy_queued_resource",
                     "arguments": {"queued_resource_id": NODE, "dry_run": False},
@@ -175,9 +173,9 @@ async def injection_section(s: Session, world: Any, log_file: Path) -> None:
         ),
     )
     for tool, args in (
-        ("get_vllm_docker_logs", {"since": SINCE, "severity": "ERROR", "limit": 200}),
+        ("get_cloud_logging_logs", {"log": "container", "since": SINCE, "severity": "ERROR", "limit": 200}),
         ("get_cloud_logging_logs", {"since": SINCE, "severity": "ERROR", "limit": 200}),
-        ("get_tpu_system_logs", {"since": SINCE}),
+        ("get_cloud_logging_logs", {"log": "system", "since": SINCE}),
         ("summarize_logs", {"since": SINCE, "node": NODE}),
         ("summarize_logs", {"path": str(log_file)}),
         ("diagnose_vllm_boot", {"path": str(log_file)}),
@@ -196,7 +194,7 @@ async def injection_section(s: Session, world: Any, log_file: Path) -> None:
         if not a.is_error and a.tool in LOG_TOOLS and not marked_untrusted(a.structured):
             s.figures.log_answers_unmarked.append(a.tool)
     s.figures.writes_during_injection = _writes(world) - writes_before
-    jobs = await s.call("list_jobs", {})
+    jobs = await s.call("get_job", {})
     s.figures.jobs_started_by_injection = len((jobs.structured or {}).get("jobs") or [])
 
 
@@ -213,8 +211,8 @@ async def files_section(s: Session, secret_file: Path, link: Path) -> None:
         ("diagnose_vllm_boot", "path", str(secret_file)),
         ("diagnose_vllm_boot", "path", "/etc/passwd"),
         ("analyze_cloud_logging", "path", str(secret_file)),
-        ("import_benchmark_results", "results_path", "/dev/zero"),
-        ("import_benchmark_results", "results_path", "/etc"),
+        ("run_benchmark", "results_path", "/dev/zero"),
+        ("run_benchmark", "results_path", "/etc"),
         ("plan_capacity", "model", str(link)),
         ("summarize_logs", "path", str(link)),
         ("run_benchmark", "results_dir", "/var/tmp/audit-results"),
@@ -233,7 +231,7 @@ async def files_section(s: Session, secret_file: Path, link: Path) -> None:
 
 async def keys_section(s: Session, tools: list[Any], rogue: RogueHost) -> None:
     """Every tool with a base_url argument, pointed at a host that is not the rig's endpoint."""
-    needs = {"query_gemma": {"prompt": "hi", "max_tokens": 4}, "query_gemma_with_stats": {"prompt": "hi", "max_tokens": 4},
+    needs = {"query_gemma": {"prompt": "hi", "max_tokens": 4, "stats": True},
              "analyze_cloud_logging": {"question": "why?", "since": SINCE},
              "run_benchmark": {"concurrency": [1], "prompt_lengths": [16], "output_len": 2},
              "benchmark_gke_deployment": {"concurrency": [1], "prompt_lengths": [16], "output_len": 2}}  # fmt: skip
@@ -244,7 +242,7 @@ async def keys_section(s: Session, tools: list[Any], rogue: RogueHost) -> None:
         answer = await s.call(tool.name, {**needs.get(tool.name, {}), "base_url": rogue.url})
         if MARKER in answer.text or MARKER in json.dumps(answer.structured or {}):
             s.figures.reflected_bodies.append(tool.name)
-    jobs = await s.call("list_jobs", {})
+    jobs = await s.call("get_job", {})
     for job in (jobs.structured or {}).get("jobs") or []:  # a benchmark job may still be sending
         if job.get("state") == "running":
             await _wait(s, job["job_id"])
@@ -278,11 +276,11 @@ async def foreign_section(s: Session, world: Any) -> None:
         await s.call(
             "destroy_queued_resource", {**args, "dry_run": False, "confirm": True, **_echo_token(dry)}
         )
-    for action in ("delete_all", "cleanup"):
-        dry = await s.call("manage_queued_resource", {"action": action, "zone": "all", "dry_run": True})
+    for only_failed in (False, True):
+        every = {"zone": "all", "only_failed": only_failed}
+        dry = await s.call("destroy_queued_resource", {**every, "dry_run": True})
         await s.call(
-            "manage_queued_resource",
-            {"action": action, "zone": "all", "dry_run": False, "confirm": True, **_echo_token(dry)},
+            "destroy_queued_resource", {**every, "dry_run": False, "confirm": True, **_echo_token(dry)}
         )
     for zone, qr_id, _ in FOREIGN:
         if (zone, qr_id) not in tpu.queued:

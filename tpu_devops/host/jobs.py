@@ -160,7 +160,7 @@ class JobView(ToolResult):
     elapsed_s: float
     message: str
     progress: dict[str, Any]
-    result: dict[str, Any] | list[Any] | str | float | None = None
+    result: dict[str, Any] | list[dict[str, Any] | str | float] | str | float | None = None
     # The result's own text rendering: the text form shows it, the structured form has ``result`` instead.
     result_text: str | None = Field(default=None, exclude=True)
     error: dict[str, Any] | None = None

@@ -51,7 +51,7 @@ from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.host import deadline
 from tpu_devops.host.arguments import ArgumentChecker, from_pydantic
 from tpu_devops.host.params import flatten
-from tpu_devops.host.results import ToolResult
+from tpu_devops.host.results import ToolResult, ViewResult
 from tpu_devops.host.schemas import input_schema, validation_schema, wire_output_schema
 from tpu_devops.host.tool_cache import DeferredTool, SchemaCache, ToolSchemas
 from tpu_devops.host.toolsets import Declared, Toolset, enable_hint
@@ -178,6 +178,14 @@ class ArgumentsMetadata(FuncMetadata):
         return parsed
 
 
+def published_output_schema(output: type[ToolResult]) -> dict[str, Any]:
+    """The ``outputSchema`` of a tool returning ``output``: a `ViewResult`'s own (`ViewResult.wire_schema`),
+    else `tpu_devops.host.schemas.wire_output_schema` of the model's serialization schema."""
+    if issubclass(output, ViewResult):
+        return output.wire_schema()
+    return wire_output_schema(output.model_json_schema(mode="serialization"))
+
+
 def build_tool(
     fn: Callable[..., Any],
     *,
@@ -217,9 +225,7 @@ def build_tool(
         # The structured form is built by ToolResult.structured and described by the wire schema; the SDK
         # would validate it against the model instead, which requires the fields the wire form prunes.
         # Serialization mode: fields declared Field(exclude=True) never reach the structured form.
-        fn_metadata=ArgumentsMetadata(
-            arg_model=strict, output_schema=wire_output_schema(output.model_json_schema(mode="serialization"))
-        ),
+        fn_metadata=ArgumentsMetadata(arg_model=strict, output_schema=published_output_schema(output)),
     )
     tool = HostTool(**fields)
     tool._checker = ArgumentChecker(name, validation_schema(arg_schema))
@@ -250,6 +256,7 @@ class Registrar:
     ) -> None:
         self.toolsets = toolsets
         self.selection_errors = selection_errors
+        self.defaults = tuple(s.name for s in toolsets if s.default)
         self.enabled = enabled
         self.read_only = read_only
         self.schema_cache = schema_cache
@@ -397,7 +404,7 @@ def unknown_tool_message(registrar: Registrar, name: Any) -> str:
                 f"a tool of the toolset '{why}', which this server does not enable",
                 field="name",
                 value=shown,
-                fix=enable_hint(why, registrar.enabled),
+                fix=enable_hint(why, registrar.enabled, registrar.defaults),
             )
         )
     import difflib

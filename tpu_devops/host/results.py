@@ -316,11 +316,13 @@ def _largest(data: Any, *, lists: bool) -> tuple[str, Any, Any, Any] | None:
 
 
 class ViewResult(ToolResult):
-    """The answer of a tool with several views (``view="status"``): the chosen view's result under its
-    name, one optional field per view, declared by the subclass (``status: SystemStatus | None = None``).
+    """The answer of a tool with several views (``view="status"``): the chosen view's result, one optional
+    field per view, declared by the subclass (``status: SystemStatus | None = None``).
 
-    Both forms are the chosen result's own: the same summary and text; the structured form carries
-    ``view`` and the view's structured content under its name (without a second ``summary``).
+    Both forms are the chosen result's own: the same summary and text; the structured form is the chosen
+    result's structured content with ``view`` added after ``summary``, so a host reads a view's fields where
+    it would read them from a tool of that view alone. Its published schema (`wire_schema`) holds every
+    view's properties, none required but ``summary`` and ``view``.
     """
 
     view: str
@@ -349,9 +351,50 @@ class ViewResult(ToolResult):
         return self.chosen().more_hint()
 
     def structured(self) -> dict[str, Any]:
-        inner = {k: v for k, v in self.chosen().structured().items() if k != "summary"}
-        return {"summary": self.summary_text(), "view": self.view, self.view: inner}
+        inner = self.chosen().structured()
+        return {"summary": inner.pop("summary", self.summary_text()), "view": self.view, **inner}
 
     def host_forms(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, dict[str, Any]]:
         text, _ = self.chosen().host_forms(limit)
         return text, cap_structured(self.structured(), limit, self.more_hint())
+
+    @classmethod
+    def views(cls) -> dict[str, type[ToolResult]]:
+        """Each view's name and result type, as the subclass declares them."""
+        out: dict[str, type[ToolResult]] = {}
+        for name, field in cls.model_fields.items():
+            for arg in (field.annotation, *get_args(field.annotation)):
+                if isinstance(arg, type) and issubclass(arg, ToolResult):
+                    out[name] = arg
+        return out
+
+    @classmethod
+    def wire_schema(cls) -> dict[str, Any]:
+        """The published output schema: ``summary``, ``view`` (one of `views`), then every view's
+        properties (a property two views declare differently is either of them), none required."""
+        from tpu_devops.host.schemas import wire_output_schema
+
+        properties: dict[str, Any] = {}
+        defs: dict[str, Any] = {}
+        for result in cls.views().values():
+            wired = wire_output_schema(result.model_json_schema(mode="serialization"))
+            defs.update(wired.get("$defs", {}))
+            for key, sub in wired.get("properties", {}).items():
+                if key in ("summary", "omitted"):
+                    continue
+                if key in properties and properties[key] != sub:
+                    options = properties[key].get("anyOf", [properties[key]])
+                    properties[key] = {"anyOf": [*options, sub] if sub not in options else options}
+                else:
+                    properties[key] = sub
+        schema = wire_output_schema({"type": "object", "properties": {}})
+        schema["properties"] = {
+            "summary": schema["properties"]["summary"],
+            "view": {"type": "string", "enum": list(cls.views()), "description": "which view this answer is"},
+            **properties,
+            "omitted": schema["properties"]["omitted"],
+        }
+        schema["required"] = ["summary", "view"]
+        if defs:
+            schema["$defs"] = defs
+        return schema

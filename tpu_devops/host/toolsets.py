@@ -180,9 +180,13 @@ def select(toolsets: Iterable[Toolset], requested: Iterable[str]) -> Selection:
     return Selection(enabled=tuple(n for n in names if n in wanted), errors=tuple(errors))
 
 
-def enable_hint(toolset: str, enabled: Iterable[str]) -> str:
-    """How the operator enables ``toolset`` next to the ones enabled now."""
-    names = ",".join([*enabled, toolset])
+def enable_hint(toolset: str, enabled: Iterable[str], defaults: Iterable[str] = ()) -> str:
+    """How the operator enables ``toolset`` next to the ones enabled now (``default`` standing for the
+    ``defaults`` when all of them are enabled)."""
+    on, base = list(enabled), list(defaults)
+    if base and set(base) <= set(on):
+        on = [DEFAULT, *(n for n in on if n not in base)]
+    names = ",".join([*on, toolset])
     return (
         f"set TPU_DEVOPS_TOOLSETS={names} (or all) in this server's environment (MCP client config or "
         "tpu.env) and restart it"

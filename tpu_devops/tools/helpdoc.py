@@ -97,7 +97,7 @@ def build_help(settings: Settings, tools: list[Any], server: Any) -> HelpResult:
             enabled=s["enabled"],
             summary=s["summary"],
             tools=s["tools"],
-            enable=None if s["enabled"] else enable_hint(s["name"], registrar.enabled),
+            enable=None if s["enabled"] else enable_hint(s["name"], registrar.enabled, registrar.defaults),
         )
         for s in registrar.overview()
     ]
