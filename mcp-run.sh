@@ -39,4 +39,6 @@ if [ ! -x "$python" ]; then
   echo "tpu-devops: $python not found. Fix: run 'make setup' in $here" >&2
   exit 127
 fi
+# This checkout's code, whatever else the venv's path holds (a venv shared by several checkouts).
+export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 exec "$python" -m tpu_devops.main "$@"

@@ -10,10 +10,11 @@ Run with ``tpu-devops-mcp`` or ``./mcp-run.sh``.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # `python server.py`: the entry point validates settings before importing us
-    from tpu_devops.main import main
+if __name__ == "__main__":  # `python server.py`: the entry point validates settings, then imports us
+    import runpy
 
-    raise SystemExit(main())
+    runpy.run_module("tpu_devops.main", run_name="__main__")
+    raise SystemExit(0)
 
 from pathlib import Path
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,23 +21,23 @@ def generated(readme: str | None = None) -> dict[str, Any]:
     """Texts for the full tool set (every toolset, read-only mode off): ``markdown`` (GemmaTools.md),
     ``snapshots`` (toolset name -> JSON text), and ``readme`` (the given README text with its tool table
     replaced) when ``readme`` is given."""
-    os.environ["TPU_DEVOPS_READ_ONLY"] = "0"
-    os.environ["TPU_DEVOPS_TOOLSETS"] = "all"
-    os.environ["TPU_DEVOPS_CACHE_DIR"] = "off"  # documents are generated from schemas derived now
     sys.path.insert(0, str(ROOT))
-    import server
+    from server import TOOLSETS
     from tpu_devops.host import tooldocs
+    from tpu_devops.host.registration import Registrar
 
-    tools = asyncio.run(server.mcp.list_tools())
-    toolset_of = {name: ts.name for ts in server.TOOLSETS for name in ts.tools}
+    # Documents are generated from schemas derived now, whatever this process's settings say.
+    every = Registrar(TOOLSETS, enabled=tuple(ts.name for ts in TOOLSETS), read_only=False, schema_cache=None)
+    tools = asyncio.run(every.build_server(name="tpu-devops").list_tools())
+    toolset_of = {name: ts.name for ts in TOOLSETS for name in ts.tools}
     out: dict[str, Any] = {
-        "markdown": tooldocs.render_markdown(tools, server.tools.details(), toolset_of),
+        "markdown": tooldocs.render_markdown(tools, every.details(), toolset_of),
         "snapshots": {
             ts.name: json.dumps(
                 tooldocs.snapshot([t for t in tools if t.name in ts.tools]), indent=2, sort_keys=True
             )
             + "\n"
-            for ts in server.TOOLSETS
+            for ts in TOOLSETS
         },
     }
     if readme is not None:

@@ -246,7 +246,17 @@ def _resolve(value: Any, values: dict[str, str]) -> Any:
 # 229-character description (Gemini CLI 0.61.0, ``BaseDeclarativeTool.addWaitForPreviousParameter``),
 # 260 bytes of JSON. Measured against the real CLI's requests in tests/test_gemini_cli.py.
 GEMINI_CLI_PER_TOOL_BYTES = 260
-DECLARATION_BUDGET = 30_000  # bytes of our function declarations in one model request (issue #17 §4)
+DECLARATION_BUDGET = 30_000  # bytes of every toolset's declarations in one model request
+DEFAULT_DECLARATION_BUDGET = 20_000  # ... of the default toolsets' (what a server declares unless told)
+
+
+def default_toolset_tools() -> set[str]:
+    """The names of the tools the default toolsets declare."""
+    from server import TOOLSETS
+
+    return {name for ts in TOOLSETS if ts.default for name in ts.tools}
+
+
 RATIO_GOAL = (
     1.3  # structured JSON / text characters of every tool's answer on the bundled inputs (issue #18 §1)
 )

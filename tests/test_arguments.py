@@ -136,7 +136,7 @@ def test_an_argument_of_a_shared_form_is_refused_when_malformed_by_every_tool_th
 
 
 def test_well_formed_shared_arguments_pass_every_tool() -> None:
-    for name, tool in _every_tool().items():
+    for tool in _every_tool().values():
         props = tool.parameters.get("properties", {})
         args = {k: v for k, v in SHARED_GOOD.items() if k in props}
         if "zone" in props:
@@ -144,3 +144,24 @@ def test_well_formed_shared_arguments_pass_every_tool() -> None:
         if "log" in props and "node" in args:
             args["log"] = "container"
         _validate(tool, args)  # raises on a refusal
+
+
+def test_every_number_list_and_object_argument_is_bounded_where_it_is_checked() -> None:
+    """Bounds are checked for every tool (published too unless they are sanity limits, `SANITY`)."""
+    for name, tool in _every_tool().items():
+        for arg, prop in tool._checker.properties.items():
+            options = prop.get("anyOf", [prop])
+            for option in options:
+                kind = option.get("type")
+                where = f"{name}.{arg}"
+                if kind in ("integer", "number"):
+                    assert "minimum" in option and "maximum" in option, (
+                        f"{where}: declare Field(ge=..., le=...)"
+                    )
+                elif kind == "array":
+                    assert "maxItems" in option, where
+                    items = option.get("items", {})
+                    if items.get("type") in ("integer", "number"):
+                        assert "minimum" in items and "maximum" in items, where
+                elif kind == "object":
+                    assert "maxProperties" in option, f"{where}: bound it with Field(max_length=...)"

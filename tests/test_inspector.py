@@ -46,7 +46,7 @@ def inspector(*args: str) -> dict:
 @pytest.mark.anyio
 async def test_inspector_lists_the_same_tools_as_the_python_client() -> None:
     listed = inspector("--method", "tools/list")
-    async with mcp_client() as client:
+    async with mcp_client(TPU_DEVOPS_TOOLSETS="") as client:  # the Inspector's server reads tpu.env: default
         python_side = (await client.list_tools()).tools
     assert [t["name"] for t in listed["tools"]] == [t.name for t in python_side]
     by_name = {t["name"]: t for t in listed["tools"]}
@@ -58,3 +58,16 @@ def test_inspector_calls_get_help() -> None:
     result = inspector("--method", "tools/call", "--tool-name", "get_help")
     assert result.get("isError") in (None, False)
     assert result["structuredContent"]["configuration"]["accelerator_type"] == "v5litepod-1"
+
+
+def test_inspector_strict_finds_no_schema_portability_problem() -> None:
+    """``--strict`` reports tool schemas other hosts may read differently (an ``items`` that constrains
+    nothing, ...) as warnings on stderr: none for any toolset."""
+    out = subprocess.run(
+        [str(INSPECTOR), "--cli", "-e", "TPU_DEVOPS_TOOLSETS=all", "-e", f"TPU_DEVOPS_CACHE_DIR={TEST_CACHE_DIR}",
+         str(ROOT / "mcp-run.sh"), "--method", "tools/list", "--strict"],
+        capture_output=True, text=True, env=server_env(TPU_DEVOPS_LOG_LEVEL="WARNING"), cwd=Path("/"), timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Warning: tool" not in out.stderr, out.stderr
+    assert len(json.loads(out.stdout[out.stdout.index("{") :])["tools"]) > 30

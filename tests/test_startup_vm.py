@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.vm import ACCESS_TOKEN, FakeEngine, FakeMetadata, VmShims
 from tpu_devops.config import load_settings
-from tpu_devops.planning import startup, warmboot
+from tpu_devops.planning import shapes, startup, warmboot
 from tpu_devops.provisioning import bucket, reconfigure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ def test_cold_boot_fills_the_bucket_and_the_next_node_boots_warm_without_the_tok
     assert len(cache) == 1
     meta = objects[cache[0]][1]["metadata"]
     assert meta["image"] == settings.vllm_image and meta["image_digest"].startswith("sha256:")
-    assert meta["shape_key"] == warmboot.shape_key(startup.vllm_serve_flags(settings))
+    assert meta["shape_key"] == shapes.shape_key(startup.vllm_serve_flags(settings))
     assert "weights/google/gemma-4-E2B-it/manifest.json" in objects
     assert (
         objects["weights/google/gemma-4-E2B-it/model.safetensors"][0] == SNAPSHOT_FILES["model.safetensors"]

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import gcp_environ
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError
-from tpu_devops.planning import startup, warmboot
+from tpu_devops.planning import shapes, startup, warmboot
 from tpu_devops.provisioning import bucket, reconfigure
 from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.queued import send_create
@@ -50,20 +50,18 @@ def test_bucket_default_explicit_off_and_bad_names() -> None:
 
 def test_shape_key_changes_with_shapes_only() -> None:
     base = startup.vllm_serve_flags(settings())
-    key = warmboot.shape_key(base)
+    key = shapes.shape_key(base)
     renamed = startup.vllm_serve_flags(settings(VLLM_PORT="9000"))
-    assert warmboot.shape_key(renamed) == key  # the port compiles nothing
-    assert "--port" not in warmboot.shape_flags(base) and "--served-model-name" not in warmboot.shape_flags(
-        base
-    )
+    assert shapes.shape_key(renamed) == key  # the port compiles nothing
+    assert "--port" not in shapes.shape_flags(base) and "--served-model-name" not in shapes.shape_flags(base)
     for env in (
         {"MAX_MODEL_LEN": "8192"},
         {"GPU_MEMORY_UTILIZATION": "0.9"},
         {"MAX_NUM_BATCHED_TOKENS": "8192"},
     ):
-        assert warmboot.shape_key(startup.vllm_serve_flags(settings(**env))) != key, env
-    assert warmboot.shape_key([*base, "--some-new-flag", "1"]) != key  # unknown flags split the cache
-    assert warmboot.shape_key([*base, "--tool-call-parser=hermes"]) == key
+        assert shapes.shape_key(startup.vllm_serve_flags(settings(**env))) != key, env
+    assert shapes.shape_key([*base, "--some-new-flag", "1"]) != key  # unknown flags split the cache
+    assert shapes.shape_key([*base, "--tool-call-parser=hermes"]) == key
     assert warmboot.image_key("vllm/vllm-tpu@sha256:ABCDEF0123456789ffff") == "abcdef0123456789"
     assert warmboot.image_key("vllm/vllm-tpu:v0.30.0") is None
     prefix = warmboot.cache_prefix("v5litepod-1", "/models/x/", base)

@@ -319,10 +319,9 @@ class ViewResult(ToolResult):
     """The answer of a tool with several views (``view="status"``): the chosen view's result, one optional
     field per view, declared by the subclass (``status: SystemStatus | None = None``).
 
-    Both forms are the chosen result's own: the same summary and text; the structured form is the chosen
-    result's structured content with ``view`` added after ``summary``, so a host reads a view's fields where
-    it would read them from a tool of that view alone. Its published schema (`wire_schema`) holds every
-    view's properties, none required but ``summary`` and ``view``.
+    Both forms are the chosen result's own: the same summary, text and structured content, so a host reads
+    a view's fields where it would read them from a tool of that view alone (the caller named the view).
+    Its published schema (`wire_schema`) holds every view's properties, none required but ``summary``.
     """
 
     view: str
@@ -351,12 +350,10 @@ class ViewResult(ToolResult):
         return self.chosen().more_hint()
 
     def structured(self) -> dict[str, Any]:
-        inner = self.chosen().structured()
-        return {"summary": inner.pop("summary", self.summary_text()), "view": self.view, **inner}
+        return self.chosen().structured()
 
     def host_forms(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, dict[str, Any]]:
-        text, _ = self.chosen().host_forms(limit)
-        return text, cap_structured(self.structured(), limit, self.more_hint())
+        return self.chosen().host_forms(limit)
 
     @classmethod
     def views(cls) -> dict[str, type[ToolResult]]:
@@ -370,8 +367,8 @@ class ViewResult(ToolResult):
 
     @classmethod
     def wire_schema(cls) -> dict[str, Any]:
-        """The published output schema: ``summary``, ``view`` (one of `views`), then every view's
-        properties (a property two views declare differently is either of them), none required."""
+        """The published output schema: ``summary``, then every view's properties (a property two views
+        declare differently is either of them), none required."""
         from tpu_devops.host.schemas import wire_output_schema
 
         properties: dict[str, Any] = {}
@@ -390,11 +387,10 @@ class ViewResult(ToolResult):
         schema = wire_output_schema({"type": "object", "properties": {}})
         schema["properties"] = {
             "summary": schema["properties"]["summary"],
-            "view": {"type": "string", "enum": list(cls.views()), "description": "which view this answer is"},
             **properties,
             "omitted": schema["properties"]["omitted"],
         }
-        schema["required"] = ["summary", "view"]
+        schema["required"] = ["summary"]
         if defs:
             schema["$defs"] = defs
         return schema

@@ -15,12 +15,12 @@ from pydantic import Field
 
 from tpu_devops.config import Settings
 from tpu_devops.host.results import ToolResult, ViewResult
+from tpu_devops.planning.lint import lint_notes
 from tpu_devops.planning.startup import (
     CONTAINER_LOG_NAME,
     RenderedScript,
     docker_run_command,
     engines_note,
-    lint_notes,
     render_startup_script,
     vllm_serve_argv,
     vllm_serve_flags,
@@ -190,4 +190,6 @@ async def deployment_view(settings: Settings, form: str) -> DeploymentView:
     """The startup script (`tpu_devops.planning.startup.render_startup_script`) or `deployment_config`."""
     if form == "commands":
         return DeploymentView(view=form, commands=await deployment_config(settings))
-    return DeploymentView(view="script", script=render_startup_script(settings))
+    script = render_startup_script(settings)
+    script.notes.extend(lint_notes(settings))
+    return DeploymentView(view="script", script=script)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tpu_devops.catalog import AcceleratorType, machine_type_mixup, resolve_accelerator_type
+from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
 from tpu_devops.host.results import ToolResult
 
@@ -1112,3 +1113,24 @@ def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
     if mixup:
         result.notices.append(mixup)
     return result
+
+
+def lint_notes(settings: Settings) -> list[str]:
+    """`lint.lint_vllm_flags` errors and warnings for the flags these settings render (e.g. a
+    ``--gpu-memory-utilization 0.95`` override on v5e), one note each; none for a clean command."""
+    from tpu_devops.planning.multiengine import engines_in_slice
+    from tpu_devops.planning.startup import vllm_serve_argv
+
+    result = lint_vllm_flags(
+        command=shlex.join(vllm_serve_argv(settings)),
+        accelerator_type=settings.accelerator_type,
+        image=settings.vllm_image,
+        engines=engines_in_slice(settings),
+    )
+    return [
+        f"LINT {f.severity.upper()} {f.flag or ''} {f.value or ''}: {f.what_happens}. Fix: {f.fix}".replace(
+            "  ", " "
+        )
+        for f in result.findings
+        if f.severity in ("error", "warning") and f.id != "image-unpinned"  # the image note says it already
+    ]

@@ -180,7 +180,7 @@ def load_curve(curve: str | None, prompt_tokens: int | None = None) -> Curve:
     )
     found_files = (
         files.files_in(
-            None, path, "*.json", field="curve", value=curve, max_bytes=limit, limit=MAX_CURVE_FILES
+            get_settings(), path, "*.json", field="curve", value=curve, max_bytes=limit, limit=MAX_CURVE_FILES
         )
         if path.is_dir()
         else [path]

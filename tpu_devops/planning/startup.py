@@ -38,7 +38,7 @@ from tpu_devops.config import (
 from tpu_devops.errors import ConfigError
 from tpu_devops.host.results import ToolResult
 from tpu_devops.planning import multiengine
-from tpu_devops.planning.warmboot import shape_key
+from tpu_devops.planning.shapes import shape_key
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "startup_script.sh.tmpl"
 GEMMA4_PARSER = "gemma4"  # vLLM tool-call and reasoning parser name for Gemma 4 (seed serve command)
@@ -317,7 +317,6 @@ def render_startup_script(settings: Settings) -> RenderedScript:
             "GOOGLE_CLOUD_PROJECT is not set: the script reads the project id from the metadata server."
         )
     notes.extend(engines_note(settings))
-    notes.extend(lint_notes(settings))
     return RenderedScript(
         script=script,
         sha256=hashlib.sha256(script.encode()).hexdigest(),
@@ -343,27 +342,6 @@ def engines_note(settings: Settings) -> list[str]:
         f"{len(ports)} engines, one per {settings.tensor_parallel_size} chip(s) (TPU_VISIBLE_CHIPS), on ports "
         f"{ports[0]}-{ports[-1]} behind HAProxy ({multiengine.LB_IMAGE}, least connections, /health checks) on "
         f"{settings.vllm_port}; /engines/<i>/ reaches engine i (get_engine_status reports each)."
-    ]
-
-
-def lint_notes(settings: Settings) -> list[str]:
-    """`lint.lint_vllm_flags` errors and warnings for the flags these settings render (e.g. a
-    ``--gpu-memory-utilization 0.95`` override on v5e), one note each; none for a clean command."""
-    from tpu_devops.planning.lint import lint_vllm_flags
-    from tpu_devops.planning.multiengine import engines_in_slice
-
-    result = lint_vllm_flags(
-        command=shlex.join(vllm_serve_argv(settings)),
-        accelerator_type=settings.accelerator_type,
-        image=settings.vllm_image,
-        engines=engines_in_slice(settings),
-    )
-    return [
-        f"LINT {f.severity.upper()} {f.flag or ''} {f.value or ''}: {f.what_happens}. Fix: {f.fix}".replace(
-            "  ", " "
-        )
-        for f in result.findings
-        if f.severity in ("error", "warning") and f.id != "image-unpinned"  # the image note says it already
     ]
 
 

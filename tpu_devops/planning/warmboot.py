@@ -3,7 +3,7 @@
 **Cache key.** A compile cache is valid for one image build, one accelerator type, one model and one
 set of flags that change compiled shapes. The object path carries all four, so caches never mix:
 ``compile-cache/<accelerator>/<model>/<shape key>/<image key>/cache.tar.gz``. The shape key hashes
-every serving flag except the few that cannot change a compiled program (`SHAPE_NEUTRAL`: addresses,
+every serving flag except the few that cannot change a compiled program (`tpu_devops.planning.shapes.SHAPE_NEUTRAL`: addresses,
 names, parsers, logging); unknown flags count as shape-changing, so a new flag splits the cache rather
 than mixing it. The image key is the first 16 hex digits of the pulled image's digest, known on the VM
 after the pull (``docker image inspect``); the VM writes ``image`` and ``image_digest`` into the object's
@@ -22,8 +22,6 @@ measured: the answer says so rather than scaling them.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -31,21 +29,11 @@ from pydantic import BaseModel, Field
 from tpu_devops.config import Settings
 from tpu_devops.errors import TpuDevopsError
 from tpu_devops.gcp.common import run_blocking
+from tpu_devops.planning.shapes import shape_key
 from tpu_devops.provisioning.bucket import CACHE_PREFIX, WEIGHTS_PREFIX, BucketStatus, inspect_bucket
 
 CACHE_OBJECT = "cache.tar.gz"
 WEIGHTS_MANIFEST = "manifest.json"
-
-# Flags that cannot change a compiled XLA program (value-taking ones listed in SHAPE_NEUTRAL_VALUED).
-SHAPE_NEUTRAL_VALUED = frozenset(
-    {"--host", "--port", "--served-model-name", "--api-key", "--tool-call-parser", "--reasoning-parser",
-     "--chat-template", "--uvicorn-log-level"}
-)  # fmt: skip
-SHAPE_NEUTRAL = SHAPE_NEUTRAL_VALUED | {
-    "--enable-auto-tool-choice",
-    "--disable-log-requests",
-    "--disable-log-stats",
-}
 
 # Seed measurements (DESIGN §3; v5e-1 = v5litepod-1, google/gemma-4-E2B-it, vllm/vllm-tpu).
 SEED_ACCELERATOR = "v5litepod-1"
@@ -61,28 +49,6 @@ SEED_SOURCE = (
     "seed measurements on v5e-1 (v5litepod-1), google/gemma-4-E2B-it, vllm/vllm-tpu (DESIGN §3): cold 857 s, "
     "warm 497 s (compile cache mounted), container replacement 503.54 s (v0.30.0)"
 )
-
-
-def shape_flags(flags: list[str]) -> list[str]:
-    """``flags`` without `SHAPE_NEUTRAL` flags (and their values): what the cache key hashes."""
-    out: list[str] = []
-    skip = False
-    for token in flags:
-        if skip:
-            skip = False
-            continue
-        name = token.split("=", 1)[0]
-        if name in SHAPE_NEUTRAL:
-            skip = name in SHAPE_NEUTRAL_VALUED and "=" not in token
-            continue
-        out.append(token)
-    return out
-
-
-def shape_key(flags: list[str]) -> str:
-    """16 hex digits of SHA-256 over the shape-changing flags (compact JSON), order kept."""
-    text = json.dumps(shape_flags(flags), separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def model_path(model: str) -> str:

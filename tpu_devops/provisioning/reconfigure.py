@@ -62,8 +62,8 @@ def serving_spec(settings: Settings, generation: str) -> dict[str, Any]:
     ``args`` is the startup script's ``VLLM_ARGS`` for these settings (`startup.script_args`), so a
     reconfigure runs exactly what a fresh boot with these settings would.
     """
+    from tpu_devops.planning.shapes import shape_key
     from tpu_devops.planning.startup import script_args, serving_flags_record, vllm_serve_flags
-    from tpu_devops.planning.warmboot import shape_key
 
     return {
         "generation": generation,

@@ -202,6 +202,8 @@ async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_
                 continue
             if not view.ours:
                 foreign.append(view)
+                if qr_id is None:
+                    plan.left_alone.append(f"{view.id} in {z} ({view.state}, {view.owner})")
             elif view.state != "DELETING":
                 plan.add(view, qr)
     if qr_id is not None and not plan.steps and not plan.refused:

@@ -22,7 +22,7 @@ HELP_META = {"anthropic/alwaysLoad": True, "anthropic/searchHint": "tpu-devops h
 
 @tool(title="Help: configuration, toolsets and tools", kind=READ, open_world=False, meta=HELP_META)
 async def get_help(ctx: Context) -> tpu_devops.tools.helpdoc.HelpResult:
-    """Start here: configuration, errors, toolsets, tools.
+    """Start here: tpu-devops configuration, errors, toolsets, tools.
 
     Tools marked read-only never change anything in the cloud. Toolsets not enabled are listed with the
     setting that enables them."""
