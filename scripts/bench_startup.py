@@ -1,5 +1,7 @@
 """Cold start: spawn -> `initialize` -> `tools/list` answered, median of 10, as a ratio to a bare
-MCPServer with one tool measured in the same run (issue 2 target: at most 1.25x).
+MCPServer with one tool measured in the same run. Targets: at most 1.10x with the schema cache, 1.5x
+without, and the `initialize` answer within 1.05x of the bare server's (hosts such as Codex give a server
+1,000 ms to answer it before they start the model without its tools).
 
 A client spawns the server at every session, so the target is measured the way that happens after the
 first start: with the tool schema cache written (`tpu_devops.host.tool_cache`; one unmeasured start fills a
@@ -36,8 +38,9 @@ MESSAGES = [
 ]
 
 
-def spawn_to_tools_list(script: Path, **extra_env: str) -> tuple[float, int]:
-    """Seconds from spawn to the tools/list answer, and the number of tools listed."""
+def spawn_to_tools_list(script: Path, **extra_env: str) -> tuple[float, int, float]:
+    """Seconds from spawn to the tools/list answer, the number of tools listed, and seconds from spawn to
+    the initialize answer."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | extra_env
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -51,6 +54,7 @@ def spawn_to_tools_list(script: Path, **extra_env: str) -> tuple[float, int]:
     )
     assert proc.stdin and proc.stdout
     count = -1
+    initialized = 0.0
     for message in MESSAGES:
         proc.stdin.write(json.dumps(message) + "\n")
         proc.stdin.flush()
@@ -64,33 +68,44 @@ def spawn_to_tools_list(script: Path, **extra_env: str) -> tuple[float, int]:
             if answer.get("id") == message["id"]:
                 if message["method"] == "tools/list":
                     count = len(answer["result"]["tools"])
+                else:
+                    initialized = time.perf_counter() - start
                 break
     elapsed = time.perf_counter() - start
     proc.stdin.close()
     proc.wait(timeout=30)
-    return elapsed, count
+    return elapsed, count, initialized
 
 
 def run() -> list[str]:
-    ours, uncached, bare = [], [], []
+    ours, uncached, bare, ours_init, bare_init = [], [], [], [], []
     tools = 0
     with tempfile.TemporaryDirectory() as cache_dir:
         spawn_to_tools_list(ROOT / "server.py", TPU_DEVOPS_CACHE_DIR=cache_dir)  # writes the cache
         for _ in range(RUNS):  # interleaved so that machine noise hits all alike
-            t, tools = spawn_to_tools_list(ROOT / "server.py", TPU_DEVOPS_CACHE_DIR=cache_dir)
+            t, tools, init = spawn_to_tools_list(ROOT / "server.py", TPU_DEVOPS_CACHE_DIR=cache_dir)
             ours.append(t)
+            ours_init.append(init)
             uncached.append(spawn_to_tools_list(ROOT / "server.py", TPU_DEVOPS_CACHE_DIR="off")[0])
-            bare.append(spawn_to_tools_list(ROOT / "scripts" / "bare_server.py")[0])
+            t, _, init = spawn_to_tools_list(ROOT / "scripts" / "bare_server.py")
+            bare.append(t)
+            bare_init.append(init)
     base = statistics.median(bare)
     ratio = statistics.median(ours) / base
-    verdict = "OK" if ratio <= 1.25 else "OVER TARGET"
+    cold = statistics.median(uncached) / base
+    init_ratio = statistics.median(ours_init) / statistics.median(bare_init)
+
+    def verdict(value: float, target: float) -> str:
+        return f"{value:.2f}x (target <= {target:.2f}x) {'OK' if value <= target else 'OVER TARGET'}"
+
     return [
         f"cold start (spawn -> tools/list, median of {RUNS}): tpu-devops {statistics.median(ours) * 1000:.0f} ms "
-        f"with {tools} tools and the schema cache vs bare MCPServer {base * 1000:.0f} ms with 1 tool",
-        f"cold start ratio: {ratio:.2f}x (target <= 1.25x) {verdict}",
-        f"cold start without the schema cache: {statistics.median(uncached) * 1000:.0f} ms = "
-        f"{statistics.median(uncached) / base:.2f}x bare (once after each install, upgrade or source edit, "
-        "or every start with TPU_DEVOPS_CACHE_DIR=off; not the target's case)",
+        f"with {tools} tools (default toolsets) and the schema cache vs bare MCPServer {base * 1000:.0f} ms with 1 tool",
+        f"cold start ratio with the schema cache: {verdict(ratio, 1.10)}",
+        f"cold start without the schema cache: {statistics.median(uncached) * 1000:.0f} ms = {verdict(cold, 1.5)} "
+        "(once after each install, upgrade or source edit, or every start with TPU_DEVOPS_CACHE_DIR=off)",
+        f"initialize answered after {statistics.median(ours_init) * 1000:.0f} ms vs bare "
+        f"{statistics.median(bare_init) * 1000:.0f} ms: {verdict(init_ratio, 1.05)}",
     ]
 
 

@@ -28,7 +28,7 @@ from tests.startup_vm import settings as startup_settings
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.planning import multiengine
-from tpu_devops.planning.startup import lint_notes
+from tpu_devops.planning.lint import lint_notes
 from tpu_devops.serving import engines as engine_status
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from tests.startup_vm import PLANTED, PLANTED_KEY, SHELLCHECK, render, run_start
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError
 from tpu_devops.planning import startup
-from tpu_devops.planning.deployment import deployment_config
+from tpu_devops.planning.deployment import deployment_config, deployment_view
 
 
 def test_flags_are_built_once_and_cover_the_seed_command():
@@ -240,10 +240,10 @@ def test_model_name_override_must_be_a_repo_id_or_path(name: str) -> None:
 
 def test_a_known_trap_in_the_rendered_flags_is_said_next_to_the_script() -> None:
     risky = startup.apply_overrides(settings(), gpu_memory_utilization=0.95)
-    notes = startup.render_startup_script(risky).notes
+    notes = anyio.run(deployment_view, risky, "script").chosen().notes
     assert any(n.startswith("LINT ERROR --gpu-memory-utilization 0.95") for n in notes)
     assert any("LINT" in n for n in anyio.run(deployment_config, risky).notes)
-    assert not any("LINT" in n for n in startup.render_startup_script(settings()).notes)
+    assert not any("LINT" in n for n in anyio.run(deployment_view, settings(), "script").chosen().notes)
 
 
 def test_deployment_config_text_is_copyable_commands() -> None:

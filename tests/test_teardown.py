@@ -34,9 +34,10 @@ async def destroy(settings, confirmation=NO_ELICITATION, **kw):
     return await teardown.destroy_confirmed(settings, confirmation, **(args | kw))
 
 
-async def manage(settings, confirmation=NO_ELICITATION, **kw):
-    args = {"action": "cleanup", "zone": "all", "dry_run": None, "confirm": False, "confirm_token": None}
-    return await teardown.manage_confirmed(settings, confirmation, **(args | kw))
+async def cleanup(settings, confirmation=NO_ELICITATION, **kw):
+    """destroy_queued_resource(only_failed=true) in every zone."""
+    args = {"zone": "all", "queued_resource_id": None, "only_failed": True, "dry_run": None, "confirm": False}
+    return await teardown.destroy_confirmed(settings, confirmation, **(args | {"confirm_token": None} | kw))
 
 
 async def test_another_rigs_resource_is_refused_whatever_id_is_passed(fake_gcp, gcp_settings) -> None:
@@ -125,10 +126,10 @@ async def test_tokens_are_single_use_unguessable_short_lived_and_bound_to_the_pl
     assert "issued for a different deletion (delete_node gemma4-e2b (us-west4-a)" in str(err.value)
     assert "gemma4-e2b-2 (us-east1-b)" in str(err.value)  # the new plan, in the refusal
     assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
-    # a token for one tool's plan does not confirm another tool's (same resources)
-    managed = await manage(gcp_settings, action="delete_all")
+    # a token for a cleanup's plan (only the failed ones) does not confirm the teardown of everything
+    cleaned = await cleanup(gcp_settings)
     with pytest.raises(ConfirmationError):
-        await destroy(gcp_settings, confirm=True, confirm_token=managed.confirm_token)
+        await destroy(gcp_settings, confirm=True, confirm_token=cleaned.confirm_token)
     # expired
     plan = await teardown.plan_destroy(gcp_settings, zone=None, queued_resource_id=None)
     stale = (
@@ -200,21 +201,21 @@ async def test_explicit_dry_run_wins_and_says_so(fake_gcp, gcp_settings) -> None
     ).executed  # not spent by the dry run
 
 
-async def test_manage_cleanup_deletes_only_our_failed_requests(fake_gcp, gcp_settings) -> None:
+async def test_cleanup_deletes_only_our_failed_requests(fake_gcp, gcp_settings) -> None:
     fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG, state="FAILED")
     fake_gcp.tpu.add_foreign("us-east5-a", "any-id", labels=RIG, state="SUSPENDED")
     fake_gcp.tpu.add_foreign("us-east5-a", "neighbour", labels={"team": "x"}, state="FAILED")
     fake_gcp.tpu.add_foreign(
         "us-east5-a", "other", labels={"managed-by": "tpu-devops", "rig": "r2"}, state="FAILED"
     )
-    plan = await manage(gcp_settings)
+    plan = await cleanup(gcp_settings)
     assert sorted(s.zone for s in plan.steps) == ["us-east5-a", ZONE] and all(
         s.action == "delete_queued_resource" for s in plan.steps
     )
     assert any("neighbour" in x for x in plan.left_alone) and any(
         "another rig's (rig=r2" in x for x in plan.left_alone
     )
-    done = await manage(gcp_settings, confirm=True, confirm_token=plan.confirm_token)
+    done = await cleanup(gcp_settings, confirm=True, confirm_token=plan.confirm_token)
     assert done.executed
     assert (
         fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
@@ -222,8 +223,9 @@ async def test_manage_cleanup_deletes_only_our_failed_requests(fake_gcp, gcp_set
     )
     assert fake_gcp.tpu.state_of("us-east5-a", "neighbour") == "FAILED"
     assert fake_gcp.tpu.state_of("us-east5-a", "other") == "FAILED"
-    with pytest.raises(ConfigError):
-        await manage(gcp_settings, action="nuke")
+    with pytest.raises(ConfigError) as refused:  # a cleanup is by state: it takes no id
+        await cleanup(gcp_settings, queued_resource_id="gemma4-e2b")
+    assert refused.value.field == "queued_resource_id"
 
 
 async def test_provisioning_request_cannot_be_deleted(fake_gcp, gcp_settings) -> None:

@@ -33,7 +33,8 @@ class ParamGroup(BaseModel):
     every tool that takes the group, after the argument checks of `tpu_devops.host.arguments`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built at a tool's first call, not when the toolsets are declared (the start must stay near a bare server).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def values(self, *, exclude_none: bool = False) -> dict[str, Any]:
         """The fields as keyword arguments for a domain call (``None`` ones left out when asked)."""

@@ -803,7 +803,9 @@ def diagnose_vllm_boot(
             "Cloud Logging",
         )
     if path:
-        p = files.readable_file(settings, path, field="path", max_bytes=MAX_LOG_BYTES)
+        from tpu_devops.config import get_settings
+
+        p = files.readable_file(settings or get_settings(), path, field="path", max_bytes=MAX_LOG_BYTES)
         try:
             if _looks_like_json(p):
                 text, entries = read_export_text(str(p))

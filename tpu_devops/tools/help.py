@@ -13,6 +13,7 @@ from tpu_devops.config import get_settings
 from tpu_devops.host.toolsets import READ, Toolset
 
 toolset = Toolset("help", "get_help and the setup check and status dashboard (always on)", default=True)
+toolset.renamed("get_system_status", "check_setup with view='status'")
 tool = toolset.tool
 
 # Claude Code defers MCP tools behind a search step; alwaysLoad keeps this one loaded from the first turn
