@@ -10,8 +10,8 @@ import pytest
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
-from tpu_devops.serving import chat
-from tpu_devops.serving.chat import ServingError
+from tpu_devops.serving import chat, errors, models, resolve, stream
+from tpu_devops.serving.errors import ServingError
 
 pytestmark = pytest.mark.anyio
 
@@ -96,7 +96,7 @@ async def test_explicit_wrong_model_is_a_model_mismatch(fake: FakeVllm, tmp_path
 
 async def test_vllm_404_for_an_unknown_model_is_classified(fake: FakeVllm, tmp_path: Path) -> None:
     with pytest.raises(ServingError) as err:
-        await chat.stream_chat(fake.url, "gemma-typo", [{"role": "user", "content": "hi"}])
+        await stream.stream_chat(fake.url, "gemma-typo", [{"role": "user", "content": "hi"}])
     assert err.value.failure == "model_mismatch"
     assert err.value.value == "gemma-typo"
 
@@ -134,15 +134,15 @@ async def test_bad_inputs_name_the_field(fake: FakeVllm, tmp_path: Path) -> None
 async def test_no_vllm_url_and_no_discovery_is_no_endpoint(tmp_path: Path) -> None:
     s = load_settings(tmp_path / "none.env", environ={"TPU_DEVOPS_STATE_DIR": str(tmp_path)})
     with pytest.raises(ServingError) as err:
-        await chat.resolve_endpoint(s)
+        await resolve.resolve_endpoint(s)
     assert err.value.failure == "no_endpoint"
     assert err.value.fix
 
 
 def test_instruction_tuned_names() -> None:
-    assert chat.looks_instruction_tuned("google/gemma-4-E2B-it")
-    assert chat.looks_instruction_tuned("meta-llama/Llama-3.1-8B-Instruct")
-    assert not chat.looks_instruction_tuned("google/gemma-4-E2B")
+    assert models.looks_instruction_tuned("google/gemma-4-E2B-it")
+    assert models.looks_instruction_tuned("meta-llama/Llama-3.1-8B-Instruct")
+    assert not models.looks_instruction_tuned("google/gemma-4-E2B")
 
 
 # ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
@@ -173,10 +173,10 @@ async def test_answer_text_shows_the_answer_once(fake: FakeVllm, tmp_path: Path)
 def test_tpu_advice_only_for_the_rigs_discovered_endpoint() -> None:
     import httpx
 
-    from tpu_devops.serving.chat import Endpoint, for_endpoint
+    from tpu_devops.serving.resolve import Endpoint, for_endpoint
 
     def refused_httpx() -> ServingError:
-        return chat.classify(httpx.ConnectError("refused"), "http://10.0.0.5:8123")
+        return errors.classify(httpx.ConnectError("refused"), "http://10.0.0.5:8123")
 
     rig = for_endpoint(refused_httpx(), Endpoint("http://10.0.0.5:8123", "discovery"))
     assert "booting" in rig.message and "tcp:8123" in (rig.fix or "")
@@ -186,7 +186,7 @@ def test_tpu_advice_only_for_the_rigs_discovered_endpoint() -> None:
 
 
 def test_context_overflow_messages_of_vllm_and_llama_cpp() -> None:
-    from tpu_devops.serving.chat import context_overflow
+    from tpu_devops.serving.errors import context_overflow
 
     vllm = (
         "This model's maximum context length is 8192 tokens. However, you requested 9761 tokens "

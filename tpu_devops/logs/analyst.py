@@ -828,8 +828,8 @@ async def consult_model(
         ContextTooSmall: even the smallest first prompt does not fit.
         ServingError: the first round fails (the caller falls back to the deterministic summary).
     """
-    from tpu_devops.serving.chat import classify
     from tpu_devops.serving.client import openai_client, timeouts
+    from tpu_devops.serving.errors import classify
 
     server = server or ServerInfo("unknown", None, "unknown")
     client = openai_client(url, api_key)
@@ -1060,7 +1060,8 @@ async def analyze(
         evidence_tokens=summary.pack.tokens,
     )
     try:
-        from tpu_devops.serving.chat import choose_model, resolve_endpoint
+        from tpu_devops.serving.models import choose_model
+        from tpu_devops.serving.resolve import resolve_endpoint
 
         endpoint = await resolve_endpoint(settings, base_url)
         choice = await choose_model(settings, endpoint.url, api_key=endpoint.api_key)

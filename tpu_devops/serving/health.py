@@ -33,18 +33,12 @@ from tpu_devops.config import Settings
 from tpu_devops.host.results import Table, ToolResult
 from tpu_devops.host.untrusted import fence
 from tpu_devops.serving.answers import cut_off, degenerate
-from tpu_devops.serving.chat import (
-    Endpoint,
-    ServingError,
-    classify,
-    for_endpoint,
-    looks_instruction_tuned,
-    model_cards,
-    resolve_endpoint,
-    stream_chat,
-)
 from tpu_devops.serving.client import PROBE_CHAT_TIMEOUT_S, http_client, probe_timeout
+from tpu_devops.serving.errors import ServingError, classify
+from tpu_devops.serving.models import looks_instruction_tuned, model_cards
+from tpu_devops.serving.resolve import Endpoint, for_endpoint, resolve_endpoint
 from tpu_devops.serving.server_kind import LLAMA_CPP, UNKNOWN, VLLM, identify
+from tpu_devops.serving.stream import stream_chat
 
 PROBE_TOOL = {
     "type": "function",
