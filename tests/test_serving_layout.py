@@ -38,7 +38,9 @@ def test_no_import_cycle_in_the_serving_package() -> None:
         return None
 
     for module in graph:
-        assert cycle_from(module, module, [module]) is None, " -> ".join(cycle_from(module, module, [module]) or [])
+        assert cycle_from(module, module, [module]) is None, " -> ".join(
+            cycle_from(module, module, [module]) or []
+        )
 
 
 def test_chat_is_split_into_small_modules() -> None:
