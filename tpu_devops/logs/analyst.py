@@ -75,7 +75,7 @@ from tpu_devops.logs.evidence import (
 )
 from tpu_devops.logs.filters import SEVERITY_RANK, normalize_severity
 from tpu_devops.logs.mining import LogMiner, TemplateStats
-from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch, truncation_notice
+from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch, read_state, truncation_notice
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.server_kind import ServerInfo
 from tpu_devops.serving.tokenize import RequestCounter
@@ -1397,7 +1397,7 @@ async def analyze(
         notices.append(stopped)
     if index.dropped:
         notices.append(f"{index.dropped} entries beyond {MAX_INDEX} were mined but are not searchable")
-    summary_result = to_result(summary, source=source.describe(), notices=[])
+    summary_result = to_result(summary, source=source.describe(), notices=[], read=read_state(source))
     fallback, fallback_cites = verify_citations(deterministic_answer(summary_result), index)
     fallback = redactor.redact(fallback)
     base = AnalysisResult(
