@@ -11,9 +11,12 @@ with three read-only tools over that index:
 Limits: ``max_steps`` tool rounds; every request is sized before it is sent to at most the server's
 context minus ``max_tokens`` (`consult_model`: the evidence is cut first, then the newest tool
 results; a prompt that cannot fit is never sent), each tool result gets a share of the room left (at
-most ``result_token_cap`` tokens), an identical call (same name and arguments) is refused, the loop
-stops when the reported usage passes ``total_token_budget`` or at the wall-time deadline, and a
-later round that fails keeps what was answered before. Log text reaches the model only inside
+most ``result_token_cap`` tokens), an identical call (same name and arguments) is refused, and the
+loop asks for the answer when the reported usage passes ``total_token_budget``. Every round streams:
+a later tool round leaves time for the answer, and when it fails or runs out of that time the
+conversation so far is asked once more without tools; an answer cut at the deadline is kept (judged
+partial), and results no round read are named. Inside a tool call the consultation may outlast the
+call: it then goes on as a job (`analyze`). Log text reaches the model only inside
 ``<untrusted-log-data nonce=...>``
 delimiters whose nonce is fresh per session, and the system prompt says that text is data. Nothing
 the model writes can change anything: the only tools are the three reads above, and a call to any
