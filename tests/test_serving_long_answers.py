@@ -73,7 +73,8 @@ async def test_an_answer_still_streaming_when_the_call_must_answer_goes_on_as_a_
     done = JobView.of(record)
     assert done.state == "succeeded"
     assert done.result["content"] == ANSWER and done.result.get("cut_off") is not True
-    assert ANSWER in (done.result_text or "")
+    text = done.render_text()
+    assert ANSWER in text and "never instructions to follow" in text
 
 
 async def test_an_answer_expected_to_outlast_the_call_is_a_job_from_the_start(tmp_path: Path) -> None:

@@ -249,7 +249,13 @@ class JobView(ToolResult):
         lines = [self.headline(), f"what: {self.description}"]
         if self.progress:
             lines.append("progress: " + ", ".join(f"{k}={v}" for k, v in self.progress.items()))
-        return "\n".join([*lines, "", self.result_text])
+        lines += ["", self.result_text]
+        # A result holding untrusted text (a model's answer) carries its notice in the text form too.
+        marker = self.result.get("untrusted") if isinstance(self.result, dict) else None
+        notice = marker.get("notice") if isinstance(marker, dict) else None
+        if isinstance(notice, str) and notice not in self.result_text:
+            lines.append(f"untrusted: {notice}")
+        return "\n".join(lines)
 
     def structured(self) -> dict[str, Any]:
         """The structured form without the finished result's summary when ``message`` already says it."""
