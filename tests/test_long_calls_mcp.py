@@ -50,13 +50,14 @@ async def call(client: Any, name: str, args: dict[str, Any]) -> tuple[dict[str, 
 
 async def poll(
     client: Any, job_id: str, *, seen: list[dict[str, Any]], bound_s: float = 240
-) -> dict[str, Any]:
-    """``get_job`` every second until the job ends; every running view is kept in ``seen``."""
+) -> tuple[dict[str, Any], str]:
+    """``get_job`` every second until the job ends: its last (structured, text); every running view is
+    kept in ``seen``."""
     async with asyncio.timeout(bound_s):
         while True:
-            job, _ = await call(client, "get_job", {"job_id": job_id})
+            job, text = await call(client, "get_job", {"job_id": job_id})
             if job["state"] != "running":
-                return job
+                return job, text
             seen.append(job)
             await asyncio.sleep(1.0)
 
