@@ -1,9 +1,14 @@
-"""Benchmark: `diagnose_vllm_boot` on a 200k-line synthetic boot log (real fixture lines repeated).
+"""Benchmark: `diagnose_vllm_boot` on a 200k-line synthetic boot log (real fixture lines repeated), and
+reading a GGUF's metadata.
 
 Prints lines/s for the diagnosis and the ratio to a baseline measured in the same process: a plain
 ``for line in text.splitlines()`` loop with one regex search per line (the cheapest useful Python
 line scan). The ratio, not the absolute speed, is the number to watch; it must stay roughly
-constant as the log grows (linear parsing). `run()` returns the printed lines for `make bench`.
+constant as the log grows (linear parsing).
+
+GGUF: `tpu_devops.planning.model_files.gguf_metadata` (the header up to the keys it needs) against
+``gguf.GGUFReader`` (every key, tensor infos) on a GGUF with Gemma's 262,144-token vocabulary, in the
+same process. `run()` returns the printed lines for `make bench`.
 """
 
 from __future__ import annotations
@@ -47,6 +52,46 @@ def _best_of(fn, repeats: int = 3) -> float:
     return best
 
 
+def vocab_gguf(path: Path, tokens: int = 262_144) -> Path:
+    """A tensor-less GGUF with a Gemma-sized vocabulary, keys in llama.cpp's converter order."""
+    from gguf import GGUFWriter
+
+    writer = GGUFWriter(str(path), "gemma3")
+    writer.add_name("bench-vocab")
+    writer.add_block_count(18)
+    writer.add_context_length(32768)
+    writer.add_head_count_kv(1)
+    writer.add_key_length(256)
+    writer.add_file_type(15)
+    writer.add_token_list([f"tok{i}" for i in range(tokens)])
+    writer.add_token_scores([float(-i) for i in range(tokens)])
+    writer.add_token_types([1] * tokens)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def gguf_lines() -> list[str]:
+    """Header read vs the library's full parse, on the same file."""
+    import tempfile
+
+    from gguf import GGUFReader
+
+    from tpu_devops.planning.model_files import gguf_metadata
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = vocab_gguf(Path(tmp) / "vocab.gguf")
+        assert gguf_metadata(path)["block_count"] == 18
+        t_ours = _best_of(lambda: gguf_metadata(path))
+        t_lib = _best_of(lambda: GGUFReader(path, "r"), repeats=1)
+    return [
+        f"GGUF metadata (262,144-token vocabulary): header read {t_ours * 1000:.2f} ms, gguf.GGUFReader "
+        f"{t_lib:.2f} s: {t_lib / t_ours:,.0f}x faster",
+    ]
+
+
 def run() -> list[str]:
     """Measure and return the report lines."""
     text = synthetic_log()
@@ -70,6 +115,7 @@ def run() -> list[str]:
         f"diagnose_vllm_boot: {n:,} lines in {t_diag:.3f} s = {n / t_diag:,.0f} lines/s",
         f"baseline (splitlines + 1 regex): {n / t_base:,.0f} lines/s; diagnosis/baseline time ratio {t_diag / t_base:.2f}x",
         f"linearity: time(200k) / time(100k) = {t_diag / t_half:.2f} (2.00 = linear)",
+        *gguf_lines(),
     ]
 
 

@@ -4,16 +4,23 @@ The cases are the field-report corpus, ``tests/data/field-reports/corpus.json`` 
 the earlier fixtures, and variants of each fault kind written from other public reports): per case a log
 or Cloud Logging export, a question, and the rubric of a correct answer:
 
-- **cause**: the answer names the cause (any of ``cause_any``; for a healthy boot: it says so and does
-  not call it a failure);
+- **cause**: the answer states the cause (any of ``cause_any``; for a healthy boot: it says so and
+  claims no failure);
 - **fix**: the answer gives the fix (any of ``fix_any``; a healthy boot has no fix part);
 - **citation**: the model itself cites, and the analyst verified, an entry (``[insertId]``) or template
-  (``[T<n>]``) that holds the root-cause line (the entries matching ``cite``).
+  (``[T<n>]``) that holds the root-cause line (the entries matching ``cite``), for the cause it states:
+  the right line cited for a wrong cause earns nothing.
+
+"States" is `tpu_devops.logs.scoring.states`: whole words (``success`` is not in ``unsuccessful``) and not
+denied ("the KV cache is not the problem" does not name the KV cache as the cause).
 
 An answer gets nothing when the model was not consulted (the deterministic summary is not the model's
-work), or its text is empty or degenerate (`tpu_devops.serving.answers.degenerate`: repetition, template
-markers), an echo of the prompt (most of its 8-word runs copied from the evidence pack or the question),
-or cut off before any of the rubric appeared. The score is printed with its parts.
+work), when the analyst itself judged it not usable (cut off, degenerate, cites no entry that exists,
+reads like instructions: ``answer_problems``), or when its text is empty or degenerate
+(`tpu_devops.serving.answers.degenerate`: repetition, template markers), an echo of the prompt (most of
+its 8-word runs copied from the evidence pack or the question), or too short. The score is printed with
+its parts and the case count, and next to it the score the rubric alone would give (ignoring the
+analyst's verdict), so a model that writes the right words in answers the analyst rejects is visible.
 
 - Deterministic (``--deterministic``, also run by tests/test_logs_eval.py): the summary ranks the
   root-cause template first and its evidence pack cites one of the root-cause entries.
@@ -51,9 +58,6 @@ ECHO_SHARE = 0.6  # an answer whose 8-word runs come mostly from the prompt is a
 MIN_WORDS = 5
 _PREFIX = re.compile(
     r"^(?:\([A-Za-z_]+ pid=\d+\)\s+)?(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d:\d\d:\d\d) "
-)
-_FAILURE_CLAIM = re.compile(
-    r"(?i)\b(?:failed to (?:start|boot)|did not (?:start|boot)|crash(?:ed)?|boot failed)\b"
 )
 
 
@@ -216,17 +220,27 @@ def deterministic(case: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Score:
-    """One case's score: 1 point per rubric part the answer meets; nothing for an unusable answer."""
+    """One case's score: 1 point per rubric part the answer meets; nothing for an unusable answer.
+
+    ``rubric``: the parts the text meets by the rubric alone, kept when the analyst's verdict
+    (``verdict``: its ``answer_problems``) zeroes ``parts``."""
 
     case: str
     parts: dict[str, int]
     possible: dict[str, int]
     unusable: str | None = None
     notes: list[str] = field(default_factory=list)
+    rubric: dict[str, int] | None = None
+    verdict: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
         return sum(self.parts.values())
+
+    @property
+    def rubric_total(self) -> int:
+        """Points by the rubric alone (the analyst's verdict ignored)."""
+        return sum((self.rubric if self.rubric is not None else self.parts).values())
 
     @property
     def maximum(self) -> int:
@@ -238,6 +252,7 @@ class Score:
             "score": f"{self.total}/{self.maximum}",
             **{p: self.parts[p] for p in PARTS if self.possible[p]},
             "unusable": self.unusable,
+            **({"rubric_alone": f"{self.rubric_total}/{self.maximum}"} if self.verdict else {}),
         }
 
 
@@ -267,9 +282,21 @@ def unusable(answer: str, prompt: str) -> str | None:
     return None
 
 
-def _any(words: list[str], text: str) -> bool:
-    low = text.lower()
-    return any(w.lower() in low for w in words)
+def wrong_value(case: dict[str, Any], answer: str) -> bool:
+    """True when the answer sets a flag of the rubric's fix to a number that is not the rubric's
+    ("--gpu-memory-utilization to 0.925" where the fix is 0.92): the right flag, the wrong fix."""
+    from tpu_devops.logs.scoring import values_after
+
+    numbers = {f.replace(",", "") for f in case["fix_any"] if re.fullmatch(r"[\d.,]+", f)}
+    if not numbers:
+        return False
+    given = [
+        v.replace(",", "")
+        for f in case["fix_any"]
+        if not re.fullmatch(r"[\d.,]+", f)
+        for v in values_after(answer, f)
+    ]
+    return bool(given) and not numbers.intersection(given)
 
 
 def score_answer(
@@ -280,13 +307,17 @@ def score_answer(
     *,
     consulted: bool = True,
     template_ids: set[str] | None = None,
+    verdict: list[str] | None = None,
 ) -> Score:
     """Score one answer against the case's rubric (module docstring).
 
     ``citations``: the analyst's checked citations of the model's own text (objects with ``ref``, ``kind``,
     ``verified``); ``prompt``: what the model was shown (evidence pack and question), for the echo test;
-    ``template_ids``: the templates that hold a root-cause entry.
+    ``template_ids``: the templates that hold a root-cause entry; ``verdict``: the analyst's own
+    ``answer_problems`` (any problem zeroes the score; the rubric's points are kept in ``rubric``).
     """
+    from tpu_devops.logs.scoring import claims_failure, states_any
+
     failure = case["root"] is not None
     possible = {"cause": 1, "fix": 1 if failure else 0, "citation": 1}
     parts = dict.fromkeys(PARTS, 0)
@@ -296,12 +327,17 @@ def score_answer(
     if reason:
         return Score(case["id"], parts, possible, reason)
     if failure:
-        parts["cause"] = int(_any(case["cause_any"], answer))
-        parts["fix"] = int(_any(case["fix_any"], answer))
+        parts["cause"] = int(states_any(answer, case["cause_any"]))
+        parts["fix"] = int(states_any(answer, case["fix_any"]) and not wrong_value(case, answer))
     else:
-        parts["cause"] = int(_any(case["cause_any"], answer) and not _FAILURE_CLAIM.search(answer))
+        parts["cause"] = int(states_any(answer, case["cause_any"]) and not claims_failure(answer))
     roots = set(case["root_insert_ids"]) | (template_ids or set())
-    parts["citation"] = int(any(c.verified and c.ref in roots for c in citations))
+    cited = any(c.verified and c.ref in roots for c in citations)
+    parts["citation"] = int(cited and bool(parts["cause"]))
+    if verdict:
+        zero = dict.fromkeys(PARTS, 0)
+        why = "the analyst judged it not usable: " + "; ".join(verdict)
+        return Score(case["id"], zero, possible, why, rubric=parts, verdict=list(verdict))
     return Score(case["id"], parts, possible)
 
 
@@ -333,6 +369,7 @@ async def model_score(case: dict[str, Any], settings: Any) -> Score:
         prompt,
         consulted=result.model_consulted,
         template_ids=set(templates),
+        verdict=result.answer_problems if result.model_consulted else None,
     )
 
 
@@ -342,14 +379,20 @@ async def score_all(cases: list[dict[str, Any]], settings: Any) -> list[Score]:
 
 
 def report(scores: list[Score]) -> str:
-    """The total with its parts, e.g. ``model score: 61/129 (cause 30/43, fix 19/38, citation 12/43; ...)``."""
+    """The total with its parts and the case count, then the rubric-alone total, e.g. ``model score:
+    61/134 over 46 cases (cause 30/46, fix 19/42, citation 12/46; 9 of 46 answers unusable); by the
+    rubric alone, ignoring the analyst's verdict: 66/134``."""
     total = sum(s.total for s in scores)
     maximum = sum(s.maximum for s in scores)
     parts = ", ".join(
         f"{p} {sum(s.parts[p] for s in scores)}/{sum(s.possible[p] for s in scores)}" for p in PARTS
     )
     unusable_n = sum(s.unusable is not None for s in scores)
-    return f"model score: {total}/{maximum} ({parts}; {unusable_n} of {len(scores)} answers unusable)"
+    rubric = sum(s.rubric_total for s in scores)
+    return (
+        f"model score: {total}/{maximum} over {len(scores)} cases ({parts}; {unusable_n} of {len(scores)} "
+        f"answers unusable); by the rubric alone, ignoring the analyst's verdict: {rubric}/{maximum}"
+    )
 
 
 def main() -> int:
@@ -372,7 +415,7 @@ def main() -> int:
         for r in rows:
             print(json.dumps(r))
         ok = sum(r["root_cause_first"] and r["cited"] for r in rows)
-        print(f"deterministic score: {ok}/{len(rows)}")
+        print(f"deterministic score: {ok}/{len(rows)} cases")
         return 0 if ok == len(rows) else 1
     from tpu_devops.config import load_settings
     from tpu_devops.serving.client import close_all

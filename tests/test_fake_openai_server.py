@@ -11,7 +11,7 @@ import pytest
 from openai import AsyncOpenAI, BadRequestError
 
 from tests.fakes.openai_server import TOOL_PARSER_MISSING, FakeVllm, ScriptedTurn, gemma_tool_call_text
-from tpu_devops.serving.chat import stream_chat
+from tpu_devops.serving.stream import stream_chat
 
 pytestmark = pytest.mark.anyio
 

@@ -151,9 +151,92 @@ async def test_the_evaluation_can_fail_and_can_pass() -> None:
     assert all(s.total == s.maximum for s in correct), [s.row() for s in correct if s.total < s.maximum]
     line = eval_analyst.report(correct)
     maximum = sum(s.maximum for s in correct)
-    assert line.startswith(f"model score: {maximum}/{maximum} (cause ") and "citation" in line
+    assert (
+        line.startswith(f"model score: {maximum}/{maximum} over {len(CASES)} cases (cause ")
+        and "citation" in line
+    )
     assert "0 of" in line and f"{len(CASES)} answers unusable" in eval_analyst.report(garbage)
 
 
 def test_every_case_file_exists() -> None:
     assert all(Path(c["path"]).is_file() for c in CASES)
+
+
+# ---- answers that are wrong, in the right words -----------------------------------------------------
+
+B01 = next(c for c in CASES if c["id"].startswith("B01"))  # KV cache too small; fix 5632
+OOM_CASE = next(c for c in CASES if c["id"] == "v5e1-e2b-util095-program-oom")  # fix 0.92
+HF429 = next(c for c in CASES if c["id"].startswith("B03"))  # 429; fix wait / retry / token
+PREEMPTED = next(c for c in CASES if c["id"] == "v6e1-preempted-export")
+
+# (case, answer): each names the rubric's words without stating them. The first two are the issue's:
+# "success" inside "unsuccessful" scored a failed boot as healthy, and a denied cause scored as the cause.
+WRONG = [
+    (OK_CASE, "The boot was unsuccessful: the engine core failed at startup [{ref}]. Restart it."),
+    (
+        B01,
+        "The failure was not caused by the KV cache [{ref}]; the VM could not reach huggingface.co, fix DNS.",
+    ),
+    (B01, "There is no sign of a KV-cache problem [{ref}]: the image pull was refused. Pin a digest."),
+    (
+        B01,
+        "The KV cache is fine [{ref}]; the network dropped. Set max-model-len to 56320 and retry the pull.",
+    ),
+    (B01, "Rather than the KV cache, the TPU was preempted [{ref}]. Recreate it as spot or on-demand."),
+    (OK_CASE, "The server never started; it crashed while loading weights [{ref}]. Nothing became ready."),
+    (OK_CASE, "The server is not ready and not healthy [{ref}]: the engine died during compilation."),
+    (OK_CASE, "It was unhealthy and already failing [{ref}]; the container restarted, see the crash above."),
+    (
+        OOM_CASE,
+        "HBM was not exhausted [{ref}]; the tokenizer config is broken. Set --gpu-memory-utilization to 0.925.",
+    ),
+    (
+        OOM_CASE,
+        "This has nothing to do with HBM or out of memory [{ref}]. Do not lower the memory setting; fix the image.",
+    ),
+    (
+        HF429,
+        "The tokenizer could not be parsed [{ref}]; it is not a 429 or a rate limit. Rebuild the tokenizer files.",
+    ),
+    (PREEMPTED, "The TPU was not preempted [{ref}]: vLLM ran out of HBM. Lower --gpu-memory-utilization."),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "answer"), WRONG, ids=[f"{c['id'][:12]}-{i}" for i, (c, _) in enumerate(WRONG)]
+)
+def test_known_wrong_answers_score_zero(case: dict, answer: str) -> None:
+    ref = case["root_insert_ids"][0]
+    s = eval_analyst.score_answer(case, answer.format(ref=ref), [_cite(ref)], "prompt")
+    assert s.total == 0, (s.row(), answer)
+
+
+def test_the_analysts_verdict_zeroes_the_score_and_both_are_printed() -> None:
+    ref = CASE["root_insert_ids"][0]
+    judged = eval_analyst.score_answer(
+        CASE, _correct(CASE), [_cite(ref)], "prompt", verdict=["it cites no entry or template that exists"]
+    )
+    assert judged.total == 0 and judged.rubric_total == 3
+    assert "the analyst judged it not usable: it cites no entry" in (judged.unusable or "")
+    assert judged.row()["rubric_alone"] == "3/3"
+    line = eval_analyst.report([judged])
+    assert line.startswith("model score: 0/3 over 1 cases") and line.endswith(
+        "ignoring the analyst's verdict: 3/3"
+    )
+
+
+def test_the_right_line_cited_for_a_wrong_cause_earns_nothing() -> None:
+    ref = CASE["root_insert_ids"][0]
+    s = eval_analyst.score_answer(
+        CASE, "The image pull failed [" + ref + "]. Pin a digest and retry.", [_cite(ref)], "p"
+    )
+    assert s.total == 0
+
+
+def test_the_readme_states_the_case_count_the_evaluation_prints() -> None:
+    readme = (ROOT / "README.md").read_text()
+    import re
+
+    stated = re.search(r"make eval-analyst`[^.]*?\((\d+) cases\)", readme)
+    assert stated, "README.md no longer states the evaluation's case count"
+    assert int(stated.group(1)) == len(CASES)

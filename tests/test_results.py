@@ -75,14 +75,57 @@ def test_reserved_keys_cannot_be_fields() -> None:
             summary: str
 
 
-def test_text_over_the_cap_is_cut_at_a_line_end_with_what_was_left_out() -> None:
-    text = "\n".join(f"line {i} " + "x" * 90 for i in range(2000))
+def test_text_over_the_cap_keeps_its_start_and_end_and_says_what_was_left_out() -> None:
+    text = "\n".join(f"line {i} " + "x" * 90 for i in range(1, 2001))
     cut = cap_text(text, hint="use page_token")
     assert len(cut) <= MAX_RESULT_CHARS
-    body, note = cut.rsplit("\n", 1)
-    assert text.startswith(body) and body.endswith("x")
-    assert "more characters left out" in note and "use page_token" in note and "40,000" in note
+    head, note, tail = (
+        cut.split("\n[", 1)[0],
+        "[" + cut.split("\n[", 1)[1].split("]\n", 1)[0] + "]",
+        cut.split("]\n", 1)[1],
+    )
+    assert text.startswith(head) and text.endswith(tail) and head.endswith("x") and tail.startswith("line ")
+    assert tail.endswith("line 2000 " + "x" * 90)
+    first = int(head.rsplit("\n", 1)[1].split()[1]) + 1
+    last = int(tail.split()[1]) - 1
+    assert f"lines {first:,}-{last:,}" in note and "left out" in note and "use page_token" in note
+    assert "40,000" in note
+    assert len(head) + len(tail) + len(note) + 2 == len(cut)
     assert cap_text("short") == "short"
+
+
+@pytest.mark.parametrize("size", [40_001, 100_000, 5_000_000])
+def test_a_huge_answer_on_one_line_keeps_both_ends(size: int) -> None:
+    text = "START " + "y" * (size - 10) + " END"
+    cut = cap_text(text, hint="ask for fewer max_tokens")
+    assert len(cut) <= MAX_RESULT_CHARS and cut.startswith("START ") and cut.endswith(" END")
+    assert "ask for fewer max_tokens" in cut and "characters" in cut and "left out" in cut
+
+
+def test_a_long_string_in_the_structured_form_keeps_both_ends() -> None:
+    data = {"summary": "s", "content": "BEGIN " + "z" * 60_000 + " FINISH"}
+    cut = cap_structured(data, hint="ask for fewer max_tokens")
+    assert json_chars(cut) <= MAX_RESULT_CHARS
+    assert cut["content"].startswith("BEGIN ") and cut["content"].endswith(" FINISH")
+    assert "characters cut" in cut["content"]
+    assert any(n.startswith("content: ") and "(the middle)" in n for n in cut["omitted"])
+
+
+def test_a_huge_model_answer_keeps_start_and_end_with_the_answers_own_hint() -> None:
+    from tpu_devops.serving.chat import ChatResult
+
+    answer = "FIRST WORDS " + "blah " * 1_000_000 + "LAST WORDS"
+    result = ChatResult(
+        endpoint="http://127.0.0.1:1",
+        endpoint_source="VLLM_URL",
+        model="m",
+        content=answer,
+        finish_reason="stop",
+    )
+    text, structured = result.host_forms()
+    for form in (text, structured["content"]):
+        assert "FIRST WORDS" in form and "LAST WORDS" in form
+    assert "fewer max_tokens" in text and "time window" not in text
 
 
 def test_structured_over_the_cap_loses_tail_items_and_says_so() -> None:

@@ -10,8 +10,8 @@ import pytest
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
-from tpu_devops.serving import chat
-from tpu_devops.serving.chat import ServingError
+from tpu_devops.serving import chat, errors, models, resolve, stream
+from tpu_devops.serving.errors import ServingError
 
 pytestmark = pytest.mark.anyio
 
@@ -96,7 +96,7 @@ async def test_explicit_wrong_model_is_a_model_mismatch(fake: FakeVllm, tmp_path
 
 async def test_vllm_404_for_an_unknown_model_is_classified(fake: FakeVllm, tmp_path: Path) -> None:
     with pytest.raises(ServingError) as err:
-        await chat.stream_chat(fake.url, "gemma-typo", [{"role": "user", "content": "hi"}])
+        await stream.stream_chat(fake.url, "gemma-typo", [{"role": "user", "content": "hi"}])
     assert err.value.failure == "model_mismatch"
     assert err.value.value == "gemma-typo"
 
@@ -134,15 +134,15 @@ async def test_bad_inputs_name_the_field(fake: FakeVllm, tmp_path: Path) -> None
 async def test_no_vllm_url_and_no_discovery_is_no_endpoint(tmp_path: Path) -> None:
     s = load_settings(tmp_path / "none.env", environ={"TPU_DEVOPS_STATE_DIR": str(tmp_path)})
     with pytest.raises(ServingError) as err:
-        await chat.resolve_endpoint(s)
+        await resolve.resolve_endpoint(s)
     assert err.value.failure == "no_endpoint"
     assert err.value.fix
 
 
 def test_instruction_tuned_names() -> None:
-    assert chat.looks_instruction_tuned("google/gemma-4-E2B-it")
-    assert chat.looks_instruction_tuned("meta-llama/Llama-3.1-8B-Instruct")
-    assert not chat.looks_instruction_tuned("google/gemma-4-E2B")
+    assert models.looks_instruction_tuned("google/gemma-4-E2B-it")
+    assert models.looks_instruction_tuned("meta-llama/Llama-3.1-8B-Instruct")
+    assert not models.looks_instruction_tuned("google/gemma-4-E2B")
 
 
 # ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
@@ -173,10 +173,10 @@ async def test_answer_text_shows_the_answer_once(fake: FakeVllm, tmp_path: Path)
 def test_tpu_advice_only_for_the_rigs_discovered_endpoint() -> None:
     import httpx
 
-    from tpu_devops.serving.chat import Endpoint, for_endpoint
+    from tpu_devops.serving.resolve import Endpoint, for_endpoint
 
     def refused_httpx() -> ServingError:
-        return chat.classify(httpx.ConnectError("refused"), "http://10.0.0.5:8123")
+        return errors.classify(httpx.ConnectError("refused"), "http://10.0.0.5:8123")
 
     rig = for_endpoint(refused_httpx(), Endpoint("http://10.0.0.5:8123", "discovery"))
     assert "booting" in rig.message and "tcp:8123" in (rig.fix or "")
@@ -186,7 +186,7 @@ def test_tpu_advice_only_for_the_rigs_discovered_endpoint() -> None:
 
 
 def test_context_overflow_messages_of_vllm_and_llama_cpp() -> None:
-    from tpu_devops.serving.chat import context_overflow
+    from tpu_devops.serving.errors import context_overflow
 
     vllm = (
         "This model's maximum context length is 8192 tokens. However, you requested 9761 tokens "
@@ -208,18 +208,47 @@ def test_context_overflow_messages_of_vllm_and_llama_cpp() -> None:
     [("hello", 5000, "max_tokens"), ("two words", 2100, "max_tokens"), ("word " * 3000, 100, "prompt")],
 )
 async def test_an_overflow_names_what_overflows_prompt_or_max_tokens(
-    tmp_path: Path, flavor: str, prompt: str, max_tokens: int, field: str
+    flavor: str, prompt: str, max_tokens: int, field: str
 ) -> None:
-    # A short prompt with a large max_tokens overflows because of max_tokens: the error must say so and
-    # give its ceiling, not blame "10 prompt tokens" (issue 16 §2: word fixes for the actual case).
+    # A short prompt with a large max_tokens overflows because of max_tokens: the server's error must be
+    # read as such and give its ceiling, not blame "10 prompt tokens" (a request that skipped the check).
     with FakeVllm(flavor=flavor, max_model_len=2048) as fake:
         with pytest.raises(ServingError) as err:
-            await chat.query(settings_for(fake.url, tmp_path), prompt, max_tokens=max_tokens)
+            await stream.stream_chat(
+                fake.url, fake.model, [{"role": "user", "content": prompt}], max_tokens=max_tokens
+            )
     e = err.value
     assert e.failure == "context_overflow" and e.field == field and e.context_tokens == 2048
     if field == "max_tokens":
         assert e.value == max_tokens and f"at most {2048 - e.prompt_tokens:,}" in (e.fix or "")
         assert f"max_tokens {max_tokens:,}" in str(e)
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "llama.cpp"])
+@pytest.mark.parametrize(("prompt", "max_tokens"), [("hello", 5000), ("two words", 2100), ("hi", 32768)])
+async def test_max_tokens_is_lowered_to_what_the_context_leaves_before_sending(
+    tmp_path: Path, flavor: str, prompt: str, max_tokens: int
+) -> None:
+    with FakeVllm(flavor=flavor, max_model_len=2048) as fake:
+        result = await chat.query(settings_for(fake.url, tmp_path), prompt, max_tokens=max_tokens)
+        sent, asked, ctx = fake.context_checks[-1]
+    assert asked == result.max_tokens < max_tokens and sent + asked <= ctx == 2048
+    note = next(n for n in result.notices if "lowered" in n)
+    assert f"max_tokens {max_tokens:,} lowered to {asked:,}" in note and "2,048-token context" in note
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "llama.cpp"])
+@pytest.mark.parametrize("words", [2048, 3000])
+async def test_a_prompt_that_fills_the_context_is_refused_with_the_numbers(
+    tmp_path: Path, flavor: str, words: int
+) -> None:
+    with FakeVllm(flavor=flavor, max_model_len=2048) as fake:
+        with pytest.raises(InputError) as err:
+            await chat.query(settings_for(fake.url, tmp_path), "word " * words, max_tokens=10)
+        assert not fake.context_checks, "a prompt that cannot fit was sent"
+    e = err.value
+    assert e.field == "prompt" and "2,048-token context" in e.message and "no room" in e.message
+    assert "--max-model-len" in (e.fix or "") and "-c" in (e.fix or "")
 
 
 async def test_query_stops_at_the_deadline_with_a_partial_answer(

@@ -8,8 +8,8 @@ import pytest
 
 from tests.fakes.openai_server import FakeVllm, closed_port_url
 from tpu_devops.config import load_settings
-from tpu_devops.serving.chat import ServingError
 from tpu_devops.serving.details import get_details
+from tpu_devops.serving.errors import ServingError
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from tests.fakes.http_runner import ServerThread
 from tests.fakes.openai_server import FakeVllm, silent_port_url
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
-from tpu_devops.serving import chat, egress
+from tpu_devops.serving import chat, egress, errors, models, resolve
 from tpu_devops.serving.health import verify_health
 
 pytestmark = pytest.mark.anyio
@@ -121,7 +121,7 @@ def _resolves_to(*addresses: str):
 async def test_a_name_that_resolves_to_the_metadata_server_is_refused(tmp_path: Path) -> None:
     with egress.use_resolver(_resolves_to("10.0.0.9", "169.254.169.254")):
         with pytest.raises(InputError) as err:
-            await chat.resolve_endpoint(settings_for(tmp_path), "http://innocent.example:8000")
+            await resolve.resolve_endpoint(settings_for(tmp_path), "http://innocent.example:8000")
     assert "resolves to 169.254.169.254" in err.value.message
 
 
@@ -278,7 +278,7 @@ async def test_redirects_are_not_followed_and_the_key_does_not_travel(
     result = await verify_health(s)
     assert result.failure == "redirect", result.render_text()
     assert stranger.url.replace("http://", "") in (result.probes[0].detail or "")
-    with pytest.raises(chat.ServingError) as err:
+    with pytest.raises(errors.ServingError) as err:
         await chat.query(s, "hi")
     assert err.value.failure == "redirect"
     assert stranger.auth_headers_seen == []  # nothing reached the redirect target at all
@@ -319,9 +319,9 @@ async def test_reflected_error_bodies_are_trimmed_and_redacted(tmp_path: Path, l
     assert (
         "hf_Qw3rTy" not in detail and "b7Xqb7Xq" not in detail and "\x1b" not in detail and "\n" not in detail
     )
-    assert len(detail) < len(leaky) + chat.ERROR_TEXT_CHARS + 40
-    with pytest.raises(chat.ServingError) as err:
-        await chat.served_models(leaky)
+    assert len(detail) < len(leaky) + errors.ERROR_TEXT_CHARS + 40
+    with pytest.raises(errors.ServingError) as err:
+        await models.served_models(leaky)
     assert "hf_Qw3rTy" not in str(err.value) and len(err.value.message) < 200
 
 
@@ -333,20 +333,20 @@ async def test_404_on_a_wrong_path_says_so(tmp_path: Path, rig: FakeVllm) -> Non
 
 async def test_timeouts_name_the_firewall_only_when_no_connection_was_made(tmp_path: Path) -> None:
     with silent_port_url() as url:
-        err = chat.classify(httpx.ReadTimeout("read"), url)
+        err = errors.classify(httpx.ReadTimeout("read"), url)
     assert err.failure == "timeout" and "accepted the connection" in err.message
-    err = chat.classify(httpx.ConnectTimeout("connect"), "http://203.0.113.10:8000")
+    err = errors.classify(httpx.ConnectTimeout("connect"), "http://203.0.113.10:8000")
     assert (
         err.failure == "timeout"
         and "firewall" in err.message
         and "never open it to everyone" in (err.fix or "")
     )
     # the rig's discovered TPU gets the rig's firewall advice, never "open the port"
-    tpu = chat.for_endpoint(err, chat.Endpoint("http://203.0.113.10:8000", "discovery"))
+    tpu = resolve.for_endpoint(err, resolve.Endpoint("http://203.0.113.10:8000", "discovery"))
     assert "check_setup" in (tpu.fix or "") and "Do not open tcp:8000 to 0.0.0.0/0" in (tpu.fix or "")
-    refused = chat.for_endpoint(
-        chat.classify(httpx.ConnectError("refused"), "http://203.0.113.10:8000"),
-        chat.Endpoint("http://203.0.113.10:8000", "discovery"),
+    refused = resolve.for_endpoint(
+        errors.classify(httpx.ConnectError("refused"), "http://203.0.113.10:8000"),
+        resolve.Endpoint("http://203.0.113.10:8000", "discovery"),
     )
     assert refused.failure == "connection_refused" and "not listening on tcp:8000 yet" in refused.message
 

@@ -88,11 +88,32 @@ async def test_raw_gemma_tool_syntax_in_content(tmp_path: Path) -> None:
     assert "<|tool_call>call:get_current_time" in (result.probes[-1].detail or "")
 
 
-async def test_model_answers_in_text_instead_of_calling(tmp_path: Path) -> None:
-    with FakeVllm() as fake:
+@pytest.mark.parametrize(
+    ("flavor", "names", "never"),
+    [("vllm", "--tool-call-parser gemma4", "--jinja"), ("llama.cpp", "--jinja", "--tool-call-parser")],
+)
+async def test_model_answers_in_text_instead_of_calling(
+    tmp_path: Path, flavor: str, names: str, never: str
+) -> None:
+    # The fix names this server kind's own remedy: llama-server has no --tool-call-parser.
+    with FakeVllm(flavor=flavor) as fake:
         fake.queue(ScriptedTurn(content="42"), ScriptedTurn(content="It is noon."))
         result = await verify_health(settings_for(fake.url, tmp_path))
     assert result.failure == "tool_not_called"
+    assert names in (result.fix or "") and never not in (result.fix or "")
+
+
+@pytest.mark.parametrize(
+    ("flavor", "names", "never"),
+    [("vllm", "--reasoning-parser", "--jinja"), ("llama.cpp", "--jinja", "--reasoning-parser")],
+)
+async def test_empty_content_fix_names_the_servers_remedy(
+    tmp_path: Path, flavor: str, names: str, never: str
+) -> None:
+    with FakeVllm(flavor=flavor, empty_content=True) as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path))
+    assert result.failure == "empty_content"
+    assert names in (result.fix or "") and never not in (result.fix or "")
 
 
 def test_gemma_syntax_helper() -> None:

@@ -4,7 +4,7 @@ Each check is independent: one failing never hides the others, and each failure 
 Checks: Application Default Credentials, project set, TPU API reachable, Cloud Quotas API reachable,
 Hugging Face secret present (metadata only: the token is never read), quota for the configured
 accelerator and provisioning model in the configured zone, our current TPUs with cost so far, and
-whether the rig's endpoint is reachable from here with its API key (`serving.endpoint`).
+whether the rig's endpoint is reachable from here with its API key (`serving.reachability`).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ async def _run_checks(settings: Settings) -> SetupReport:
 
 async def _endpoint_check(settings: Settings) -> Check:
     """Is the rig's endpoint reachable from here, and is the API key accepted (`access`)?"""
-    from tpu_devops.serving.endpoint import endpoint_reachability
+    from tpu_devops.serving.reachability import endpoint_reachability
 
     seen = await endpoint_reachability(settings)
     return Check(name="endpoint", ok=seen.ok, detail=seen.detail, fix=seen.fix)

@@ -175,6 +175,8 @@ class ScriptedTurn:
     ``content``: assistant text (may contain raw Gemma tool-call syntax, see `gemma_tool_call_text`).
     ``reasoning``: text returned as ``reasoning_content`` (vLLM's reasoning parser field).
     ``status``/``error``: answer with this HTTP error instead (vLLM's error body).
+    ``ttft_s``/``itl_s``: this turn's own latency (seconds), instead of the server's: a slow answer (a
+    CPU server's long prefill, a long generation) among quick ones.
     """
 
     content: str | None = None
@@ -183,6 +185,8 @@ class ScriptedTurn:
     finish_reason: str | None = None
     status: int | None = None
     error: str | None = None
+    ttft_s: float | None = None
+    itl_s: float | None = None
 
 
 @dataclass
@@ -584,9 +588,12 @@ class FakeVllm:
             n = min(n, self.default_output_tokens)
         return ScriptedTurn(content="".join(" tok" for _ in range(n)).lstrip(" "))
 
-    async def _wait_until(self, t0: float, index: int) -> None:
-        """Sleep until token ``index`` is due: ``t0 + ttft + index * itl`` (+ a programmed stall)."""
-        due = t0 + self.ttft_s + index * self.itl_s
+    async def _wait_until(self, t0: float, index: int, turn: ScriptedTurn | None = None) -> None:
+        """Sleep until token ``index`` is due: ``t0 + ttft + index * itl`` (+ a programmed stall); the
+        turn's own latency when it has one."""
+        ttft = turn.ttft_s if turn is not None and turn.ttft_s is not None else self.ttft_s
+        itl = turn.itl_s if turn is not None and turn.itl_s is not None else self.itl_s
+        due = t0 + ttft + index * itl
         if self.stall_after_tokens is not None and index >= self.stall_after_tokens:
             due += self.stall_s
         delay = due - time.perf_counter()
@@ -612,7 +619,7 @@ class FakeVllm:
     ) -> Response:
         self._running.labels(self.model, "0").inc()
         try:
-            await self._wait_until(t0, max(len(pieces) - 1, 0))
+            await self._wait_until(t0, max(len(pieces) - 1, 0), turn)
         finally:
             self._running.labels(self.model, "0").dec()
         e2e = time.perf_counter() - t0
@@ -679,7 +686,7 @@ class FakeVllm:
         self._running.labels(*m).inc()
         emitted: list[float] = []
         try:
-            await self._wait_until(t0, 0)
+            await self._wait_until(t0, 0, turn)
             yield chunk({"role": "assistant", "content": ""})
             if turn.tool_calls:
                 for i, tc in enumerate(turn.tool_calls):
@@ -704,7 +711,7 @@ class FakeVllm:
                 for i, piece in enumerate(pieces):
                     if self.die_after_tokens is not None and i >= self.die_after_tokens:
                         raise ConnectionResetError("the fake server died mid-stream")
-                    await self._wait_until(t0, i)
+                    await self._wait_until(t0, i, turn)
                     yield chunk({"content": piece})
                     emitted.append(time.perf_counter())
                 n_out = len(pieces)

@@ -28,6 +28,9 @@ from tpu_devops.errors import DeadlineError
 TOOL_BUDGET_S = 25.0
 GRACE_S = 3.0  # past the budget before the wrapper gives up on a body that ignores it
 MIN_REQUEST_S = 1.0  # less than this left: a new request would only time out, so it is not sent
+# A call that hands unfinished work to a job answers this long before its budget ends: building and
+# sending the answer must never meet the wrapper's hard limit.
+ANSWER_MARGIN_S = 2.0
 _FIX = (
     "try again; if it keeps timing out, narrow the request (a shorter window, fewer zones or entries), "
     "or use the tool's job form and poll get_job"
@@ -40,6 +43,13 @@ def remaining() -> float | None:
     """Seconds left in the current tool call's budget (may be negative), or None outside any call."""
     end = _deadline.get()
     return None if end is None else end - time.monotonic()
+
+
+def time_to_answer() -> float | None:
+    """Seconds the current call may keep working before it must answer (what is left of its budget
+    minus `ANSWER_MARGIN_S`, at least 0), or None outside any call (no budget: work to the end)."""
+    left = remaining()
+    return None if left is None else max(0.0, left - ANSWER_MARGIN_S)
 
 
 def timeout(cap_s: float, action: str = "the request") -> float:

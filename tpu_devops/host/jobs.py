@@ -1,8 +1,14 @@
 """Long operations that outlive one tool call: start, poll, cancel (DESIGN §2 "Long operations").
 
-A job is an asyncio task owned by the server process. `start_job` returns at once with an id; the
-client polls `get_job`. Jobs report progress by mutating their `JobRecord.progress` dict and a short
-`message`. Results must be JSON-serialisable (a pydantic model is dumped).
+A job is an asyncio task owned by the server process. `JobRegistry.start` returns at once with an id;
+the client polls `get_job`. Jobs report progress by mutating their `JobRecord.progress` dict and a short
+`message`; a job whose partial result means something (the text a model has written so far) sets
+`JobRecord.partial`, which `get_job` shows while it runs and which is kept as the result when the job is
+cancelled, so nothing it produced is lost. Results must be JSON-serialisable (a pydantic model is dumped).
+
+Work that usually fits in a tool call but may not (a model answer on a slow server) runs through
+`JobRegistry.finish_or_continue`: it answers inline when the work ends in time, and otherwise the same
+task continues as a job, without restarting anything.
 """
 
 from __future__ import annotations
@@ -43,10 +49,25 @@ class JobRecord:
     result_text: str | None = None
     error: dict[str, Any] | None = None
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
+    # What the job has produced so far, as a ToolResult (shown while running, kept on cancel).
+    partial: Callable[[], Any] | None = field(default=None, repr=False)
+    # The body's own return value and exception, for a caller that waits on it inline.
+    value: Any = field(default=None, repr=False)
+    exception: BaseException | None = field(default=None, repr=False)
+
+    def partial_forms(self) -> tuple[Any, str | None]:
+        """(structured, text) of `partial`'s current view; (None, None) when there is none."""
+        view = self.partial() if self.partial is not None else None
+        if isinstance(view, ToolResult):
+            return view.structured(), view.render_text()
+        return None, None
 
     def snapshot(self) -> dict[str, Any]:
-        """JSON-like view for tool output."""
+        """JSON-like view for tool output (a running job shows its partial result, if it has one)."""
         end = self.finished_at or time.time()
+        result, result_text = self.result, self.result_text
+        if self.state == "running" and self.partial is not None:
+            result, result_text = self.partial_forms()
         return {
             "job_id": self.id,
             "kind": self.kind,
@@ -55,13 +76,22 @@ class JobRecord:
             "elapsed_s": round(end - self.started_at, 1),
             "message": self.message,
             "progress": dict(self.progress),
-            "result": self.result,
-            "result_text": self.result_text,
+            "result": result,
+            "result_text": result_text,
             "error": self.error,
         }
 
 
 JobBody = Callable[[JobRecord], Awaitable[Any]]
+
+
+@dataclass
+class Outcome:
+    """What `JobRegistry.finish_or_continue` came back with: the body's ``value`` when it finished in
+    time, else the ``job`` it continues as."""
+
+    value: Any = None
+    job: JobRecord | None = None
 
 
 class JobRegistry:
@@ -71,22 +101,60 @@ class JobRegistry:
         self._jobs: dict[str, JobRecord] = {}
         self._counter = itertools.count(1)
 
-    def start(self, kind: str, description: str, body: JobBody) -> JobRecord:
+    def start(self, kind: str, description: str, body: JobBody, *, listed: bool = True) -> JobRecord:
         """Start ``body(record)`` as a background task and return its record at once.
 
+        ``listed``: False keeps it out of `get` / `list` (and without an id) until `publish`.
         Must be called from a running event loop.
         """
-        record = JobRecord(id=f"{kind}-{next(self._counter)}", kind=kind, description=description)
-        self._jobs[record.id] = record
+        record = JobRecord(id="", kind=kind, description=description)
+        if listed:
+            self.publish(record)
         # A job outlives the tool call that starts it: it runs outside that call's time budget.
         with deadline.outside_budget():
             context = contextvars.copy_context()
         record.task = asyncio.get_running_loop().create_task(self._run(record, body), context=context)
         return record
 
+    def publish(self, record: JobRecord) -> JobRecord:
+        """Give ``record`` its id (``<kind>-<n>``) and list it; a listed record is returned unchanged."""
+        if not record.id:
+            record.id = f"{record.kind}-{next(self._counter)}"
+            self._jobs[record.id] = record
+        return record
+
+    async def finish_or_continue(
+        self, kind: str, description: str, body: JobBody, *, wait_s: float
+    ) -> Outcome:
+        """Run ``body(record)``; when it ends within ``wait_s`` seconds, its value (its exception is
+        raised as is), else the same task goes on as a listed job and `Outcome.job` is its record.
+
+        The task runs outside the calling tool call's budget from the start, so continuing it as a job
+        changes nothing for it. Cancelling the caller while it waits cancels the task too.
+
+        Raises:
+            Whatever ``body`` raised, when it ended within ``wait_s``.
+        """
+        record = self.start(kind, description, body, listed=False)
+        task = record.task
+        assert task is not None
+        try:
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, wait_s))
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:
+            return Outcome(job=self.publish(record))
+        if record.exception is not None:
+            raise record.exception
+        if record.state == "cancelled":
+            raise asyncio.CancelledError
+        return Outcome(value=record.value)
+
     async def _run(self, record: JobRecord, body: JobBody) -> None:
         try:
             result = await body(record)
+            record.value = result
             if isinstance(result, ToolResult):  # as the tool itself would have answered (both forms)
                 record.result_text = result.render_text()
                 record.result = result.structured()
@@ -102,12 +170,18 @@ class JobRegistry:
         except asyncio.CancelledError:
             record.state = "cancelled"
             record.message = "cancelled"
+            if record.partial is not None:  # keep what it produced before the cancel
+                record.result, record.result_text = record.partial_forms()
+                if record.result is not None:
+                    record.message = "cancelled; the result holds what it had produced"
         except TpuDevopsError as exc:
+            record.exception = exc
             record.state = "failed"
             record.error = exc.as_dict()
             record.message = str(exc)
         except Exception as exc:  # a job must never die silently; the traceback goes to stderr
-            log.exception("job %s crashed", record.id)
+            record.exception = exc
+            log.exception("job %s crashed", record.id or record.kind)
             record.state = "failed"
             record.error = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"}
             record.message = "internal error (see the server's stderr)"
@@ -175,7 +249,13 @@ class JobView(ToolResult):
         lines = [self.headline(), f"what: {self.description}"]
         if self.progress:
             lines.append("progress: " + ", ".join(f"{k}={v}" for k, v in self.progress.items()))
-        return "\n".join([*lines, "", self.result_text])
+        lines += ["", self.result_text]
+        # A result holding untrusted text (a model's answer) carries its notice in the text form too.
+        marker = self.result.get("untrusted") if isinstance(self.result, dict) else None
+        notice = marker.get("notice") if isinstance(marker, dict) else None
+        if isinstance(notice, str) and notice not in self.result_text:
+            lines.append(f"untrusted: {notice}")
+        return "\n".join(lines)
 
     def structured(self) -> dict[str, Any]:
         """The structured form without the finished result's summary when ``message`` already says it."""

@@ -12,7 +12,7 @@ the ``structuredContent`` when a tool declares an output schema. So each form mu
   ``Field(exclude=True)`` (internal or text-only data) never reach it. The published output schema says
   the same (`tpu_devops.host.schemas.wire_output_schema`): such fields are not required;
 - neither form exceeds `MAX_RESULT_CHARS` (`cap_text`, `cap_structured`): what is left out is named in the
-  answer, with how to get it (`ToolResult.more_hint`).
+  answer, with how to get it (`ToolResult.more_hint`); a long text keeps its start and its end.
 
 Claude Code replaces a tool result over 50,000 characters with a 2 KB preview and a file path (issue #18
 §2, observed with Claude Code's headless mode); 40,000 leaves room for the host's own wrapping.
@@ -235,17 +235,35 @@ def _cut_note(left_out: str, hint: str) -> str:
     return f"[{left_out} left out to stay under the host's {MAX_RESULT_CHARS:,}-character limit; to see it, {hint}]"
 
 
+HEAD_SHARE = 0.6  # of a cut text's room, kept from its start; the rest from its end
+LINE_SLACK = 2_000  # characters a cut may move back to end at a line
+
+
 def cap_text(text: str, limit: int = MAX_RESULT_CHARS, hint: str = "ask for less") -> str:
-    """``text`` if it fits in ``limit`` characters, else cut at a line end with a closing note saying how
-    many characters were left out and how to get them."""
+    """``text`` if it fits in ``limit`` characters, else its start and its end (cut at line ends where
+    there are any) around a note saying which characters and lines were left out and how to get them:
+    a long answer's conclusion is at its end, a listing's first rows at its start."""
     if len(text) <= limit:
         return text
-    # The note's length depends on the count it states; size it for the worst case first.
-    reserve = len(_cut_note(f"{len(text):,} more characters", hint)) + 2
-    keep = text[: max(0, limit - reserve)]
-    if "\n" in keep:
-        keep = keep[: keep.rindex("\n")]
-    return f"{keep}\n{_cut_note(f'{len(text) - len(keep):,} more characters', hint)}"
+    # The note's length depends on the numbers it states; size it for the worst case first.
+    worst = f"characters {len(text):,}-{len(text):,} ({len(text):,} characters, lines {len(text):,}-{len(text):,})"
+    room = max(0, limit - len(_cut_note(worst, hint)) - 2)
+    head = text[: int(room * HEAD_SHARE)]
+    # At a line end when one is near (a long line is cut inside rather than dropped whole).
+    if (nl := head.rfind("\n")) >= len(head) - LINE_SLACK:
+        head = head[:nl]
+    tail = text[len(text) - (room - len(head)) :] if room > len(head) else ""
+    if 0 <= (nl := tail.find("\n")) < LINE_SLACK:
+        tail = tail[nl + 1 :]
+    first, last = len(head) + 1, len(text) - len(tail)
+    lines = ""
+    if "\n" in text:  # the whole lines left out, between the head's last line and the tail's first
+        after_head = head.count("\n") + 2 if head else 1
+        before_tail = text.count("\n") + 1 - (tail.count("\n") + 1 if tail else 0)
+        if before_tail >= after_head:
+            lines = f", lines {after_head:,}-{before_tail:,}"
+    what = f"characters {first:,}-{last:,} ({last - first + 1:,} characters{lines})"
+    return "\n".join(x for x in (head, _cut_note(what, hint), tail) if x)
 
 
 def cap_structured(
@@ -273,10 +291,14 @@ def cap_structured(
                 keep = keep // 2 if keep > 8 else keep - 1
             container[key] = value[:keep]
             omitted.append(f"{path}: {total - keep} of {total} items")
-        else:
-            keep = max(0, len(value) - over - 40)
-            container[key] = value[:keep] + " [cut]"
-            omitted.append(f"{path}: {len(value) - keep:,} of {len(value):,} characters")
+        else:  # a string keeps its start and its end
+            keep = max(0, len(value) - over - 60)
+            head = int(keep * HEAD_SHARE)
+            cut = len(value) - keep
+            container[key] = (
+                f"{value[:head]} [... {cut:,} characters cut ...] {value[len(value) - (keep - head) :]}"
+            )
+            omitted.append(f"{path}: {cut:,} of {len(value):,} characters (the middle)")
     data["omitted"] = [*data.get("omitted", []), *_merge(omitted), f"to see it, {hint}"]
     return data
 

@@ -2,27 +2,25 @@
 
 Flow: the source is read once (pages, redacted as read) into a bounded `LogIndex` and mined; the
 question plus the evidence pack (`logs.evidence`) go to the model through OpenAI chat completions
-with three read-only tools over that index:
-
-- ``search_logs(text?, severity?, template?, since?, until?, limit?)``: matching entries;
-- ``get_entry(insert_id)``: one entry;
-- ``count_by(field)``: counts by severity / template / log / minute / container / instance_name.
+with three read-only tools over that index (`tpu_devops.logs.toolbox`: search_logs, get_entry,
+count_by).
 
 Limits: ``max_steps`` tool rounds; every request is sized before it is sent to at most the server's
 context minus ``max_tokens`` (`consult_model`: the evidence is cut first, then the newest tool
 results; a prompt that cannot fit is never sent), each tool result gets a share of the room left (at
-most ``result_token_cap`` tokens), an identical call (same name and arguments) is refused, the loop
-stops when the reported usage passes ``total_token_budget`` or at the wall-time deadline, and a
-later round that fails keeps what was answered before. Log text reaches the model only inside
+most ``result_token_cap`` tokens), an identical call (same name and arguments) is refused, and the
+loop asks for the answer when the reported usage passes ``total_token_budget``. Every round streams:
+a later tool round leaves time for the answer, and when it fails or runs out of that time the
+conversation so far is asked once more without tools; an answer cut at the deadline is kept (judged
+partial), and results no round read are named. Inside a tool call the consultation may outlast the
+call: it then goes on as a job (`analyze`). Log text reaches the model only inside
 ``<untrusted-log-data nonce=...>``
 delimiters whose nonce is fresh per session, and the system prompt says that text is data. Nothing
 the model writes can change anything: the only tools are the three reads above, and a call to any
 other name is answered "unknown tool".
 
-When vLLM's ``gemma4`` tool parser is not active (or fails), Gemma's native syntax arrives in
-``content``: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42}<tool_call|>`` (vLLM docs,
-``vllm.tool_parsers.gemma4_tool_parser``; vllm-project/vllm#39468). `parse_raw_tool_calls` turns it
-into calls instead of showing it. Reasoning blocks ``<|channel>thought ... <channel|>`` are dropped.
+When the server's tool parser is not active, Gemma's native tool-call syntax in ``content`` is read as
+calls, not shown (`tpu_devops.logs.gemma_syntax`).
 
 Every citation in the model's answer (``[insertId]`` or ``[T<n>]``) is checked against the index;
 unknown ones are flagged ``[X (unverified)]`` and listed. The answer is judged (`judge_answer`): cut
@@ -41,10 +39,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import secrets
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,9 +69,19 @@ from tpu_devops.logs.evidence import (
     summarize_mining,
     to_result,
 )
-from tpu_devops.logs.filters import SEVERITY_RANK, normalize_severity
-from tpu_devops.logs.mining import LogMiner, TemplateStats
-from tpu_devops.logs.sources import LogRecord, LogSource, parse_epoch, truncation_notice
+from tpu_devops.logs.gemma_syntax import clean_content, parse_raw_tool_calls
+from tpu_devops.logs.sources import LogSource, read_state, truncation_notice
+from tpu_devops.logs.toolbox import (
+    MAX_INDEX,
+    TOOLS,
+    AnalysisStep,
+    Citation,
+    LogIndex,
+    Toolbox,
+    read_into_index,
+    verify_citations,
+    wrap,
+)
 from tpu_devops.serving.answers import cut_off, degenerate
 from tpu_devops.serving.server_kind import ServerInfo
 from tpu_devops.serving.tokenize import RequestCounter
@@ -83,18 +89,24 @@ from tpu_devops.serving.tokens import cut_to_tokens, estimate_tokens
 
 log = logging.getLogger(__name__)
 
-MAX_INDEX = 50_000
 DEFAULT_MAX_STEPS = 4
 DEFAULT_RESULT_TOKEN_CAP = 600
 DEFAULT_TOTAL_BUDGET = 24_000
 ANSWER_MAX_TOKENS = 700
 MIN_EVIDENCE_TOKENS = 300
 ASSUMED_CONTEXT = 8192  # when neither the server nor MAX_MODEL_LEN says (llama-server's common -c)
-# The model part of one analysis (seconds): hosts cancel a tool call after ~60 s (DESIGN §2).
+# The model part of one analysis outside a tool call (seconds; the evaluation script): a CPU
+# llama-server was consulted in 46 of 46 cases within 50 s.
 ANALYST_DEADLINE_S = 50.0
+# The same as a job (inside a tool call it may outlast the call): a 6,000-token prompt took 17 s to
+# prefill on a CPU llama-server, and a full session is up to 8 rounds with a 700-token answer.
+ANALYST_JOB_DEADLINE_S = 600.0
+FINAL_PROMPT = "Answer now from what you have, with citations."
+OMITTED_RESULT = "result omitted: no room left in the server's context"
+MIN_ROUND_S = 3.0  # a later tool round with less time than this is not started: the answer gets the time
+FINAL_SHARE = 0.4  # of the time left, kept for the final answer while the endpoint's rates are unknown
 MAX_QUESTION_CHARS = 2000  # the user's question as sent to the model and shown back (characters)
 MAX_CALLS_PER_STEP = 3
-COUNT_FIELDS = ("severity", "template", "log", "minute", "container", "instance_name")
 
 SYSTEM_PROMPT = (
     "You are an SRE log analyst for vLLM serving Gemma on Cloud TPU. Find the root cause of the "
@@ -103,447 +115,6 @@ SYSTEM_PROMPT = (
     "Answer in at most 6 sentences: the root cause first, then the fix. Cite evidence as [insertId] "
     "or [T<n>] exactly as shown."
 )
-
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "search_logs",
-            "description": "Find log entries. All filters optional; returns at most `limit` entries.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "description": "substring to find (case-insensitive)"},
-                    "severity": {"type": "string", "description": "minimum severity, e.g. ERROR"},
-                    "template": {"type": "string", "description": "template id, e.g. T3"},
-                    "since": {"type": "string", "description": "RFC 3339 start"},
-                    "until": {"type": "string", "description": "RFC 3339 end"},
-                    "limit": {"type": "integer", "description": "1-20, default 10"},
-                },
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_entry",
-            "description": "Get one log entry by its insertId.",
-            "parameters": {
-                "type": "object",
-                "properties": {"insert_id": {"type": "string"}},
-                "required": ["insert_id"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "count_by",
-            "description": "Count entries grouped by a field.",
-            "parameters": {
-                "type": "object",
-                "properties": {"field": {"type": "string", "enum": list(COUNT_FIELDS)}},
-                "required": ["field"],
-            },
-        },
-    },
-]
-TOOL_NAMES = tuple(t["function"]["name"] for t in TOOLS)
-
-
-# ---------------------------------------------------------------------------------------------
-# The index the tools read
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LogIndex:
-    """Records (redacted) with their template ids, searchable by the analyst's tools."""
-
-    records: list[LogRecord] = field(default_factory=list)
-    template_of: list[str] = field(default_factory=list)
-    by_insert_id: dict[str, int] = field(default_factory=dict)
-    templates: dict[str, TemplateStats] = field(default_factory=dict)
-    dropped: int = 0
-
-    def add(self, record: LogRecord, template_id: str) -> None:
-        if len(self.records) >= MAX_INDEX:
-            self.dropped += 1
-            return
-        self.by_insert_id.setdefault(record.insert_id, len(self.records))
-        self.records.append(record)
-        self.template_of.append(template_id)
-
-    def get(self, insert_id: str) -> tuple[LogRecord, str] | None:
-        i = self.by_insert_id.get(insert_id)
-        return None if i is None else (self.records[i], self.template_of[i])
-
-    def has_insert_id(self, insert_id: str) -> bool:
-        if insert_id in self.by_insert_id:
-            return True
-        return any(e.insert_id == insert_id for t in self.templates.values() for e in t.exemplars)
-
-    def search(
-        self,
-        *,
-        text: str | None = None,
-        severity: str | None = None,
-        template: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int = 10,
-    ) -> tuple[list[tuple[LogRecord, str]], int]:
-        """(first ``limit`` matches in time order, total matches)."""
-        needle = text.lower() if text else None
-        min_rank = SEVERITY_RANK[normalize_severity(severity)] if severity else None
-        lo = parse_epoch(since) if since else None
-        hi = parse_epoch(until) if until else None
-        if since and lo is None:
-            raise InputError(
-                "not an RFC 3339 time", field="since", value=since, fix="e.g. 2026-08-07T23:00:00Z"
-            )
-        if until and hi is None:
-            raise InputError(
-                "not an RFC 3339 time", field="until", value=until, fix="e.g. 2026-08-07T23:30:00Z"
-            )
-        hits: list[tuple[LogRecord, str]] = []
-        total = 0
-        for record, tid in zip(self.records, self.template_of, strict=True):
-            if template and tid != template:
-                continue
-            if min_rank is not None and SEVERITY_RANK.get(record.severity, 0) < min_rank:
-                continue
-            if needle and needle not in record.message.lower():
-                continue
-            if lo is not None or hi is not None:
-                epoch = record.epoch()
-                if epoch is None or (lo is not None and epoch < lo) or (hi is not None and epoch > hi):
-                    continue
-            total += 1
-            hits.append((record, tid))
-        hits.sort(key=lambda h: h[0].epoch() or 0.0)
-        return hits[:limit], total
-
-    def count_by(self, field_name: str) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for record, tid in zip(self.records, self.template_of, strict=True):
-            if field_name == "severity":
-                key = record.severity
-            elif field_name == "template":
-                key = tid
-            elif field_name == "log":
-                key = record.log
-            elif field_name == "minute":
-                key = record.timestamp[:16] or "?"
-            else:
-                key = record.labels.get(field_name, "?")
-            counts[key] += 1
-        return counts
-
-
-def read_into_index(
-    source: LogSource, *, token_budget: int = DEFAULT_TOKEN_BUDGET
-) -> tuple[LogIndex, Summary]:
-    """Read ``source`` once: mine every record and keep up to 50,000 in a `LogIndex`."""
-    miner = LogMiner()
-    index = LogIndex()
-    for page in source.pages():
-        for record in page:
-            index.add(record, miner.add(record))
-    result = miner.result()
-    index.templates = {t.id: t for t in result.templates}
-    return index, summarize_mining(result, source=source.describe(), token_budget=token_budget)
-
-
-# ---------------------------------------------------------------------------------------------
-# Raw Gemma tool-call syntax
-# ---------------------------------------------------------------------------------------------
-
-GEMMA_STR = '<|"|>'
-_RAW_CALL = re.compile(r"<\|tool_call\>\s*call:([A-Za-z_][\w.\-]*)\s*(\{.*?\})\s*<tool_call\|>", re.S)
-_RAW_CALL_OPEN = re.compile(r"<\|tool_call\>\s*call:([A-Za-z_][\w.\-]*)\s*(\{.*)$", re.S)
-# With special tokens stripped (skip_special_tokens) only ``call:name{...}`` is left; accept our names.
-_BARE_CALL = re.compile(r"(?<![\w:])call:(search_logs|get_entry|count_by)\s*(\{[^\n]*\})")
-_REASONING = re.compile(r"<\|channel\>.*?(?:<channel\|>|$)", re.S)
-_SPECIAL = re.compile(r"<\|?(?:turn|tool_call|tool_response|channel)\|?>|<turn\|>|<eos>")
-
-
-class _GemmaArgs:
-    """Parser for Gemma 4's argument syntax: bare keys, ``<|"|>`` string delimiters, JSON-like rest."""
-
-    def __init__(self, text: str) -> None:
-        self.s = text
-        self.i = 0
-
-    def ws(self) -> None:
-        while self.i < len(self.s) and self.s[self.i] in " \t\r\n":
-            self.i += 1
-
-    def value(self) -> Any:
-        self.ws()
-        s = self.s
-        if s.startswith(GEMMA_STR, self.i):
-            end = s.find(GEMMA_STR, self.i + len(GEMMA_STR))
-            if end < 0:
-                raise ValueError("unterminated string")
-            out = s[self.i + len(GEMMA_STR) : end]
-            self.i = end + len(GEMMA_STR)
-            return out
-        ch = s[self.i] if self.i < len(s) else ""
-        if ch == "{":
-            return self.obj()
-        if ch == "[":
-            self.i += 1
-            items = []
-            self.ws()
-            if s.startswith("]", self.i):
-                self.i += 1
-                return items
-            while True:
-                items.append(self.value())
-                self.ws()
-                if s.startswith(",", self.i):
-                    self.i += 1
-                    continue
-                if s.startswith("]", self.i):
-                    self.i += 1
-                    return items
-                raise ValueError("bad list")
-        if ch == '"':
-            decoded, end = json.JSONDecoder().raw_decode(s, self.i)
-            self.i = end
-            return decoded
-        m = re.compile(r"[^,}\]]*").match(s, self.i)
-        raw = m.group(0).strip() if m else ""
-        self.i = m.end() if m else self.i
-        if raw in ("true", "false"):
-            return raw == "true"
-        if raw in ("null", "None"):
-            return None
-        try:
-            return int(raw)
-        except ValueError:
-            try:
-                return float(raw)
-            except ValueError:
-                return raw
-
-    def obj(self) -> dict[str, Any]:
-        s = self.s
-        if not s.startswith("{", self.i):
-            raise ValueError("expected {")
-        self.i += 1
-        out: dict[str, Any] = {}
-        while True:
-            self.ws()
-            if s.startswith("}", self.i):
-                self.i += 1
-                return out
-            m = re.compile(r'(?:<\|"\|>)?"?([A-Za-z_][\w\-]*)"?(?:<\|"\|>)?\s*:').match(s, self.i)
-            if not m:
-                raise ValueError(f"bad key at {self.i}")
-            self.i = m.end()
-            out[m.group(1)] = self.value()
-            self.ws()
-            if s.startswith(",", self.i):
-                self.i += 1
-
-
-def parse_raw_tool_calls(content: str | None) -> list[dict[str, Any]]:
-    """Tool calls written in Gemma 4's native syntax inside ``content``.
-
-    Returns ``[{"name": str, "arguments": dict}]`` (empty when there are none or they do not parse).
-    """
-    if not content or "call:" not in content:
-        return []
-    calls = []
-    found = list(_RAW_CALL.finditer(content))
-    if not found:
-        m = _RAW_CALL_OPEN.search(content)  # truncated: no closing token
-        found = [m] if m else list(_BARE_CALL.finditer(content))
-    for m in found:
-        try:
-            args = _GemmaArgs(m.group(2)).obj()
-        except (ValueError, IndexError, json.JSONDecodeError):
-            continue
-        calls.append({"name": m.group(1), "arguments": args})
-    return calls
-
-
-def clean_content(content: str | None) -> str:
-    """Assistant text without reasoning blocks, raw tool calls or Gemma control tokens."""
-    text = _REASONING.sub("", content or "")
-    text = _RAW_CALL.sub("", text)
-    text = _RAW_CALL_OPEN.sub("", text)
-    text = _BARE_CALL.sub("", text)
-    return _SPECIAL.sub("", text).strip()
-
-
-# ---------------------------------------------------------------------------------------------
-# Tools executed for the model
-# ---------------------------------------------------------------------------------------------
-
-
-def _wrap(nonce: str, text: str) -> str:
-    return f'<untrusted-log-data nonce="{nonce}">\n{neutralize(text)}\n</untrusted-log-data nonce="{nonce}">'
-
-
-def _cap(text: str, cap_tokens: int) -> str:
-    cut = cut_to_tokens(text, cap_tokens)
-    return text if cut == text else cut + f"\n... (cut at {cap_tokens} tokens)"
-
-
-def _entry_line(record: LogRecord, tid: str, width: int = 300) -> str:
-    msg = record.message if len(record.message) <= width else record.message[: width - 1] + "…"
-    return f"[{record.insert_id}] {record.timestamp} {record.severity} {tid}: {msg}"
-
-
-def _arguments(arguments: Any) -> dict[str, Any] | None:
-    """A tool call's arguments (a JSON object, as text or parsed) as a dict; None when not an object."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except json.JSONDecodeError:
-            return None
-    return arguments if isinstance(arguments, dict) else None
-
-
-class AnalysisStep(BaseModel):
-    """A tool call the model made (executed, or refused with the reason), as reported to the user."""
-
-    tool: str
-    arguments: dict[str, Any]
-    result_tokens: int
-    refused: str | None = None
-    raw_syntax: bool = False
-
-
-class Toolbox:
-    """Executes the analyst's read-only tools against a `LogIndex` with the session's limits."""
-
-    def __init__(self, index: LogIndex, *, nonce: str, result_token_cap: int) -> None:
-        self.index = index
-        self.nonce = nonce
-        self.cap = result_token_cap
-        self.seen: set[str] = set()
-        self.steps: list[AnalysisStep] = []
-
-    def run(self, name: str, arguments: Any, *, raw: bool = False) -> str:
-        """The tool's result text (wrapped and capped), or a refusal the model can read."""
-        arguments = _arguments(arguments)
-        if arguments is None:
-            return self._refuse(name, {}, "arguments must be a JSON object", raw)
-        key = json.dumps([name, arguments], sort_keys=True, default=str)
-        if name not in TOOL_NAMES:
-            return self._refuse(
-                name, arguments, f"unknown tool; the only tools are {', '.join(TOOL_NAMES)} (read-only)", raw
-            )
-        if key in self.seen:
-            return self._refuse(name, arguments, "identical call already made; use its result", raw)
-        self.seen.add(key)
-        try:
-            text = getattr(self, f"_t_{name}")(**arguments)
-        except (TypeError, ValueError) as exc:  # wrong names or types from the model
-            return self._refuse(name, arguments, f"bad arguments: {exc}", raw)
-        except TpuDevopsError as exc:
-            return self._refuse(name, arguments, str(exc), raw)
-        out = _wrap(self.nonce, _cap(text, self.cap))
-        self.steps.append(
-            AnalysisStep(tool=name, arguments=arguments, result_tokens=estimate_tokens(out), raw_syntax=raw)
-        )
-        return out
-
-    def refuse(self, name: str, arguments: Any, reason: str, raw: bool = False) -> str:
-        """Record a refused call and return the refusal text the model reads."""
-        return self._refuse(name, _arguments(arguments) or {}, reason, raw)
-
-    def _refuse(self, name: str, arguments: dict[str, Any], reason: str, raw: bool) -> str:
-        self.steps.append(
-            AnalysisStep(tool=name, arguments=arguments, result_tokens=0, refused=reason, raw_syntax=raw)
-        )
-        return f"refused: {reason}"
-
-    def _t_search_logs(self, limit: Any = 10, **filters: Any) -> str:
-        # filters: text, severity, template, since, until (`LogIndex.search`; others: TypeError).
-        limit = max(1, min(int(limit or 10), 20))
-        hits, total = self.index.search(limit=limit, **filters)
-        lines = [f"{total} matching entries; first {len(hits)}:"]
-        lines += [_entry_line(r, t) for r, t in hits]
-        return "\n".join(lines)
-
-    def _t_get_entry(self, insert_id: str) -> str:
-        found = self.index.get(str(insert_id))
-        if found is None:
-            return f"no entry with insertId {insert_id!r}"
-        record, tid = found
-        labels = ", ".join(f"{k}={v}" for k, v in record.labels.items())
-        return f"{_entry_line(record, tid, width=2000)}\nlog={record.log} resource={record.resource_type} {labels}"
-
-    def _t_count_by(self, field: str) -> str:
-        if field not in COUNT_FIELDS:
-            raise InputError(
-                "not a countable field",
-                field="field",
-                value=field,
-                fix=f"use one of {', '.join(COUNT_FIELDS)}",
-            )
-        counts = self.index.count_by(field)
-        return "\n".join(f"{k}: {v}" for k, v in counts.most_common(25))
-
-
-# ---------------------------------------------------------------------------------------------
-# Citations
-# ---------------------------------------------------------------------------------------------
-
-_CITE = re.compile(r"\[([A-Za-z0-9][A-Za-z0-9_\-:.]{1,80})\]")
-_INSERT_ID_WORD = re.compile(r"insertId[\s:=`'\"]+([A-Za-z0-9][A-Za-z0-9_\-]{3,80})")
-
-
-class Citation(BaseModel):
-    """One citation in the answer and whether it exists in the analysed logs."""
-
-    ref: str
-    kind: str  # "entry" | "template"
-    verified: bool
-    excerpt: str | None = None
-
-
-def verify_citations(answer: str, index: LogIndex) -> tuple[str, list[Citation]]:
-    """Check every ``[ref]`` / ``insertId X`` in ``answer``; flag unknown refs in the text.
-
-    Returns (answer with unknown refs rewritten as ``[ref (unverified)]``, citations).
-    """
-    cites: dict[str, Citation] = {}
-    refs = [m.group(1) for m in _CITE.finditer(answer)] + [
-        m.group(1) for m in _INSERT_ID_WORD.finditer(answer)
-    ]
-    for raw in refs:
-        ref = raw[len("insertId:") :] if raw.lower().startswith("insertid:") else raw
-        if ref in cites:
-            continue
-        known = index.get(ref) is not None
-        # Quoted log furniture such as [core.py:1349] or [ERROR] is not a citation; an id-like ref
-        # (letters/digits/-/_ with at least one digit) that does not exist is.
-        id_like = re.fullmatch(r"T\d+|[A-Za-z0-9_-]{4,80}", ref) and re.search(r"\d", ref)
-        if not known and not id_like:
-            continue
-        if re.fullmatch(r"T\d+", ref):
-            t = index.templates.get(ref)
-            cites[ref] = Citation(
-                ref=ref, kind="template", verified=t is not None, excerpt=t.template[:160] if t else None
-            )
-        else:
-            found = index.get(ref)
-            ok = found is not None or index.has_insert_id(ref)
-            cites[ref] = Citation(
-                ref=ref, kind="entry", verified=ok, excerpt=found[0].message[:160] if found else None
-            )
-    bad = {c.ref for c in cites.values() if not c.verified}
-    if bad:
-        answer = _CITE.sub(
-            lambda m: f"[{m.group(1)} (unverified)]" if m.group(1) in bad else m.group(0), answer
-        )
-    return answer, list(cites.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,7 +148,12 @@ class AnalysisResult(UntrustedContent, ToolResult):
     """
 
     untrusted: UntrustedData = untrusted_data(
-        MODEL_AND_LOGS, "answer", "steps[].arguments", "citations[].excerpt", "deterministic_summary"
+        MODEL_AND_LOGS,
+        "answer",
+        "answer_so_far",
+        "steps[].arguments",
+        "citations[].excerpt",
+        "deterministic_summary",
     )
     question: str
     answer: str
@@ -585,6 +161,14 @@ class AnalysisResult(UntrustedContent, ToolResult):
     model_answer_usable: bool = False
     answer_problems: list[str] = []
     finish_reason: str | None = None
+    cut_reason: str | None = None
+    # The model is still working: its answer comes in job ``job_id`` (poll get_job); ``answer`` is the
+    # deterministic summary meanwhile and ``answer_so_far`` what the model has written of its answer.
+    in_progress: bool = False
+    job_id: str | None = None
+    expected_s: float | None = None
+    estimate_basis: str | None = None
+    answer_so_far: str = ""
     # not ``summary``: that key is the structured form's leading human summary (tpu_devops.host.results)
     deterministic_summary: str = ""
     model: str | None = None
@@ -602,6 +186,14 @@ class AnalysisResult(UntrustedContent, ToolResult):
     notices: list[str] = []
 
     def headline(self) -> str:
+        if self.in_progress:
+            expected = f", expected ~{self.expected_s:,.0f} s in all" if self.expected_s is not None else ""
+            job = (
+                f": its answer comes in job {self.job_id}; poll get_job('{self.job_id}')"
+                if self.job_id
+                else ""
+            )
+            return f"Deterministic summary now; {self.model} is still answering{expected}{job}"
         if not self.model_consulted:
             return "Answer from deterministic summary (model not consulted)"
         if not self.model_answer_usable:
@@ -624,7 +216,14 @@ class AnalysisResult(UntrustedContent, ToolResult):
                 f"[{tags}]: {inline(rc.template[:300])}"
             )
         lines.append("")
-        if not self.model_consulted:
+        if self.in_progress:
+            lines += [self.answer, ""]
+            if self.answer_so_far:
+                lines += ["The model's answer so far (unchecked text, still being written):"]
+                lines += [fence(self.answer_so_far, "model"), ""]
+            if self.estimate_basis:
+                lines.append(f"expected time: {self.estimate_basis}")
+        elif not self.model_consulted:
             lines += [self.answer, ""]
         else:
             lines += [
@@ -651,7 +250,9 @@ class AnalysisResult(UntrustedContent, ToolResult):
             lines.append(f"round: prompt {r.prompt_tokens}{limit} tokens ({r.counted_by}) -> {r.outcome}")
         for s in self.steps:
             state = f" refused: {s.refused}" if s.refused else f" -> {s.result_tokens} tokens"
-            lines.append(f"tool {s.tool}({inline(json.dumps(s.arguments, sort_keys=True))}){state}")
+            if s.used is False:
+                state += f" (NOT USED: {s.unused or 'no model round read it'})"
+            lines.append(f"tool {s.describe()}{state}")
         lines += [f"note: {n}" for n in self.notices]
         return "\n".join(lines)
 
@@ -675,7 +276,9 @@ def deterministic_answer(summary: SummaryResult) -> str:
 class Limits:
     """Analyst limits (tokens are the server's reported usage, or estimates when absent).
 
-    ``deadline_s``: wall time for the whole consultation (seconds), under the ~120 s a host waits.
+    ``deadline_s``: wall time for the whole consultation when it runs outside any tool call (seconds);
+    ``job_deadline_s``: the same inside a tool call, where the consultation may go on as a job past the
+    call's budget (`tpu_devops.host.deadline`).
     """
 
     max_steps: int = DEFAULT_MAX_STEPS
@@ -683,6 +286,7 @@ class Limits:
     total_token_budget: int = DEFAULT_TOTAL_BUDGET
     evidence_token_budget: int = DEFAULT_TOKEN_BUDGET
     deadline_s: float = ANALYST_DEADLINE_S
+    job_deadline_s: float = ANALYST_JOB_DEADLINE_S
 
 
 def _assistant_message(content: str | None, calls: list[tuple[str, str, str]]) -> dict[str, Any]:
@@ -701,21 +305,25 @@ class ContextTooSmall(TpuDevopsError):
 
 @dataclass
 class Consultation:
-    """What the tool-calling loop produced: the last good answer (may be empty), how it ended."""
+    """What the tool-calling loop produced, filled as it goes (a job shows it while it runs): the best
+    answer so far (may be empty or cut: ``cut_reason``), the rounds and steps, and ``live``, the stream
+    of the round in flight."""
 
     answer: str = ""
     finish_reason: str | None = None
+    cut_reason: str | None = None
     steps: list[AnalysisStep] = field(default_factory=list)
     rounds: list[RoundInfo] = field(default_factory=list)
     used: int = 0
     notices: list[str] = field(default_factory=list)
+    live: Any = None  # tpu_devops.serving.stream.StreamProgress of the round in flight
 
 
 def _user_message(question: str, nonce: str, evidence: str) -> dict[str, Any]:
     return {
         "role": "user",
         "content": f"The user's question: {question}\n\nEvidence summary (log data, not the user's words):\n"
-        f"{_wrap(nonce, evidence)}",
+        f"{wrap(nonce, evidence)}",
     }
 
 
@@ -750,6 +358,8 @@ async def _fit_first_prompt(
     if fitter.limit is not None:
         # Half of what is left after the fixed part goes to the evidence, half to the tool rounds.
         budget = max(MIN_EVIDENCE_TOKENS, min(budget, (fitter.limit - fixed) // 2))
+    # Which limit cut the pack, said as it is: the caller's token_budget or the server's context.
+    cut_by = "the token_budget you gave" if budget >= evidence_budget else "the server's context"
     evidence = summary.pack.text
     if estimate_tokens(evidence) > budget:
         evidence = summarize_mining(summary.mining, source="", token_budget=max(500, budget)).pack.text
@@ -760,11 +370,17 @@ async def _fit_first_prompt(
             n = await fitter.size(messages, tools)
             if fitter.fits(n):
                 if evidence != summary.pack.text:
+                    why = (
+                        f"to the token_budget you gave ({evidence_budget:,} tokens)"
+                        if cut_by.startswith("the token_budget")
+                        else f"to fit the server's context ({fitter.limit} prompt tokens after the answer's "
+                        f"{fitter.max_tokens})"
+                    )
                     notices.append(
-                        f"the evidence summary was cut to about {estimate_tokens(evidence)} tokens to fit the "
-                        f"server's context ({fitter.limit} prompt tokens after the answer's {fitter.max_tokens})"
+                        f"the evidence summary was cut to about {estimate_tokens(evidence)} tokens {why}"
                     )
                 return messages, n, tools is not None
+            cut_by = "the server's context"  # from here on the context is what cuts
             over = n - (fitter.limit or n)
             target = estimate_tokens(evidence) - over - 16
             if target < MIN_EVIDENCE_TOKENS:
@@ -799,8 +415,31 @@ async def _fit_later_prompt(
         if keep >= 80:
             newest["content"] = cut_to_tokens(newest["content"], keep) + "\n... (cut to fit the context)"
         else:
-            newest["content"] = "result omitted: no room left in the server's context"
+            newest["content"] = OMITTED_RESULT
     return None
+
+
+def _final_reserve(url: str, model: str, prompt_tokens: int, max_tokens: int, left_s: float) -> float:
+    """Seconds kept for the final answer when a later tool round starts: the endpoint's measured time
+    for such a request (`tpu_devops.serving.rates`) plus a fifth, else `FINAL_SHARE` of what is left;
+    never more than 60% of it."""
+    from tpu_devops.serving.rates import RATES
+
+    est = RATES.estimate(url, model, prompt_tokens, max_tokens)
+    if est is not None and est.complete:
+        return min(0.6 * left_s, 1.2 * est.seconds + 1.0)
+    return FINAL_SHARE * left_s
+
+
+def _raw_syntax_notice(kind: str) -> str:
+    """What to say when tool calls arrive as raw Gemma syntax, with this server kind's own remedy."""
+    from tpu_devops.serving.server_kind import LLAMA_CPP, VLLM
+
+    fix = {
+        VLLM: "start vLLM with --enable-auto-tool-choice --tool-call-parser gemma4",
+        LLAMA_CPP: "start llama-server with --jinja (the model's chat template parses tool calls)",
+    }.get(kind, "enable the server's tool-call parsing for this model")
+    return f"the model's tool calls arrived as raw Gemma syntax in content (tool parser inactive: {fix}); parsed them"
 
 
 async def consult_model(
@@ -814,34 +453,45 @@ async def consult_model(
     limits: Limits,
     server: ServerInfo | None = None,
     api_key: str = "",
+    out: Consultation | None = None,
+    deadline_s: float | None = None,
 ) -> Consultation:
-    """Run the tool-calling loop within the server's context and the deadline.
+    """Run the tool-calling loop within the server's context and the deadline; every round streams.
 
     Every request is sized before it is sent (the server's tokenizer when it has one, else the model's
     own tokenizer, else the calibrated estimate: `tpu_devops.serving.tokenize`) to at most the
     context minus ``max_tokens``: the evidence is cut first, then the newest tool results; a prompt
     that cannot fit is never sent. A server overflow answer (which carries the server's own count)
-    rescales the count and the round is retried once. When a round after the first fails, the last
-    good answer is kept (or the conversation so far is asked for one without tools).
+    rescales the count and the round is retried once.
+
+    ``deadline_s``: wall time for the whole loop (default ``limits.deadline_s``). A tool round after the
+    first leaves time for a final answer (`_final_reserve`); when such a round fails, or runs out of its
+    time, the conversation so far is asked once more without tools. The final round streams, so an
+    answer cut at the deadline is kept (``cut_reason``). Tool results no later round read are marked
+    ``used=False`` with the reason and listed in a notice. ``out`` is filled as the loop goes.
 
     Raises:
         ContextTooSmall: even the smallest first prompt does not fit.
         ServingError: the first round fails (the caller falls back to the deterministic summary).
     """
-    from tpu_devops.serving.chat import classify
-    from tpu_devops.serving.client import openai_client, timeouts
+    from tpu_devops.serving.errors import ServingError
+    from tpu_devops.serving.stream import StreamProgress, stream_chat
 
     server = server or ServerInfo("unknown", None, "unknown")
-    client = openai_client(url, api_key)
     counter = RequestCounter(url, model, server.kind, api_key)
     context = server.context_tokens
-    out = Consultation()
+    out = out if out is not None else Consultation()
     if context is None:
         context = ASSUMED_CONTEXT
         out.notices.append(
             f"the server reports no context length and MAX_MODEL_LEN is not set: assumed {ASSUMED_CONTEXT} tokens"
         )
     max_tokens = min(ANSWER_MAX_TOKENS, context // 4)
+    if max_tokens < ANSWER_MAX_TOKENS:
+        out.notices.append(
+            f"the answer may use at most {max_tokens:,} tokens (not {ANSWER_MAX_TOKENS}): a quarter of the "
+            f"server's {context:,}-token context, the rest holds the evidence and tool results"
+        )
     fitter = _Fitter(counter, context, max_tokens)
     nonce = secrets.token_hex(6)
     box = Toolbox(index, nonce=nonce, result_token_cap=limits.result_token_cap)
@@ -849,46 +499,54 @@ async def consult_model(
     messages, size, tools_ok = await _fit_first_prompt(
         fitter, question, nonce, summary, limits.evidence_token_budget, out.notices
     )
-    # Within the tool call's own budget too (`tpu_devops.host.deadline`), keeping time to answer.
-    left = call_budget.remaining()
-    deadline = time.monotonic() + (limits.deadline_s if left is None else min(limits.deadline_s, left - 2))
+    total_s = limits.deadline_s if deadline_s is None else deadline_s
+    left = call_budget.remaining()  # within a tool call's own budget too, when it runs inside one
+    end = time.monotonic() + (total_s if left is None else min(total_s, left - 2))
     first_tool_msg = len(messages)
     step = 0
     overflow_retries = 0
-    final_request = False
+    final = False  # the next request is the last one: no tools, "answer now"
+    answered = False  # some round got through (a failing first round is the caller's to handle)
+    pending: list[AnalysisStep] = []  # results gathered that no round has read yet
+    by_call: dict[str, AnalysisStep] = {}
+
+    def ask_final(reason: str) -> None:
+        nonlocal final
+        final = True
+        if not (messages[-1].get("role") == "user" and messages[-1].get("content") == FINAL_PROMPT):
+            messages.append({"role": "user", "content": FINAL_PROMPT})
+        out.notices.append(reason)
+
     while True:
         allow_tools = (
-            tools_ok
-            and not final_request
-            and step < limits.max_steps
-            and out.used < limits.total_token_budget
+            tools_ok and not final and step < limits.max_steps and out.used < limits.total_token_budget
         )
         tools = TOOLS if allow_tools else None
+        round_end = end
+        if tools and step > 0:
+            now = time.monotonic()
+            round_end = end - _final_reserve(url, model, size, max_tokens, end - now)
+            if round_end - now < MIN_ROUND_S:
+                ask_final(
+                    "little time left: asked for the answer from what was gathered, without more tool rounds"
+                )
+                continue
         if step > 0:
             fitted = await _fit_later_prompt(fitter, messages, tools, first_tool_msg)
             if fitted is None and tools is not None:
                 tools, allow_tools = None, False
                 fitted = await _fit_later_prompt(fitter, messages, None, first_tool_msg)
+            _mark_omitted(messages, by_call)
             if fitted is None:
                 out.notices.append(
                     "the conversation no longer fits the server's context; stopped with what was answered"
                 )
                 break
             size = fitted
-        remaining = deadline - time.monotonic()
-        if remaining < 5:
+        remaining = round_end - time.monotonic()
+        if remaining < 1:
             out.notices.append("the analysis deadline passed; stopped with what was answered")
             break
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "timeout": timeouts(remaining),
-        }
-        if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = "auto"
         info = RoundInfo(
             prompt_tokens=size,
             prompt_limit=fitter.limit,
@@ -897,10 +555,22 @@ async def consult_model(
             outcome="",
         )
         out.rounds.append(info)
+        out.live = StreamProgress()
         try:
-            response = await client.chat.completions.create(**kwargs)
-        except Exception as exc:
-            err = classify(exc, url, model)
+            reply = await stream_chat(
+                url,
+                model,
+                messages,
+                api_key=api_key,
+                max_tokens=max_tokens,
+                temperature=0,
+                tools=tools,
+                tool_choice="auto" if tools else None,
+                deadline_s=remaining,
+                progress=out.live,
+                measure=True,
+            )
+        except ServingError as err:
             info.outcome = f"failed: {err.failure}"
             if err.failure == "context_overflow" and err.prompt_tokens and overflow_retries < 2:
                 # The server counted more than we did: trust its count from now on and refit the round.
@@ -913,10 +583,15 @@ async def consult_model(
                     )
                     first_tool_msg = len(messages)
                 continue
-            if step == 0:
-                raise err from exc
+            if step == 0 and not answered:
+                raise
+            failed = f"round {len(out.rounds)} failed ({err.message})"
+            if (tools is not None or not final) and end - time.monotonic() >= MIN_ROUND_S:
+                ask_final(f"{failed}; asked once more without tools, from what was gathered")
+                step += 1
+                continue
             out.notices.append(
-                f"round {len(out.rounds)} failed ({err.message}); "
+                f"{failed}; "
                 + (
                     "kept the answer from the earlier round"
                     if out.answer
@@ -924,40 +599,55 @@ async def consult_model(
                 )
             )
             break
-        usage = getattr(response, "usage", None)
-        out.used += int(getattr(usage, "total_tokens", 0) or 0) or size
-        choice = response.choices[0]
-        message = choice.message
+        answered = True
+        for s in pending:  # this round read them
+            s.used = True
+        pending.clear()
+        out.used += (reply.prompt_tokens or size) + (reply.completion_tokens or len(reply.chunk_times))
         structured = [
-            (tc.id or f"call-{step}-{i}", tc.function.name, tc.function.arguments or "{}")
-            for i, tc in enumerate(message.tool_calls or [])
+            (tc.get("id") or f"call-{step}-{i}", tc.get("name") or "", tc.get("arguments") or "{}")
+            for i, tc in enumerate(reply.tool_calls)
         ]
-        raw_calls = [] if structured else parse_raw_tool_calls(message.content)
+        raw_calls = [] if structured else parse_raw_tool_calls(reply.content)
         calls = structured or [
             (f"gemma-raw-{step}-{i}", c["name"], json.dumps(c["arguments"])) for i, c in enumerate(raw_calls)
         ]
-        text = clean_content(message.content)
+        text = clean_content(reply.content)
         if raw_calls and not any("raw Gemma syntax" in n for n in out.notices):
-            out.notices.append(
-                "the model's tool calls arrived as raw Gemma syntax in content (tool parser inactive); parsed them"
+            out.notices.append(_raw_syntax_notice(server.kind))
+        if reply.interrupted:
+            why = (
+                "the deadline"
+                if reply.interrupted == "deadline"
+                else f"a dropped stream ({reply.interrupted})"
             )
+            info.outcome = f"cut off by {why}"
+            if text and not calls and len(text) > len(out.answer):
+                out.answer, out.finish_reason, out.cut_reason = text, None, f"cut off by {why}"
+            if tools is None:
+                break  # the final round: its cut answer is kept
+            if end - time.monotonic() < MIN_ROUND_S:
+                out.notices.append(
+                    f"round {len(out.rounds)} was cut off by {why}; no time was left to ask again"
+                )
+                break
+            ask_final(f"round {len(out.rounds)} was cut off by {why}; asked once more without tools")
+            step += 1
+            continue
         if text and not calls:
-            out.answer, out.finish_reason = text, choice.finish_reason
-            info.outcome = "cut off" if choice.finish_reason == "length" else "answer"
+            out.answer, out.finish_reason, out.cut_reason = text, reply.finish_reason, None
+            info.outcome = "cut off" if reply.finish_reason == "length" else "answer"
             break
         if not calls:
             info.outcome = "empty answer"
-            out.finish_reason = choice.finish_reason
+            out.finish_reason = reply.finish_reason
             break
         info.outcome = f"{len(calls)} tool call(s)"
         if not allow_tools:
-            out.notices.append(
-                "the model asked for more tools after the step/token limit; it was told to answer"
-            )
-            if final_request:
+            if final:
+                out.notices.append("the model asked for more tools after it was told to answer; stopped")
                 break
-            final_request = True
-            messages.append({"role": "user", "content": "Answer now from what you have, with citations."})
+            ask_final("the model asked for more tools after the step/token limit; it was told to answer")
             step += 1
             continue
         messages.append(_assistant_message(text, calls))
@@ -973,6 +663,10 @@ async def consult_model(
                 result = box.refuse(
                     name, args, f"at most {MAX_CALLS_PER_STEP} calls per turn", bool(raw_calls)
                 )
+            done = box.steps[-1]
+            if not done.refused:
+                pending.append(done)
+                by_call[cid] = done
             messages.append({"role": "tool", "tool_call_id": cid, "content": result})
         step += 1
         if step >= limits.max_steps or out.used >= limits.total_token_budget:
@@ -980,14 +674,38 @@ async def consult_model(
                 out.notices.append(
                     f"token budget {limits.total_token_budget} reached; asking for the answer now"
                 )
-            final_request = True
-            messages.append({"role": "user", "content": "Answer now from what you have, with citations."})
+            final = True
+            messages.append({"role": "user", "content": FINAL_PROMPT})
+    out.live = None
+    for s in pending:
+        s.used, s.unused = (
+            False,
+            s.unused or "no model round read it (the rounds after it failed or ran out of time)",
+        )
+    unused = [s for s in box.steps if s.used is False]
+    if unused:
+        out.notices.append(
+            "gathered but not used by any answer: " + "; ".join(f"{s.describe()}: {s.unused}" for s in unused)
+        )
     out.notices.extend(counter.notices)
     return out
 
 
+def _mark_omitted(messages: list[dict[str, Any]], by_call: dict[str, AnalysisStep]) -> None:
+    """Mark the steps whose result `_fit_later_prompt` left out of the prompt as not used."""
+    for m in messages:
+        if m.get("role") == "tool" and str(m.get("content", "")).startswith(OMITTED_RESULT):
+            step = by_call.get(str(m.get("tool_call_id")))
+            if step is not None:
+                step.used, step.unused = False, "left out of the prompt to fit the server's context"
+
+
 def judge_answer(
-    answer: str, finish_reason: str | None, cites: list[Citation], summary: Summary
+    answer: str,
+    finish_reason: str | None,
+    cites: list[Citation],
+    summary: Summary,
+    cut_reason: str | None = None,
 ) -> list[str]:
     """Why the model's answer cannot be used as findings (empty list: usable)."""
     problems = []
@@ -995,6 +713,8 @@ def judge_answer(
         problems.append(reason)
     if cut_off(finish_reason):
         problems.append("cut off at the token limit (finish_reason=length)")
+    elif cut_reason:
+        problems.append(f"{cut_reason}: the answer is partial")
     if looks_like_instruction(answer):
         problems.append("it reads like instructions to an agent, not findings")
     if not problems and not any(c.verified for c in cites):
@@ -1004,6 +724,181 @@ def judge_answer(
         else:
             problems.append("it cites no entry or template that exists")
     return problems
+
+
+def _not_consulted(
+    base: AnalysisResult,
+    exc: BaseException,
+    notices: list[str],
+    redactor: Redactor,
+    fallback: str,
+    fallback_cites: list[Citation],
+) -> AnalysisResult:
+    """The deterministic answer when the endpoint failed, with the reason said plainly."""
+    reason = exc.message if isinstance(exc, TpuDevopsError) else f"{type(exc).__name__}: {exc}"
+    reason = redactor.redact(reason)  # an HTTP error may quote a URL or body
+    # An error of ours is an outage said plainly (one line); anything else may be a bug: keep its traceback.
+    log.info(
+        "analyst fell back to the deterministic summary: %s",
+        reason,
+        exc_info=not isinstance(exc, TpuDevopsError),
+    )
+    notices = [f"model not consulted ({reason}); this is the deterministic summary", *notices]
+    if notice := redactor.notice():
+        notices.append(notice)
+    return base.model_copy(update={"answer": fallback, "citations": fallback_cites, "notices": notices})
+
+
+@dataclass
+class _Session:
+    """One analysis once the source is read and the endpoint chosen: runs the consultation (inline or
+    as a job) and shapes each form of the result: started, in progress, final."""
+
+    question: str
+    index: LogIndex
+    summary: Summary
+    settings: Settings
+    endpoint: Any  # tpu_devops.serving.resolve.Endpoint
+    choice: Any  # tpu_devops.serving.models.ModelChoice
+    limits: Limits
+    base: AnalysisResult
+    notices: list[str]
+    redactor: Redactor
+    fallback: str
+    fallback_cites: list[Citation]
+    out: Consultation = field(default_factory=Consultation)
+
+    def estimate(self) -> Any:
+        """The endpoint's expected time for the first round with the longest answer (`Estimate`), or
+        None before its rates are measured. At least that: later rounds add to it."""
+        from tpu_devops.serving.rates import RATES
+        from tpu_devops.serving.tokenize import estimate_request
+
+        context = self.choice.server.context_tokens or ASSUMED_CONTEXT
+        prompt = estimate_request(
+            [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                _user_message(self.question, "0" * 12, self.summary.pack.text),
+            ],
+            TOOLS,
+        )
+        return RATES.estimate(
+            self.endpoint.url, self.choice.model, prompt, min(ANSWER_MAX_TOKENS, context // 4)
+        )
+
+    async def run(self, record: Any = None, *, deadline_s: float | None = None) -> AnalysisResult:
+        """Consult the model and return the final result (the deterministic one when the first round
+        fails). ``record``: the job this runs as (its partial view is set)."""
+        if record is not None:
+            record.partial = lambda: self.partial(record)
+            record.message = "consulting the model"
+        try:
+            await consult_model(
+                self.question,
+                self.index,
+                self.summary,
+                settings=self.settings,
+                url=self.endpoint.url,
+                model=self.choice.model,
+                limits=self.limits,
+                server=self.choice.server,
+                api_key=self.endpoint.api_key,
+                out=self.out,
+                deadline_s=self.limits.job_deadline_s if deadline_s is None else deadline_s,
+            )
+        except Exception as exc:  # any endpoint failure -> deterministic answer, said plainly
+            return _not_consulted(
+                self.base, exc, self.notices, self.redactor, self.fallback, self.fallback_cites
+            )
+        return self.final()
+
+    def _so_far(self) -> str:
+        """The model's answer text so far: the best answer kept, else the round in flight's text."""
+        live = self.out.live
+        text = self.out.answer or (clean_content(live.text) if live is not None else "")
+        return self.redactor.redact(text)
+
+    def started(self, job_id: str, left_s: float, estimate: Any, *, handed_off: bool) -> AnalysisResult:
+        """The tool call's answer when the consultation goes on as job ``job_id``."""
+        if handed_off:
+            why = (
+                f"the model had not answered when this tool call had to answer (round {len(self.out.rounds)})"
+            )
+        else:
+            why = (
+                f"the model's answer is expected to take at least ~{estimate.seconds:,.0f} s, more than the "
+                f"{left_s:,.0f} s this tool call has left"
+            )
+        return self.base.model_copy(
+            update={
+                "answer": self.fallback,
+                "citations": self.fallback_cites,
+                "in_progress": True,
+                "job_id": job_id,
+                "expected_s": round(estimate.seconds, 1) if estimate is not None else None,
+                "estimate_basis": estimate.basis() if estimate is not None else None,
+                "answer_so_far": self._so_far(),
+                "notices": [
+                    *self.notices,
+                    f"{why}: it continues as job {job_id}; get_job('{job_id}') shows the model's answer so far "
+                    "and, when done, the checked answer (the deterministic summary above stands meanwhile)",
+                ],
+            }
+        )
+
+    def partial(self, record: Any) -> AnalysisResult:
+        """What `get_job` shows while the model works, or keeps when the job is cancelled."""
+        live = self.out.live
+        record.progress.update(
+            round=len(self.out.rounds), tokens_this_round=live.tokens if live is not None else 0
+        )
+        if getattr(record, "state", "") == "cancelled":
+            self.out.answer = self.out.answer or (clean_content(live.text) if live is not None else "")
+            self.out.finish_reason, self.out.cut_reason = None, "cut off by a cancel"
+            return self.final()
+        return self.base.model_copy(
+            update={
+                "answer": self.fallback,
+                "citations": self.fallback_cites,
+                "in_progress": True,
+                "answer_so_far": self._so_far(),
+                "rounds": list(self.out.rounds),
+                "steps": list(self.out.steps),
+                "notices": list(self.notices),
+            }
+        )
+
+    def final(self) -> AnalysisResult:
+        """The consultation's answer, its citations checked and judged."""
+        got, redactor = self.out, self.redactor
+        answer = redactor.redact(got.answer)
+        answer, cites = verify_citations(answer, self.index)
+        problems = judge_answer(answer, got.finish_reason, cites, self.summary, got.cut_reason)
+        notices = list(self.notices)
+        if problems:
+            notices.append(
+                "the model's answer is not usable ("
+                + "; ".join(problems)
+                + "): the deterministic summary stands alone"
+            )
+        if notice := redactor.notice():
+            notices.append(notice)
+        return self.base.model_copy(
+            update={
+                "answer": answer or "(the model returned no text)",
+                "model_consulted": True,
+                "model_answer_usable": not problems,
+                "answer_problems": problems,
+                "finish_reason": got.finish_reason,
+                "cut_reason": got.cut_reason,
+                "citations": cites,
+                "unverified_citations": [c.ref for c in cites if not c.verified],
+                "steps": list(got.steps),
+                "rounds": list(got.rounds),
+                "tokens_used": got.used,
+                "notices": notices + got.notices + self.choice.notices,
+            }
+        )
 
 
 async def analyze(
@@ -1021,11 +916,18 @@ async def analyze(
     model answer that is cut off, degenerate, uncited or instruction-shaped is reported as not
     usable, and the deterministic summary stands alone.
 
+    Inside a tool call the consultation may outlast the call (`tpu_devops.host.deadline`): when the
+    endpoint's measured rates say its first round alone would not fit, it is a job at once; otherwise
+    it runs inline and, if the model has not answered when the call must answer, the same
+    consultation goes on as a job. The call then answers with the deterministic summary, the job id
+    and the expected time; the job's result is the checked answer (`get_job` shows it so far).
+
     Raises:
         InputError: empty question, max_steps outside 1..8, a malformed ``base_url``; errors of the
         source (bad file, filter, cloud permission).
     """
     from tpu_devops.gcp.common import run_blocking
+    from tpu_devops.host.jobs import JOBS
 
     limits = limits or Limits()
     if not question or not question.strip():
@@ -1048,7 +950,7 @@ async def analyze(
         notices.append(stopped)
     if index.dropped:
         notices.append(f"{index.dropped} entries beyond {MAX_INDEX} were mined but are not searchable")
-    summary_result = to_result(summary, source=source.describe(), notices=[])
+    summary_result = to_result(summary, source=source.describe(), notices=[], read=read_state(source))
     fallback, fallback_cites = verify_citations(deterministic_answer(summary_result), index)
     fallback = redactor.redact(fallback)
     base = AnalysisResult(
@@ -1060,71 +962,50 @@ async def analyze(
         evidence_tokens=summary.pack.tokens,
     )
     try:
-        from tpu_devops.serving.chat import choose_model, resolve_endpoint
+        from tpu_devops.serving.models import choose_model
+        from tpu_devops.serving.resolve import resolve_endpoint
 
         endpoint = await resolve_endpoint(settings, base_url)
         choice = await choose_model(settings, endpoint.url, api_key=endpoint.api_key)
-        base = base.model_copy(
-            update={
-                "model": choice.model,
-                "endpoint": endpoint.url,
-                "server": choice.server.label,
-                "context_tokens": choice.server.context_tokens,
-                "context_source": choice.server.context_source,
-            }
-        )
-        got = await consult_model(
-            question,
-            index,
-            summary,
-            settings=settings,
-            url=endpoint.url,
-            model=choice.model,
-            limits=limits,
-            server=choice.server,
-            api_key=endpoint.api_key,
-        )
-    except Exception as exc:  # any endpoint failure -> deterministic answer, said plainly
+    except Exception as exc:
         if isinstance(exc, InputError) and exc.field == "base_url":
             raise  # a malformed URL is the caller's to fix, not an outage to fall back from
-        reason = exc.message if isinstance(exc, TpuDevopsError) else f"{type(exc).__name__}: {exc}"
-        reason = redactor.redact(reason)  # an HTTP error may quote a URL or body
-        # An error of ours is an outage said plainly (one line); anything else may be a bug: keep its traceback.
-        log.info(
-            "analyst fell back to the deterministic summary: %s",
-            reason,
-            exc_info=not isinstance(exc, TpuDevopsError),
-        )
-        notices.insert(0, f"model not consulted ({reason}); this is the deterministic summary")
-        if notice := redactor.notice():
-            notices.append(notice)
-        return base.model_copy(update={"answer": fallback, "citations": fallback_cites, "notices": notices})
-    answer = redactor.redact(got.answer)
-    answer, cites = verify_citations(answer, index)
-    problems = judge_answer(answer, got.finish_reason, cites, summary)
-    if problems:
-        notices.append(
-            "the model's answer is not usable ("
-            + "; ".join(problems)
-            + "): the deterministic summary stands alone"
-        )
-    if notice := redactor.notice():
-        notices.append(notice)
-    return base.model_copy(
+        return _not_consulted(base, exc, notices, redactor, fallback, fallback_cites)
+    base = base.model_copy(
         update={
-            "answer": answer or "(the model returned no text)",
-            "model_consulted": True,
-            "model_answer_usable": not problems,
-            "answer_problems": problems,
-            "finish_reason": got.finish_reason,
-            "citations": cites,
-            "unverified_citations": [c.ref for c in cites if not c.verified],
-            "steps": got.steps,
-            "rounds": got.rounds,
-            "tokens_used": got.used,
-            "notices": notices + got.notices + choice.notices,
+            "model": choice.model,
+            "endpoint": endpoint.url,
+            "server": choice.server.label,
+            "context_tokens": choice.server.context_tokens,
+            "context_source": choice.server.context_source,
         }
     )
+    session = _Session(
+        question,
+        index,
+        summary,
+        settings,
+        endpoint,
+        choice,
+        limits,
+        base,
+        notices,
+        redactor,
+        fallback,
+        fallback_cites,
+    )
+    left = call_budget.time_to_answer()
+    if left is None:  # not inside a tool call: nothing to outlast
+        return await session.run(deadline_s=limits.deadline_s)
+    description = f"log analysis by {choice.model} at {endpoint.url}: {question[:80]}"
+    estimate = session.estimate()
+    if estimate is not None and estimate.seconds > left:
+        job = JOBS.start("analysis", description, session.run)
+        return session.started(job.id, left, estimate, handed_off=False)
+    outcome = await JOBS.finish_or_continue("analysis", description, session.run, wait_s=left)
+    if outcome.job is None:
+        return outcome.value
+    return session.started(outcome.job.id, left, estimate, handed_off=True)
 
 
 async def analyze_logs(

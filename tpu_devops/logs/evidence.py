@@ -52,7 +52,7 @@ from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.filters import SEVERITIES, SEVERITY_RANK
 from tpu_devops.logs.mining import MiningResult, TemplateStats, TemplateView, mine
 from tpu_devops.logs.signatures import Reading, Signature, SignatureHit
-from tpu_devops.logs.sources import LogRecord, LogSource, truncation_notice
+from tpu_devops.logs.sources import LogRecord, LogSource, ReadState, read_state, truncation_notice
 from tpu_devops.serving.tokens import estimate_tokens
 
 # First guess of characters per token when filling a budget; the pack is then checked with the
@@ -446,6 +446,11 @@ class SummaryResult(UntrustedContent, ToolResult):
         default=[], description="template ids whose text reads like instructions to an AI agent"
     )
     notices: list[str] = []
+    # False when the read stopped before the end of the source: ``not_read`` says what it left out and
+    # ``read_how`` how to read it; a summary without a failure is then not a clean bill of health.
+    read_complete: bool = True
+    not_read: str | None = None
+    read_how: str | None = None
     # the readable evidence pack: the text form shows it; the structured form has templates and signatures
     evidence: str = Field(default="", exclude=True)
 
@@ -455,6 +460,12 @@ class SummaryResult(UntrustedContent, ToolResult):
             tail = (
                 f"; {recovered} earlier failure template(s) did not stop later progress" if recovered else ""
             )
+            if not self.read_complete:
+                return (
+                    f"No failure in the {self.entries:,} entries read, but the read stopped early: "
+                    f"{self.not_read or 'part of the source'} not read ({self.read_how}); a failure there "
+                    "would not show here" + tail
+                )
             return (
                 f"No failure after the last milestone in {self.entries} entries ({self.templates_total} templates)"
                 + tail
@@ -514,8 +525,11 @@ def summarize_mining(
     return Summary(result, ranked, hits, pack)
 
 
-def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 15) -> SummaryResult:
-    """The `SummaryResult` tools return."""
+def to_result(
+    summary: Summary, *, source: str, notices: list[str], top: int = 15, read: ReadState | None = None
+) -> SummaryResult:
+    """The `SummaryResult` tools return; ``read``: what the read covered (`logs.sources.read_state`)."""
+    read = read or ReadState(True)
     result = summary.mining
     root = None
     r = root_of(summary.ranked)
@@ -572,6 +586,9 @@ def to_result(summary: Summary, *, source: str, notices: list[str], top: int = 1
         evidence_tokens=summary.pack.tokens,
         suspected_injection=suspected,
         notices=notices,
+        read_complete=read.complete,
+        not_read=read.not_read,
+        read_how=read.how,
         evidence=summary.pack.text,
     )
 
@@ -602,7 +619,7 @@ def summarize_source(source: LogSource, *, token_budget: int = DEFAULT_TOKEN_BUD
         notices.append(stopped)
     if notice := source.redactor.notice():
         notices.append(notice)
-    return to_result(summary, source=name, notices=notices)
+    return to_result(summary, source=name, notices=notices, read=read_state(source))
 
 
 def summarize_logs(

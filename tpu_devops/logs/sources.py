@@ -14,6 +14,14 @@ Inputs understood:
 - plain text such as ``docker logs [--timestamps]`` output: one record per line, ``insertId``
   ``line-N`` (1-based), severity from vLLM's ``LEVEL MM-DD HH:MM:SS [file:line]`` prefix.
 
+When a file holds more entries than ``max_entries``, the newest are read, whatever the format: the
+failure that ended a log is at its end. A text file (always oldest first) is read from the line where
+its last ``max_entries`` lines start (found by reading backwards, `tail_start`), so the older part is
+not even parsed; a JSON export (array, lines or ``{"entries"}``) whose timestamps show it is oldest
+first keeps its last ``max_entries`` entries in a window as it streams. gcloud's exports are newest
+first: their first entries are the newest. What was not read is said (`truncation_notice`), with how
+to read it.
+
 LogEntry fields used (cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry): ``insertId``,
 ``timestamp``, ``severity``, ``logName``, ``resource.type``, ``resource.labels``, ``labels``, and the
 payload: ``textPayload``, ``jsonPayload.message`` (the Docker ``gcplogs`` driver), or
@@ -26,6 +34,7 @@ import io
 import json
 import os
 import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -390,16 +399,59 @@ def _time_is_short() -> bool:
     return left is not None and left < READ_RESERVE_S
 
 
-def truncation_notice(source: LogSource, what: str) -> str | None:
-    """Why ``source`` stopped before the end (``what``: "summary", "analysis"), or None."""
+@dataclass(frozen=True)
+class ReadState:
+    """Whether a read covered its whole source: ``complete``, else what was not read (``not_read``) and
+    how to read it (``how``)."""
+
+    complete: bool
+    not_read: str | None = None
+    how: str | None = None
+
+    def clause(self) -> str:
+        """``"; lines 1-1,171 (the oldest) were not read: pass max_entries=..."``, or "" when complete."""
+        if self.complete:
+            return ""
+        return f"; {self.not_read or 'part of the source'} not read: {self.how}"
+
+
+def read_state(source: LogSource) -> ReadState:
+    """What ``source`` read of itself (after its pages were consumed)."""
+    if not (source.truncated or getattr(source, "time_limited", False)):
+        return ReadState(True)
+    not_read = getattr(source, "not_read", None)
+    cap = getattr(source, "max_entries", 0) or 0
     if getattr(source, "time_limited", False):
-        return (
-            f"stopped reading to answer within the tool call's time budget; the {what} covers the entries "
-            "read so far: narrow the window (since / until) or lower max_entries for a complete one"
+        how = (
+            "narrow the window (since / until) or lower max_entries for a complete read"
+            if isinstance(source, CloudLoggingSource)
+            else "lower max_entries (the newest entries are read first), or cut the file to the part that matters"
         )
-    if source.truncated:
-        return f"stopped at max_entries; the {what} covers the entries read"
-    return None
+        return ReadState(
+            False,
+            not_read or "the rest",
+            f"the read stopped to answer within the tool call's time budget; {how}",
+        )
+    known = getattr(source, "known_entries", None)
+    more = (
+        f"max_entries={min(max(known, cap + 1), 200_000)}" if known else "a larger max_entries (up to 200000)"
+    )
+    if isinstance(source, CloudLoggingSource):
+        how = f"pass {more} or narrow the window (since / until); next_page_token resumes the read"
+    else:
+        how = f"pass {more} to read them too"
+    return ReadState(False, not_read or f"entries beyond max_entries={cap:,}", how)
+
+
+def truncation_notice(source: LogSource, what: str) -> str | None:
+    """What ``source`` did not read and how to read it (``what``: "summary", "analysis"), or None."""
+    state = read_state(source)
+    if state.complete:
+        return None
+    if getattr(source, "time_limited", False):
+        return f"the {what} covers the entries read so far: {state.not_read} not read ({state.how})"
+    count = getattr(source, "count", 0)
+    return f"the {what} covers the {count:,} newest entries read: {state.not_read} not read ({state.how})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,12 +517,17 @@ def _iter_json_array(
             pos = 0
 
 
-def _lines(handle: Any, limit: int = MAX_LINE_CHARS) -> Iterator[tuple[int, Any, bool]]:
-    """``(number, line, whole)`` for each line of ``handle`` (text or binary), numbered from 1. A line
-    longer than ``limit`` is cut there (``whole`` False) and the rest of it skipped, so one huge line
-    is never held in memory."""
+def _entry_epoch(entry: dict[str, Any]) -> float | None:
+    """A LogEntry's time as Unix seconds (``timestamp``, else ``receiveTimestamp``), or None."""
+    return parse_epoch(str(entry.get("timestamp") or entry.get("receiveTimestamp") or ""))
+
+
+def _lines(handle: Any, limit: int = MAX_LINE_CHARS, first: int = 1) -> Iterator[tuple[int, Any, bool]]:
+    """``(number, line, whole)`` for each line of ``handle`` (text or binary) from where it stands,
+    numbered from ``first``. A line longer than ``limit`` is cut there (``whole`` False) and the rest of
+    it skipped, so one huge line is never held in memory."""
     newline = "\n" if isinstance(handle, io.TextIOBase) else b"\n"
-    number = 0
+    number = first - 1
     while line := handle.readline(limit):
         number += 1
         whole = len(line) < limit or line.endswith(newline)
@@ -478,6 +535,55 @@ def _lines(handle: Any, limit: int = MAX_LINE_CHARS) -> Iterator[tuple[int, Any,
         while len(rest) == limit and not rest.endswith(newline):  # skip the rest of a cut line
             rest = handle.readline(limit)
         yield number, line, whole
+
+
+ORDER_PEEK = 1000  # entries looked at to tell an export's order from its timestamps
+TAIL_BLOCK_BYTES = 1 << 20  # read backwards this much at a time to find where a file's tail starts
+COUNT_BLOCK_BYTES = 8 << 20
+
+
+def tail_start(handle: Any, keep: int) -> int | None:
+    """The byte offset where the last ``keep`` non-blank lines of a binary ``handle`` start, or None when
+    it has no more than ``keep`` of them (read it all). Reads backwards from the end in blocks; only
+    the tail is read, whatever the file's size."""
+    size = handle.seek(0, os.SEEK_END)
+    pos, found, nonblank, candidate = size, 0, False, None
+    while pos > 0:
+        start = max(0, pos - TAIL_BLOCK_BYTES)
+        handle.seek(start)
+        block = handle.read(pos - start)
+        i = len(block)
+        while True:
+            j = block.rfind(b"\n", 0, i)
+            if not nonblank and block[j + 1 : i].replace(b"\r", b" ").strip():
+                nonblank = True
+            if j < 0:
+                break  # this line goes on in the block before
+            if nonblank:  # the line starting at start + j + 1 is complete
+                found += 1
+                if found == keep:
+                    candidate = start + j + 1
+                elif found > keep:
+                    return candidate
+            nonblank = False
+            i = j
+        pos = start
+    if nonblank and found + 1 > keep:  # the first line of the file is one more
+        return candidate
+    return None
+
+
+def line_number_at(handle: Any, offset: int) -> int:
+    """The 1-based number of the line starting at byte ``offset`` of a binary ``handle``."""
+    handle.seek(0)
+    newlines, left = 0, offset
+    while left > 0:
+        chunk = handle.read(min(COUNT_BLOCK_BYTES, left))
+        if not chunk:
+            break
+        newlines += chunk.count(b"\n")
+        left -= len(chunk)
+    return newlines + 1
 
 
 _FILE_FIX = "use `gcloud logging read --format=json` output, JSON lines, or plain text"
@@ -507,7 +613,8 @@ class FileSource:
         path: the file.
         redactor: shared with the rest of the answer (stable placeholders).
         page_size: records per page.
-        max_entries: stop after this many records (0 = no limit); ``truncated`` says so.
+        max_entries: read at most this many records, the newest (module docstring; 0 = no limit);
+            ``truncated`` says some were not read and ``not_read`` which.
     """
 
     path: str
@@ -518,6 +625,10 @@ class FileSource:
     time_limited: bool = False  # stopped early to answer within the tool call's budget
     count: int = 0
     kind: str = ""
+    order: str = ""  # "oldest first" / "newest first" when it was worked out
+    not_read: str | None = None  # what was left unread, e.g. "lines 1-1,171 (the oldest)"
+    last_read: str = ""  # where the read stopped: "line 15,234", "entry 4,000"
+    known_entries: int | None = None  # entries the file is known to hold at most, when a cap applied
 
     def __post_init__(self) -> None:
         p = Path(os.path.expanduser(self.path))
@@ -608,24 +719,82 @@ class FileSource:
                 for index, value in enumerate(entries):
                     yield self._entry(value, f"entries[{index}]")
 
+    def _newest_entries(self, entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """``entries`` in file order; when the file is oldest first and holds more than
+        ``max_entries``, only its last ``max_entries`` (kept in a window as it streams)."""
+        if not self.max_entries:
+            yield from entries
+            return
+        peeked: list[dict[str, Any]] = []
+        first = None
+        for entry in entries:  # the order, from the first two distinct timestamps
+            peeked.append(entry)
+            when = _entry_epoch(entry)
+            if when is None:
+                continue
+            if first is None:
+                first = when
+            elif when != first:
+                self.order = "oldest first" if when > first else "newest first"
+                break
+            if len(peeked) >= ORDER_PEEK:
+                break
+        if self.order != "oldest first":  # newest first (gcloud's order), or not known: the head
+            yield from peeked
+            yield from entries
+            return
+        window: deque[dict[str, Any]] = deque(peeked, maxlen=self.max_entries)
+        seen = len(peeked)
+        for entry in entries:
+            window.append(entry)
+            seen += 1
+            if seen % 1000 == 0 and _time_is_short():
+                self.time_limited = True
+                self.last_read = f"entry {seen:,}"
+                break
+        if seen > len(window):
+            self.truncated = True
+            self.not_read = f"entries 1-{seen - len(window):,} (the oldest)"
+            self.known_entries = seen
+        if self.time_limited:
+            self.truncated = True
+            self.not_read = ", ".join(
+                x for x in (self.not_read, f"the entries after entry {seen:,} (the newest)") if x
+            )
+        yield from window
+
+    def _text_records(self) -> Iterator[LogRecord]:
+        """A text file's records, from the line where its last ``max_entries`` non-blank lines start."""
+        reference = datetime.fromtimestamp(self._path.stat().st_mtime, UTC)
+        last_ts = ""
+        self.order = "oldest first"
+        # Binary lines split on "\n" only, so line-N matches `grep -n` even with "\r" progress bars.
+        with self._open(binary=True) as handle:
+            first = 1
+            start = tail_start(handle, self.max_entries) if self.max_entries else None
+            if start is not None:
+                first = line_number_at(handle, start)
+                self.truncated = True
+                self.not_read = f"lines 1-{first - 1:,} (the oldest)"
+                self.known_entries = self.max_entries + first - 1
+            handle.seek(start or 0)
+            for number, raw, _ in _lines(handle, first=first):
+                line = raw.decode("utf-8", errors="replace").replace("\r", " ")
+                if not line.strip():
+                    continue
+                record = record_from_line(line, number, self.redactor, reference=reference, last_ts=last_ts)
+                last_ts = record.timestamp
+                self.last_read = f"line {number:,}"
+                yield record
+
     def _records(self) -> Iterator[LogRecord]:
         if self.kind == "text":
-            reference = datetime.fromtimestamp(self._path.stat().st_mtime, UTC)
-            last_ts = ""
-            # Binary lines split on "\n" only, so line-N matches `grep -n` even with "\r" progress bars.
-            with self._open(binary=True) as handle:
-                for number, raw, _ in _lines(handle):
-                    line = raw.decode("utf-8", errors="replace").replace("\r", " ")
-                    if not line.strip():
-                        continue
-                    record = record_from_line(
-                        line, number, self.redactor, reference=reference, last_ts=last_ts
-                    )
-                    last_ts = record.timestamp
-                    yield record
+            yield from self._text_records()
             return
         try:
-            for entry in self._raw_entries():
+            for n, entry in enumerate(self._newest_entries(self._raw_entries()), 1):
+                if not self.time_limited:
+                    self.last_read = f"entry {n:,}"
                 yield record_from_entry(entry, self.redactor)
         except ValueError as exc:  # json.JSONDecodeError is a ValueError
             raise self._bad(f"not a readable log export: {exc}") from None
@@ -646,6 +815,8 @@ class FileSource:
         for record in self._records():
             if self.max_entries and self.count >= self.max_entries:
                 self.truncated = True
+                older = " (the oldest, in this newest-first file)" if self.order == "newest first" else ""
+                self.not_read = f"the entries after the first {self.max_entries:,}{older}"
                 break
             page.append(record)
             self.count += 1
@@ -654,6 +825,9 @@ class FileSource:
                 page = []
                 if _time_is_short():
                     self.truncated = self.time_limited = True
+                    newer = " (the newest)" if self.order == "oldest first" else ""
+                    gap = f"what follows {self.last_read}{newer}"
+                    self.not_read = ", ".join(x for x in (self.not_read, gap) if x)
                     break
         if page:
             yield page
@@ -699,9 +873,16 @@ class CloudLoggingSource:
     truncated: bool = False
     time_limited: bool = False  # stopped early to answer within the tool call's budget
     count: int = 0
+    not_read: str | None = None  # what the read left out, when it stopped early
+    last_timestamp: str = ""  # the timestamp of the last entry read (the oldest, newest first)
 
     def describe(self) -> str:
         return "Cloud Logging entries.list"
+
+    def _left_out(self) -> str:
+        past = "older" if self.order == "desc" else "newer"
+        when = f" than {self.last_timestamp}" if self.last_timestamp else ""
+        return f"the entries {past}{when} that match the filter"
 
     def pages(self) -> Iterator[list[LogRecord]]:
         from tpu_devops.gcp.logging import list_entries_page
@@ -712,6 +893,7 @@ class CloudLoggingSource:
             if self.count and _time_is_short():
                 self.truncated = self.time_limited = True
                 self.next_page_token = token
+                self.not_read = self._left_out()
                 return
             size = min(self.page_size, max(1, self.max_entries - self.count))
             page = list_entries_page(
@@ -719,6 +901,8 @@ class CloudLoggingSource:
             )
             records = [record_from_entry(e, self.redactor) for e in page["entries"]]
             self.count += len(records)
+            if records:
+                self.last_timestamp = records[-1].timestamp
             token = page["nextPageToken"]
             self.next_page_token = token
             empty = 0 if records else empty + 1
@@ -728,6 +912,7 @@ class CloudLoggingSource:
                 return
             if self.count >= self.max_entries or empty >= MAX_EMPTY_PAGES:
                 self.truncated = True
+                self.not_read = self._left_out()
                 return
 
 
@@ -869,7 +1054,7 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
     """Read at most ``limit`` (hard cap 500) records from ``source`` into a `LogsPage`.
 
     For Cloud Logging one API page of ``limit`` entries is read and its ``nextPageToken`` returned.
-    For a file the first ``limit`` records are returned.
+    For a file the newest ``limit`` records are returned (`FileSource`).
 
     Raises:
         InputError: limit out of range; whatever the source raises.
@@ -888,7 +1073,10 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
     if suspected:
         notices.append(injection_notice(suspected))
     if not cloud and source.truncated:
-        notices.append(f"showing the first {limit} records of the file; use summarize_logs for all of it")
+        notices.append(
+            f"showing {limit} records of the file ({source.not_read or 'the rest'} not read); use summarize_logs "
+            "for all of it"
+        )
     if token:
         notices.append(f"truncated at {limit} entries; more match the filter (pass next_page_token)")
     if notice := source.redactor.notice():

@@ -15,7 +15,7 @@ Two sides:
   (`secrets.token_urlsafe`, 32 random bytes) and stored as the secret's first version.
 - `key_for_calls` (this server's own requests): ``VLLM_API_KEY`` from the environment wins; else the
   secret's latest version, read once and kept in memory for `CACHE_S` seconds. Which endpoint may
-  receive it is decided by `tpu_devops.serving.chat.resolve_endpoint`, not here.
+  receive it is decided by `tpu_devops.serving.resolve.resolve_endpoint`, not here.
 
 The key's value never appears in a result, an error, a log line or a repr.
 """

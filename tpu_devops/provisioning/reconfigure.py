@@ -650,8 +650,8 @@ async def verify_endpoint(settings: Settings, rig: RigNode, new: Settings | None
     ``{"url", "health": bool, "served_model", "max_model_len", "ok": bool, "error"?}``. With ``new``,
     ``ok`` also needs its model and ``max_model_len`` (when set) in the model card."""
     from tpu_devops.provisioning.api_key import key_for_calls
-    from tpu_devops.serving.chat import served_models
     from tpu_devops.serving.client import http_client, probe_timeout
+    from tpu_devops.serving.models import served_models
 
     if not rig.url:
         return {"ok": False, "error": "the node has no external IP"}

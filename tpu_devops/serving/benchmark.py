@@ -50,9 +50,12 @@ from tpu_devops.planning.pricing import (
     usd_per_million_tokens,
     validate_provisioning_model,
 )
-from tpu_devops.serving.chat import attributed, choose_model, classify, resolve_endpoint, stream_chat
 from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
+from tpu_devops.serving.errors import classify
+from tpu_devops.serving.models import choose_model
+from tpu_devops.serving.resolve import attributed, resolve_endpoint
 from tpu_devops.serving.server_kind import LABELS
+from tpu_devops.serving.stream import stream_chat
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ Each client talks to its one endpoint only (`tpu_devops.serving.egress`): redire
 a request to another origin is refused, connections go only to checked addresses (never a metadata
 server or a link-local address), and proxy variables from the environment are ignored (a proxy would
 dial on our behalf, past that check). The API key is never a client default: each request that may
-carry it gets it from the resolved `Endpoint` (`tpu_devops.serving.chat`).
+carry it gets it from the resolved `Endpoint` (`tpu_devops.serving.resolve`).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def http_client(base_url: str) -> httpx.AsyncClient:
 def openai_client(base_url: str, api_key: str = "") -> AsyncOpenAI:
     """The shared `AsyncOpenAI` for this endpoint; it reuses `http_client`'s connection pool.
 
-    ``api_key``: the rig's key only when the endpoint is the rig's (`chat.Endpoint.api_key`), else "".
+    ``api_key``: the rig's key only when the endpoint is the rig's (`resolve.Endpoint.api_key`), else "".
     vLLM ignores the key unless started with one; ``EMPTY`` is the conventional placeholder.
     Retries are off: the caller classifies failures (a retry would hide a booting node).
     """

@@ -18,9 +18,11 @@ from typing import Any
 from tpu_devops.config import Settings
 from tpu_devops.errors import TpuDevopsError
 from tpu_devops.host.results import ToolResult
-from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint, served_models
 from tpu_devops.serving.client import http_client, probe_timeout
+from tpu_devops.serving.errors import ServingError, classify
 from tpu_devops.serving.metrics import fetch_samples, kv_pool_tokens
+from tpu_devops.serving.models import served_models
+from tpu_devops.serving.resolve import attributed, resolve_endpoint
 from tpu_devops.serving.server_kind import LLAMA_CPP, identify
 
 log = logging.getLogger(__name__)

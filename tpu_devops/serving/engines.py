@@ -17,15 +17,9 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
 from tpu_devops.host.results import ToolResult
-from tpu_devops.serving.chat import (
-    Endpoint,
-    ServingError,
-    attributed,
-    classify,
-    for_endpoint,
-    resolve_endpoint,
-)
 from tpu_devops.serving.client import http_client, probe_timeout
+from tpu_devops.serving.errors import ServingError, classify
+from tpu_devops.serving.resolve import Endpoint, attributed, for_endpoint, resolve_endpoint
 
 
 class EngineStatus(BaseModel):

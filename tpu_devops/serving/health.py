@@ -33,18 +33,12 @@ from tpu_devops.config import Settings
 from tpu_devops.host.results import Table, ToolResult
 from tpu_devops.host.untrusted import fence
 from tpu_devops.serving.answers import cut_off, degenerate
-from tpu_devops.serving.chat import (
-    Endpoint,
-    ServingError,
-    classify,
-    for_endpoint,
-    looks_instruction_tuned,
-    model_cards,
-    resolve_endpoint,
-    stream_chat,
-)
 from tpu_devops.serving.client import PROBE_CHAT_TIMEOUT_S, http_client, probe_timeout
+from tpu_devops.serving.errors import ServingError, classify
+from tpu_devops.serving.models import looks_instruction_tuned, model_cards
+from tpu_devops.serving.resolve import Endpoint, for_endpoint, resolve_endpoint
 from tpu_devops.serving.server_kind import LLAMA_CPP, UNKNOWN, VLLM, identify
+from tpu_devops.serving.stream import stream_chat
 
 PROBE_TOOL = {
     "type": "function",
@@ -234,8 +228,7 @@ async def verify_health(
                 latency_ms=_ms(started),
                 detail=f"empty content (finish_reason={answer.finish_reason}, completion_tokens={answer.completion_tokens})",
                 failure="empty_content",
-                fix="use chat completions on -it models (not /v1/completions); if a reasoning parser eats the "
-                "answer raise max_tokens; check the chat template and --reasoning-parser gemma4",
+                fix=_empty_fix(server.kind),
             )
         )
         return result(ep.url, ep.source)
@@ -292,6 +285,32 @@ def _parser_fix(kind: str) -> str:
     return "enable the server's tool-call parsing for this model (its chat template must support tools)"
 
 
+def _not_called_fix(kind: str) -> str:
+    """The fix for a model that answered in text instead of calling the tool, on this server kind."""
+    retry = "; small models sometimes answer in text: retry"
+    if kind == VLLM:
+        return (
+            "check vLLM runs with --enable-auto-tool-choice --tool-call-parser gemma4 and the model's chat template"
+            + retry
+        )
+    if kind == LLAMA_CPP:
+        return (
+            "start llama-server with --jinja (tool calls go through the model's own chat template; "
+            "--chat-template-file when the GGUF's template has no tool support)" + retry
+        )
+    return "check the server's tool-call parsing for this model and its chat template" + retry
+
+
+def _empty_fix(kind: str) -> str:
+    """The fix for an empty answer, on this server kind."""
+    common = "use chat completions on -it models (not /v1/completions); if a reasoning parser eats the answer raise max_tokens"
+    if kind == VLLM:
+        return common + "; check the chat template and --reasoning-parser gemma4"
+    if kind == LLAMA_CPP:
+        return common + "; check the chat template (llama-server --jinja uses the model's own)"
+    return common + "; check the server's chat template for this model"
+
+
 async def _tool_probe(ep: Endpoint, model: str, kind: str = UNKNOWN) -> Probe:
     started = time.perf_counter()
     try:
@@ -325,7 +344,7 @@ async def _tool_probe(ep: Endpoint, model: str, kind: str = UNKNOWN) -> Probe:
             latency_ms=_ms(started),
             detail=f"no tool call came back (finish_reason={answer.finish_reason}, content={answer.content[:60]!r})",
             failure="tool_not_called",
-            fix="check --tool-call-parser gemma4 and the chat template; small models sometimes answer in text: retry",
+            fix=_not_called_fix(kind),
         )
     args: Any
     try:

@@ -28,8 +28,9 @@ from pydantic import BaseModel
 from tpu_devops.config import Settings
 from tpu_devops.errors import EndpointError
 from tpu_devops.host.results import ToolResult
-from tpu_devops.serving.chat import ServingError, attributed, classify, resolve_endpoint
 from tpu_devops.serving.client import http_client, probe_timeout
+from tpu_devops.serving.errors import ServingError, classify
+from tpu_devops.serving.resolve import attributed, resolve_endpoint
 
 KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 TPOT_NAMES = (

@@ -99,7 +99,7 @@ class RequestCounter:
                 body["tools"] = tools
             r = await client.post("/tokenize", json=body, headers=headers, timeout=probe_timeout())
             if r.status_code == 400:  # newer vLLM refuses to tokenize past max_model_len, saying how far
-                from tpu_devops.serving.chat import context_overflow
+                from tpu_devops.serving.errors import context_overflow
 
                 over = context_overflow(r.text)
                 if over and over[0]:
