@@ -76,14 +76,15 @@ def test_haproxy_config_balances_by_least_connections_with_per_engine_checks(tmp
     assert (
         "option redispatch" in cfg and "retry-on conn-failure" in cfg
     )  # a request finding a dead engine moves on
+    assert (
+        "default-server inter 5s fall 3 rise 2 observe layer4 error-limit 1 on-error mark-down maxconn 256"
+        in cfg
+    )
     for i, port in enumerate([8001, 8002, 8003, 8004]):
         # the pool routes to an engine exactly when its own backend's check passes (track), and a refused
-        # connection takes it out at once
-        assert f"server engine-{i} 127.0.0.1:{port} track engine-{i}/engine-{i} maxconn 256" in cfg
-        assert (
-            f"server engine-{i} 127.0.0.1:{port} check inter 5s fall 3 rise 2 observe layer4 error-limit 1 "
-            "on-error mark-down maxconn 256"
-        ) in cfg
+        # connection takes it out at once (the defaults above)
+        assert f"server engine-{i} 127.0.0.1:{port} track engine-{i}/engine-{i}\n" in cfg
+        assert f"server engine-{i} 127.0.0.1:{port} check\n" in cfg
         assert f"use_backend engine-{i} if {{ path_beg /engines/{i}/ }}" in cfg
         assert f"http-request replace-path /engines/{i}(/.*) \\1" in cfg
     assert "timeout server 1h" in cfg  # long streams are not cut

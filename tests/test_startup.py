@@ -177,3 +177,21 @@ def test_deployment_config_text_is_copyable_commands() -> None:
     text = anyio.run(deployment_config, settings()).render_text()
     assert "# docker run on the TPU VM" in text and "# create" in text and "# health check" in text
     assert "gcloud_commands:" not in text
+
+
+@pytest.mark.parametrize("accel", ["v5litepod-1", "v5litepod-4", "v5litepod-8"])
+def test_the_rendered_script_fits_one_answer_and_keeps_no_comment_but_its_header(accel: str) -> None:
+    from tpu_devops.host.results import MAX_RESULT_CHARS
+
+    s = settings(GOOGLE_CLOUD_PROJECT="my-tpu-project", ACCELERATOR_TYPE=accel)
+    result = startup.render_startup_script(s)
+    text, structured = result.host_forms()
+    assert text == result.render_text() and structured["script"] == result.script  # nothing left out
+    assert len(text) < MAX_RESULT_CHARS
+    lines = result.script.splitlines()
+    assert lines[0] == "#!/bin/bash" and "startup_script.sh.tmpl" in lines[2]
+    comments = [x for x in lines[3:] if x.lstrip().startswith("#")]
+    assert comments == ["# ---- settings (rendered) ----", "# ---- end settings ----"]
+    # a # inside a line stays, and so does the watcher unit's here-document
+    assert "set -Eeuo pipefail" in result.script and "${#names[@]}" in result.script
+    assert "[Service]" in result.script and "Restart=always" in result.script

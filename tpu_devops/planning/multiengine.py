@@ -114,9 +114,10 @@ def haproxy_config(settings: Settings) -> str:
     # One health check per engine, in its own backend; the pool's servers track it, so the balancer routes
     # to an engine exactly when /engines/<i>/health answers through it (what the startup script waits for).
     # A refused connection marks the engine down at once (observe layer4) and the request is tried on
-    # another engine (retry-on conn-failure, redispatch), so a crashed engine costs no request.
-    check = (
-        f"check inter {HEALTH_INTERVAL_S}s fall 3 rise 2 observe layer4 error-limit 1 on-error mark-down "
+    # another engine (retry-on conn-failure, redispatch), so a crashed engine costs no request. The
+    # options are said once (default-server): the rendered script must fit one answer for 8 engines.
+    server_defaults = (
+        f"inter {HEALTH_INTERVAL_S}s fall 3 rise 2 observe layer4 error-limit 1 on-error mark-down "
         f"maxconn {ENGINE_MAX_CONNECTIONS}"
     )
     lines = [
@@ -133,6 +134,7 @@ def haproxy_config(settings: Settings) -> str:
         f"    timeout server {STREAM_TIMEOUT}",
         "    timeout queue 10m",
         "    timeout http-request 60s",
+        f"    default-server {server_defaults}",
         "frontend vllm",
         f"    bind :{settings.vllm_port}",
     ]
@@ -145,17 +147,14 @@ def haproxy_config(settings: Settings) -> str:
         "    retries 2",
         "    retry-on conn-failure",
     ]
-    lines += [
-        f"    server engine-{i} 127.0.0.1:{p} track engine-{i}/engine-{i} maxconn {ENGINE_MAX_CONNECTIONS}"
-        for i, p in enumerate(ports)
-    ]
+    lines += [f"    server engine-{i} 127.0.0.1:{p} track engine-{i}/engine-{i}" for i, p in enumerate(ports)]
     for i, p in enumerate(ports):
         lines += [
             f"backend engine-{i}",
             f"    http-request replace-path /engines/{i}(/.*) \\1",
             "    option httpchk GET /health",
             "    http-check expect status 200",
-            f"    server engine-{i} 127.0.0.1:{p} {check}",
+            f"    server engine-{i} 127.0.0.1:{p} check",
         ]
     return "\n".join(lines) + "\n"
 
