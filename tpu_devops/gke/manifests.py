@@ -477,7 +477,8 @@ class GkePlan(ToolResult):
         if self.price:
             lines.append(f"price: {self.price}")
         if self.compute_quota:
-            lines.append(f"quota: {self.compute_quota.detail}")
+            q = self.compute_quota
+            lines.append(f"quota ({q.service}, not the TPU API quota): {q.verdict}: {q.detail}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 
