@@ -88,8 +88,32 @@ def test_node_pool_request_matches_the_discovery_document(gcp_settings, pm: str)
     assert config.get("spot") is (True if pm == "spot" else None)
     assert config.get("flexStart") is (True if pm == "flex-start" else None)
     assert body["initialNodeCount"] == (0 if pm == "flex-start" else 3)
+    auto, management = body["autoscaling"], body["management"]
+    # flex-start as xpk and the GKE docs create it: auto-repair off, location policy ANY, total limits
+    assert management == {"autoRepair": pm != "flex-start", "autoUpgrade": True}
+    if pm == "on-demand":
+        assert auto == {"enabled": True, "minNodeCount": 3, "maxNodeCount": 5}
+    else:
+        assert auto == {"enabled": True, "locationPolicy": "ANY", "totalMaxNodeCount": 5,
+                        "totalMinNodeCount": 0 if pm == "flex-start" else 3}  # fmt: skip
+    assert config.get("reservationAffinity") == (
+        {"consumeReservationType": "NO_RESERVATION"} if pm == "flex-start" else None
+    )
     refused = verdict({**body, "config": {**config, "flexstart": True}})
     assert refused.status == 400 and "flexstart" in refused.error_body(path)["error"]["message"]
+    wrong = verdict({**body, "autoscaling": {**auto, "locationPolicy": "ANYWHERE"}})
+    assert wrong.status == 400  # the enum is the discovery document's
+
+
+def test_probes_time_out_as_tpu_inferences_gke_example(gcp_settings) -> None:
+    pod = by_kind(manifests.render(gcp_settings, cluster="gemma"))["Deployment"]["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    # tpu-inference examples/offload/gke/benchmarks/single-host/deploy-cpu-offload.yaml: 5 s, 2 s, 5 s
+    assert (c["startupProbe"]["timeoutSeconds"], c["readinessProbe"]["timeoutSeconds"],
+            c["livenessProbe"]["timeoutSeconds"]) == (5, 2, 5)  # fmt: skip
+    assert all(
+        c[p]["httpGet"]["path"] == "/health" for p in ("startupProbe", "readinessProbe", "livenessProbe")
+    )
 
 
 @pytest.mark.parametrize(
@@ -199,6 +223,53 @@ async def test_apply_checks_first_then_creates_and_waits(
         "container.projects.locations.clusters.nodePools.create",
         "container.projects.locations.operations.get",
     } <= set(fake_gcp.validator.accepted)
+
+
+@pytest.mark.parametrize(
+    "pm, metric, scripted, verdict",
+    [
+        ("flex-start", "PREEMPTIBLE_TPU_LITE_PODSLICE_V5", (16, 0), "enough"),
+        ("spot", "PREEMPTIBLE_TPU_LITE_PODSLICE_V5", (4, 1), "enough_for_replicas"),
+        ("on-demand", "TPU_LITE_PODSLICE_V5", (4, 3), "short"),
+        ("on-demand", "TPU_LITE_PODSLICE_V5", None, "short"),  # the region reports no such quota: limit 0
+    ],
+)
+async def test_the_plan_names_and_checks_the_compute_engine_quota_the_nodes_draw(
+    gcp_settings, fake_gcp, pm: str, metric: str, scripted, verdict: str
+) -> None:
+    settings = gcp_settings.model_copy(update={"provisioning_model": pm})
+    fake_gcp.compute.region_quotas["us-west4"] = {"CPUS": (24, 0)} | ({metric: scripted} if scripted else {})
+    plan = await deploy.plan_gke_deployment(settings, cluster="gemma", replicas=2, max_replicas=4)
+    q = plan.compute_quota
+    assert q.service == "compute.googleapis.com" and q.metric == metric and q.region == "us-west4"
+    assert q.verdict == verdict and (q.needed_for_replicas, q.needed_for_max_replicas) == (2, 4)
+    assert metric in plan.render_text() and "TPUV5s" not in q.detail  # not the TPU API quota
+    assert fake_gcp.rejections == [] and "compute.regions.get" in set(fake_gcp.validator.accepted)
+
+
+async def test_apply_refuses_a_node_pool_its_quota_cannot_start(
+    gcp_settings, fake_gcp, kube, cluster, tmp_path: Path
+) -> None:
+    from tpu_devops.errors import QuotaError
+
+    kube.add_secret("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
+    fake_gcp.compute.region_quotas["us-west4"] = {"PREEMPTIBLE_TPU_LITE_PODSLICE_V5": (4, 4)}
+    with pytest.raises(QuotaError) as err:
+        await deploy.apply_gke_deployment(
+            gcp_settings, cluster=cluster, kubeconfig=kube.kubeconfig(tmp_path / "k"), replicas=1
+        )
+    assert err.value.field == "replicas" and "PREEMPTIBLE_TPU_LITE_PODSLICE_V5" in err.value.message
+    assert "TPU API quota does not apply" in err.value.fix
+    assert not fake_gcp.container.requests and not kube.objects  # nothing created
+
+
+async def test_an_unreadable_quota_is_said_not_guessed(gcp_settings, fake_gcp) -> None:
+    fake_gcp.compute.denied.add("regions")
+    plan = await deploy.plan_gke_deployment(gcp_settings, cluster="gemma")
+    assert plan.compute_quota.verdict == "unchecked" and "compute.regions.get" in plan.compute_quota.detail
+    v6e = gcp_settings.model_copy(update={"accelerator_type": "v6e-1", "runtime_version": "v2-alpha-tpuv6e"})
+    plan = await deploy.plan_gke_deployment(v6e, cluster="gemma")
+    assert plan.compute_quota.verdict == "unchecked" and plan.compute_quota.metric is None
 
 
 async def test_apply_refuses_when_a_same_named_object_is_not_ours(

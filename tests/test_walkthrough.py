@@ -48,7 +48,7 @@ def command_lines() -> str:
 async def test_readme_walkthrough_against_make_fake_gcp(tmp_path: Path) -> None:
     args = argparse.Namespace(
         port=0, project="demo-project", script=["us-west4-a=unsupported"], timings="0,0,0", latency=0.0,
-        secret=False, no_vllm=False,
+        secret=False, no_vllm=False, no_vm=True,  # one fake vLLM: the simulated VMs have their own test
     )  # fmt: skip
     gcp, vllm = build(args)
     env = {

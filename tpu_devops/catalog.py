@@ -15,6 +15,14 @@ Sources (DESIGN §3 unless noted):
   ``TPUV5sLitepodPerProjectPer{Zone,Region}ForTPUAPI``; spot and flex-start use the Preemptible family
   ``TPUV5sPreemptibleLitepodPerProjectPer{Zone,Region}ForTPUAPI`` (seed quota scan). The v6e and v5p ids
   follow the same pattern and are matched by prefix, since Google has renamed families before.
+- GKE quota: TPU nodes of a GKE node pool are Compute Engine VMs and draw Compute Engine quota
+  (``compute.googleapis.com``), not the TPU API quota above (GKE "Troubleshoot TPUs in GKE": on-demand
+  and Spot TPU slice node pools need Compute Engine API quota, which differs from the Cloud TPU API
+  quota). The metric of v5e podslice machine types (``ct5lp-hightpu-*``) is ``TPU_LITE_PODSLICE_V5``,
+  ``PREEMPTIBLE_TPU_LITE_PODSLICE_V5`` for spot and for flex-start, whose VMs "consume preemptible quota"
+  (Google Cloud blog "Introducing Flex-start VMs"). Names from the ``Quota.metric`` enum of the Compute
+  v1 discovery document (rev. 20261106, as bundled in google-api-python-client); that enum lists no
+  v6e or v5p podslice metric, so none is claimed for them.
 """
 
 from __future__ import annotations
@@ -55,6 +63,8 @@ class Generation:
     cores_per_chip: int  # N counts chips (v5e, v6e) or TensorCores (v5p: 2 per chip)
     quota_ids: dict[str, tuple[str, str]] = field(default_factory=dict)  # family -> (zone id, region id)
     machine_types: dict[int, str] = field(default_factory=dict)  # chips per host -> machine type
+    # family -> Compute Engine regional quota metric a GKE TPU node draws (module docstring)
+    compute_quota_metrics: dict[str, str] = field(default_factory=dict)
 
 
 GENERATIONS: dict[str, Generation] = {
@@ -83,6 +93,10 @@ GENERATIONS: dict[str, Generation] = {
             ),
         },
         machine_types={1: "ct5lp-hightpu-1t", 4: "ct5lp-hightpu-4t", 8: "ct5lp-hightpu-8t"},
+        compute_quota_metrics={
+            "on-demand": "TPU_LITE_PODSLICE_V5",
+            "preemptible": "PREEMPTIBLE_TPU_LITE_PODSLICE_V5",
+        },
     ),
     "v6e": Generation(
         name="v6e",
@@ -164,6 +178,12 @@ class AcceleratorType:
         """
         family = "on-demand" if provisioning_model == "on-demand" else "preemptible"
         return self.generation.quota_ids[family]
+
+    def compute_quota_metric_for(self, provisioning_model: str) -> str | None:
+        """The Compute Engine regional quota metric a GKE node of this generation draws with this
+        provisioning model (spot and flex-start: the preemptible one); None where none is documented."""
+        family = "on-demand" if provisioning_model == "on-demand" else "preemptible"
+        return self.generation.compute_quota_metrics.get(family)
 
 
 _PROSE = re.compile(r"^(?:tpu[-_ ]?)?(v5e|v5litepod|v5lite|v6e|v5p)(?:[-_ ]?(\d+))?$")

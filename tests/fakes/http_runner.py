@@ -1,4 +1,5 @@
-"""Run an ASGI app (a fake REST API or a fake OpenAI server) on a free loopback port in a thread."""
+"""Run an ASGI app (a fake REST API or a fake OpenAI server) on a free loopback port in a thread, or on a
+socket the caller made (e.g. inside a simulated VM's network namespace), optionally over TLS."""
 
 from __future__ import annotations
 
@@ -13,14 +14,28 @@ import uvicorn
 class ServerThread:
     """``with ServerThread(app) as srv: srv.url`` -> ``http://127.0.0.1:PORT``; stops on exit."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        sock: socket.socket | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+    ) -> None:
         self.app = app
         self.host = host
-        self.port = port or _free_port(host)
-        self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", lifespan="off")
+        self.port = sock.getsockname()[1] if sock else port or _free_port(host)
+        scheme = "https" if ssl_certfile else "http"
+        self.url = f"{scheme}://{host}:{self.port}"
+        config = uvicorn.Config(
+            app, host=host, port=self.port, log_level="warning", lifespan="off",
+            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+        )  # fmt: skip
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        sockets = [sock] if sock else None
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": sockets}, daemon=True)
 
     def start(self) -> ServerThread:
         self._thread.start()

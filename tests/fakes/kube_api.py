@@ -7,7 +7,11 @@ secrets and pods), bearer-token authentication, and the API's ``Status`` payload
 (PATCH ``application/apply-patch+yaml``) needs ``fieldManager`` like the real server; ``dryRun=All``
 validates and answers without storing. Built-in kinds are validated against the Kubernetes OpenAPI
 schemas (kubernetes-validate, strict), answering 422 Invalid when they do not conform. Label selectors
-are the equality form (``a=b,c=d``). Deployments get pods that become Ready on ``mark_ready``.
+are the equality form (``a=b,c=d``). Deployments get pods that boot (container running, startup probe
+not passed) and become Ready on ``mark_ready``; ``set_pod_status`` scripts any other pod status (an
+image pull back-off, an unschedulable pod, a crash loop), ``add_event`` the namespace's core v1 events
+(the scheduler's, the cluster autoscaler's, the kubelet's, with their real reasons) and ``pod_logs`` a
+container's log (``GET .../pods/{name}/log``, ``previous`` for the last terminated run).
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ class FakeKube:
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.pods: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (ns, deployment) -> pods
         self.pod_backends: dict[tuple[str, str], str] = {}  # (ns, pod) -> URL its proxy forwards to
+        self.events: dict[str, list[dict[str, Any]]] = {}  # ns -> core v1 Events
+        self.pod_logs: dict[tuple[str, str, bool], str] = {}  # (ns, pod, previous) -> log text
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (method, path, query)
         self._uid = itertools.count(1)
         self.app = Starlette(routes=self.routes())
@@ -83,7 +89,35 @@ class FakeKube:
 
     def mark_ready(self, namespace: str, deployment: str) -> None:
         for pod in self.pods.get((namespace, deployment), []):
-            pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+            pod["status"]["conditions"] = [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ]
+            for c in pod["status"].get("containerStatuses", []):
+                c.update(ready=True, started=True)
+
+    def set_pod_status(self, namespace: str, deployment: str, index: int, status: dict[str, Any]) -> str:
+        """Replace pod ``index`` of ``deployment``'s status (as the kubelet / scheduler would write it);
+        returns the pod's name."""
+        pod = self.pods[(namespace, deployment)][index]
+        pod["status"] = copy.deepcopy(status)
+        return pod["metadata"]["name"]
+
+    def add_event(
+        self, namespace: str, kind: str, name: str, reason: str, message: str, *, type: str = "Warning",
+        source: str = "kubelet", at: str | None = None,
+    ) -> None:  # fmt: skip
+        """One core v1 Event about ``kind``/``name`` (``at``: RFC 3339, default now)."""
+        from datetime import UTC, datetime
+
+        when = at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        n = next(self._uid)
+        self.events.setdefault(namespace, []).append({
+            "metadata": {"name": f"{name}.{n:016x}", "namespace": namespace, "creationTimestamp": when},
+            "involvedObject": {"kind": kind, "namespace": namespace, "name": name, "apiVersion": "v1"},
+            "reason": reason, "message": message, "type": type, "count": 1,
+            "source": {"component": source}, "firstTimestamp": when, "lastTimestamp": when,
+        })  # fmt: skip
 
     # ---- handlers -----------------------------------------------------------------------------------
 
@@ -193,9 +227,22 @@ class FakeKube:
     def _scale(self, ns: str, deployment: str, replicas: int, obj: dict[str, Any]) -> None:
         pods = self.pods.setdefault((ns, deployment), [])
         labels = obj["spec"]["template"]["metadata"]["labels"]
+        container = obj["spec"]["template"]["spec"]["containers"][0]
         while len(pods) < replicas:
+            # a pod on its node, vLLM booting: the container runs, the startup probe has not passed yet
+            booting = {
+                "name": container["name"],
+                "image": container["image"],
+                "imageID": f"docker.io/{container['image']}",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+            }
             pods.append({"metadata": {"name": f"{deployment}-{len(pods)}", "namespace": ns, "labels": dict(labels)},
-                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}})  # fmt: skip
+                         "status": {"phase": "Running", "containerStatuses": [booting],
+                                    "conditions": [{"type": "PodScheduled", "status": "True"},
+                                                   {"type": "Ready", "status": "False"}]}})  # fmt: skip
         del pods[replicas:]
 
     async def pods_list(self, request: Request) -> JSONResponse:
@@ -207,6 +254,39 @@ class FakeKube:
             if matches(pod["metadata"]["labels"], request.query_params.get("labelSelector"))
         ]  # fmt: skip
         return JSONResponse({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    async def events_list(self, request: Request) -> JSONResponse:
+        if denied := self._auth(request):
+            return denied
+        ns = request.path_params["namespace"]
+        limit = int(request.query_params.get("limit") or 0)
+        items = list(self.events.get(ns, []))
+        items = items[:limit] if limit else items
+        return JSONResponse({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    async def pod_log(self, request: Request) -> Response:
+        if denied := self._auth(request):
+            return denied
+        ns, name = request.path_params["namespace"], request.path_params["name"]
+        previous = request.query_params.get("previous") == "true"
+        if not any(
+            p["metadata"]["name"] == name for (n, _), pods in self.pods.items() if n == ns for p in pods
+        ):
+            return status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+        text = self.pod_logs.get((ns, name, previous))
+        if text is None:
+            if previous:
+                return status(
+                    400, "BadRequest", f'previous terminated container "vllm" in pod "{name}" not found'
+                )
+            text = ""
+        tail = request.query_params.get("tailLines")
+        if tail:
+            text = "".join(text.splitlines(keepends=True)[-int(tail) :])
+        limit = request.query_params.get("limitBytes")
+        if limit:
+            text = text.encode()[: int(limit)].decode("utf-8", "ignore")
+        return Response(text, media_type="text/plain")
 
     async def pod_proxy(self, request: Request) -> Response:
         """``GET /api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/{path}``: forwarded to the pod's backend
@@ -239,6 +319,8 @@ class FakeKube:
     def routes(self) -> list[Route]:
         routes = [
             Route("/api/v1/namespaces/{namespace}/pods", self.pods_list, methods=["GET"]),
+            Route("/api/v1/namespaces/{namespace}/events", self.events_list, methods=["GET"]),
+            Route("/api/v1/namespaces/{namespace}/pods/{name}/log", self.pod_log, methods=["GET"]),
             Route(
                 "/api/v1/namespaces/{namespace}/pods/{name}/proxy/{path:path}",
                 self.pod_proxy,

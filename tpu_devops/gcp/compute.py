@@ -1,4 +1,8 @@
-"""Thin adapter over Compute Engine v1 firewall rules (``google.cloud.compute_v1``, REST transport).
+"""Thin adapter over Compute Engine v1 firewall rules and regional quotas (``google.cloud.compute_v1``,
+REST transport).
+
+Regional quotas: ``regions.get`` answers ``quotas[]`` of ``{metric, limit, usage}`` (limit and current
+usage, unlike Cloud Quotas, which reports limits only); GKE TPU nodes draw these (`region_quotas`).
 
 Only what a rig's endpoint needs: insert, get, patch (new source ranges), delete and list of firewall
 rules (Compute Engine API v1 reference, ``firewalls``: ``insert``, ``get``, ``patch``, ``delete``,
@@ -94,6 +98,22 @@ class ComputeApi:
         from google.cloud import compute_v1
 
         self._write(f"delete firewall rule {name}", "delete", compute_v1.DeleteFirewallRequest, firewall=name)
+
+    def region_quotas(self, region: str) -> dict[str, tuple[float, float]]:
+        """``{metric: (limit, usage)}`` of one region's Compute Engine quotas (``regions.get``).
+
+        Raises `NotFoundError` for an unknown region, `PermissionError_` without compute.regions.get.
+        """
+        from google.cloud import compute_v1
+
+        with common.google_errors(f"read the Compute Engine quotas of region {region}", SERVICE):
+            found = common.rest_client(compute_v1.RegionsClient, self.settings.gcp_endpoint).get(
+                project=self.project,
+                region=region,
+                retry=common.retry_policy(),
+                timeout=common.call_timeout(),
+            )
+        return {q.metric: (float(q.limit), float(q.usage)) for q in found.quotas}
 
     def _write(self, action: str, method: str, request_cls: Any, **fields: Any) -> None:
         """One write with a fresh ``requestId``, then wait for its operation (errors typed)."""

@@ -5,8 +5,11 @@
   object, whether it would be created, updated (ours) or refused (exists, not ours). Nothing is stored.
 - **Apply** checks before it changes anything: the Secret the pods read exists with its two keys; no
   object or node pool of the same name exists without our labels; the dry run passes for all four
-  objects. Then it creates the node pool (google-cloud-container) unless ``create_node_pool`` is false,
-  applies the manifests, and returns a job that waits for the node pool operation and the ready pods.
+  objects; a new node pool's Compute Engine quota covers ``replicas`` (`tpu_devops.gke.quota`). Then it
+  creates the node pool (google-cloud-container) unless ``create_node_pool`` is false, applies the
+  manifests, and returns a job that waits for the node pool operation and the ready pods, reading why a
+  pod is not ready (`tpu_devops.gke.pods`): it ends early, with the cause and the fix, for a pod that
+  will never start, and keeps waiting only while vLLM boots or nodes are coming.
 - **Teardown** finds what to delete by our labels only (``app.kubernetes.io/managed-by=tpu-devops``,
   ``tpu-devops/rig=<id>``; the node pool by its ``resourceLabels``), never by a name alone; it is a dry run
   with a confirmation token unless ``confirm=true``, and deleting needs the user's answer or that token
@@ -25,16 +28,26 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.catalog import resolve_accelerator_type
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import ConfigError, InputError, NotFoundError, OwnershipError, TpuDevopsError
+from tpu_devops.errors import (
+    ConfigError,
+    InputError,
+    NotFoundError,
+    OwnershipError,
+    QuotaError,
+    TpuDevopsError,
+)
 from tpu_devops.gcp import common
 from tpu_devops.gke import manifests
 from tpu_devops.gke.kube import KINDS, Kube, api_client
+from tpu_devops.gke.quota import ComputeQuotaCheck, node_pool_quota
+from tpu_devops.gke.rollout import observe, stuck_error
 from tpu_devops.host import confirmation
 from tpu_devops.host.results import ToolResult
 
 # Delete order: the autoscaler first (it would scale the Deployment back up), the pods' owner last.
 TEARDOWN_ORDER = ("HorizontalPodAutoscaler", "PodMonitoring", "Service", "Deployment")
 SECRET_KEYS = ("hf_token", "api_key")
+EVENT_SLACK_S = 5.0  # clock skew allowed between this machine and the API server's event times
 
 
 def is_ours(obj: dict[str, Any] | None, settings: Settings) -> bool:
@@ -74,6 +87,14 @@ async def _price(settings: Settings, replicas: int, max_replicas: int) -> tuple[
     )
 
 
+async def _quota(settings: Settings, plan: manifests.GkePlan) -> ComputeQuotaCheck:
+    """The Compute Engine quota check of the plan's node pool (`tpu_devops.gke.quota`)."""
+    return await common.run_blocking(
+        node_pool_quota, settings, zone=plan.node_pool["locations"][0], replicas=plan.replicas,
+        max_replicas=plan.max_replicas,
+    )  # fmt: skip
+
+
 def _dry_run(kube: Kube, settings: Settings, plan: manifests.GkePlan) -> tuple[list[str], list[str]]:
     """Per object: ownership check, then the server's dry run. Returns (lines, refusals)."""
     lines, refused = [], []
@@ -103,6 +124,7 @@ async def plan_gke_deployment(
     """
     plan = manifests.render(settings, **shape)
     plan.usd_per_hour, plan.price = await _price(settings, plan.replicas, plan.max_replicas)
+    plan.compute_quota = await _quota(settings, plan)
     if kubeconfig or context:
         kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
         lines, refused = await common.run_blocking(_dry_run, kube, settings, plan)
@@ -196,6 +218,15 @@ async def apply_gke_deployment(
                 fix="pick another RESOURCE_ID, or pass create_node_pool=false to use the existing pool",
             )
         if pool is None:
+            # A new pool's nodes draw Compute Engine quota: refuse before creating what could never start.
+            quota = await _quota(settings, plan)
+            if quota.verdict == "short":
+                raise QuotaError(
+                    f"the node pool's nodes would never start: {quota.detail}",
+                    field="replicas",
+                    value=replicas,
+                    fix=quota.fix(),
+                )
             parent = pool_name.rsplit("/nodePools/", 1)[0]
             operation = await common.run_blocking(
                 container.create_node_pool, settings, parent, plan.node_pool
@@ -211,9 +242,13 @@ async def apply_gke_deployment(
         else None
     )
 
+    since = time.time() - EVENT_SLACK_S  # events older than this apply belong to an earlier rollout
+    deployment_name = manifests.names(settings)["deployment"]
+
     async def wait(record: Any) -> dict[str, Any]:
         deadline = time.monotonic() + wait_timeout_s
         pool_done = op_name is None
+        rollout = None
         while True:
             if not pool_done:
                 op = await common.run_blocking(container.get_operation, settings, op_name)
@@ -222,23 +257,38 @@ async def apply_gke_deployment(
                         f"node pool creation failed: {op['error'].get('message')}", field="node_pool"
                     )
                 pool_done = op.get("status") == "DONE"
-            ready, total = await common.run_blocking(kube.ready_pods, namespace, selector)
+            rollout = await common.run_blocking(
+                observe,
+                kube,
+                settings,
+                namespace,
+                selector,
+                deployment_name,
+                since=since,
+                pool_ready=pool_done,
+            )
+            ready = rollout.ready
             record.progress = {
                 "node_pool": "ready" if pool_done else "creating",
                 "ready_pods": ready,
-                "pods": total,
+                "pods": len([r for r in rollout.reports if r.pod != "(none)"]),
                 "want": replicas,
+                "pod_states": rollout.progress(),
             }
-            record.message = f"{ready}/{replicas} vLLM pods ready" + (
-                "" if pool_done else "; node pool still creating"
-            )
+            record.message = (f"{ready}/{replicas} vLLM pods ready" + ("" if pool_done else "; node pool still creating")
+                              + (f"; {rollout.summary()}" if rollout.summary() else ""))[:600]  # fmt: skip
             if pool_done and ready >= replicas:
                 return {"ready_pods": ready, "service": plan.manifests[1].name, "namespace": namespace}
+            if stuck := rollout.stuck:
+                raise stuck_error(stuck)
             if time.monotonic() >= deadline:
+                booting = any(r.state == "booting" for r in rollout.reports)
                 raise TpuDevopsError(
-                    f"{ready}/{replicas} pods ready after {wait_timeout_s:g} s",
+                    f"{ready}/{replicas} pods ready after {wait_timeout_s:g} s ({rollout.summary() or 'no pod yet'})",
                     field="wait_timeout_s",
-                    fix="vLLM's first boot compiles for ~12 min; check the pods' logs, then poll again with a longer wait",
+                    fix="vLLM's first boot compiles for ~12 min: poll again with a longer wait"
+                    if booting
+                    else "the pods wait for nodes: check the node pool (its quota and capacity), then apply again",
                 )
             await anyio.sleep(poll_interval_s)
 

@@ -1,7 +1,8 @@
 """The Kubernetes API through the official ``kubernetes`` client: read, server-side apply, list, delete.
 
 Only the four kinds the GKE deployment renders (Deployment, Service, HorizontalPodAutoscaler,
-PodMonitoring) plus reading a Secret's key names and the pods' readiness. Writes are server-side apply
+PodMonitoring) plus reading a Secret's key names, the pods' status, the namespace's events and a
+pod's log tail (bounded: `LOG_TAIL_LINES` lines, `LOG_LIMIT_BYTES` bytes, `MAX_EVENTS` events). Writes are server-side apply
 (``application/apply-patch+yaml``, field manager ``tpu-devops``; Kubernetes "Server-Side Apply"), with
 ``dryRun=All`` for the plan: the API server runs admission and validation and stores nothing.
 Every call is blocking: run it through `tpu_devops.gcp.common.run_blocking`.
@@ -45,6 +46,9 @@ KINDS = {
 
 
 MAX_KUBECONFIG_BYTES = 4 << 20
+MAX_EVENTS = 500  # one page of the namespace's events, newest kept by the API server's own order
+LOG_TAIL_LINES = 400
+LOG_LIMIT_BYTES = 64 << 10
 
 
 def _default_kubeconfigs() -> set[Path]:
@@ -240,6 +244,29 @@ class Kube:
                 (pod.metadata.name, any(c.type == "Ready" and c.status == "True" for c in conditions))
             )
         return found
+
+    def pod_objects(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """Every pod matching the selector as JSON (metadata and status: conditions, container states)."""
+        api = self._client.CoreV1Api(self.api_client)
+        pods = self._call("list pods", api.list_namespaced_pod, namespace, label_selector=label_selector)
+        return list(self.api_client.sanitize_for_serialization(pods).get("items") or [])
+
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's events as JSON (core v1 ``Event``: involvedObject, reason, message, type,
+        lastTimestamp), at most `MAX_EVENTS`. Their text is data to match, never to act on."""
+        api = self._client.CoreV1Api(self.api_client)
+        found = self._call("list events", api.list_namespaced_event, namespace, limit=MAX_EVENTS)
+        return list(self.api_client.sanitize_for_serialization(found).get("items") or [])
+
+    def pod_log(self, namespace: str, pod: str, container: str, *, previous: bool = False) -> str:
+        """The last `LOG_TAIL_LINES` lines (at most `LOG_LIMIT_BYTES`) of a container's log; ``previous``:
+        of its last terminated run (what a crash-looping container printed before it exited)."""
+        api = self._client.CoreV1Api(self.api_client)
+        text = self._call(
+            f"read the log of pod {pod}", api.read_namespaced_pod_log, pod, namespace, container=container,
+            previous=previous, tail_lines=LOG_TAIL_LINES, limit_bytes=LOG_LIMIT_BYTES,
+        )  # fmt: skip
+        return str(text or "")[:LOG_LIMIT_BYTES]
 
     def ready_pods(self, namespace: str, label_selector: str) -> tuple[int, int]:
         """(ready, total) pods matching the selector."""

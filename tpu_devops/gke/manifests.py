@@ -10,8 +10,17 @@ per pod). Each choice and its source:
   ``config.flexStart`` with ``config.maxRunDuration`` and autoscaling from zero, because flex-start VMs
   come from the cluster autoscaler when pods wait (GKE "About flex-start", cloud.google.com/
   kubernetes-engine/docs/concepts/dws: single-host TPU slices, up to 7 days, v5e in us-west4-a, GKE >=
-  1.33.0-gke.1712000). ``resourceLabels`` carry ``managed-by=tpu-devops`` and ``rig=<id>`` like the
-  queued resources: ownership is decided by them.
+  1.33.0-gke.1712000). A flex-start pool turns auto-repair off and scales with location policy
+  ``ANY`` and total node limits (xpk ``src/xpk/core/capacity.py`` at 367c838: ``--flex-start
+  --enable-autoscaling --location-policy=ANY --reservation-affinity=none --no-enable-autorepair``; the
+  hardware-verified recipe xbill9/gemma4-dev ``gke-vllm-v6e1-2b/gke/gke-up.sh`` passes the same): a
+  repair recreates the node, and a recreated flex-start node queues for capacity again with a new
+  maxRunDuration clock. A spot pool scales with ``ANY`` too ("ANY policy picks zones that have the
+  highest capacity available", container v1 ``NodePoolAutoscaling.locationPolicy``) and keeps
+  auto-repair. Auto-upgrade stays on: GKE refuses to turn it off in a release channel. Field names
+  are checked against the container v1 discovery document by the fake GKE surface. ``resourceLabels``
+  carry ``managed-by=tpu-devops`` and ``rig=<id>`` like the queued resources: ownership is decided by
+  them. The nodes draw Compute Engine quota (`tpu_devops.gke.quota`), not the TPU API quota.
 - **Deployment**: the pinned image (VLLM_IMAGE), ``google.com/tpu: 1`` as request and limit (GKE's
   TPU extended resource), node selectors ``cloud.google.com/gke-tpu-accelerator: tpu-v5-lite-podslice``
   and ``cloud.google.com/gke-tpu-topology: 1x1`` (GKE TPU node labels, as in Google's
@@ -20,7 +29,10 @@ per pod). Each choice and its source:
   a Kubernetes Secret, /dev/shm as a memory volume (the VM's ``--shm-size 16G``). Probes on /health
   (never behind the API key): a startup probe allowing 30 minutes, since a cold boot took 857 s on
   v5e-1 (80% XLA compile, DESIGN §3) plus the image pull on a new node; then readiness every 5 s and
-  liveness every 15 s. Rolling updates replace one pod at a time without surge: a surge pod would wait
+  liveness every 15 s. Probe timeouts as tpu-inference's GKE example
+  (``examples/offload/gke/benchmarks/single-host/deploy-cpu-offload.yaml`` at b8692ff: startup and
+  liveness 5 s, readiness 2 s) instead of Kubernetes' 1 s default: under load a /health slower than
+  1 s would fail liveness and restart the pod, which costs a cold boot. Rolling updates replace one pod at a time without surge: a surge pod would wait
   for a TPU node that is not there.
 - **Service**: ClusterIP, or LoadBalancer restricted to ``loadBalancerSourceRanges`` (the endpoint is
   not opened to the internet, as the VM's firewall rule is scoped to the caller).
@@ -49,6 +61,7 @@ from pydantic import BaseModel, Field
 from tpu_devops.catalog import resolve_accelerator_type
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
+from tpu_devops.gke.quota import ComputeQuotaCheck
 from tpu_devops.host.results import ToolResult
 
 MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
@@ -60,6 +73,8 @@ APP_NAME = "vllm"
 GKE_TPU_ACCELERATOR = {"v5e": "tpu-v5-lite-podslice", "v6e": "tpu-v6e-slice"}
 TPU_RESOURCE = "google.com/tpu"
 HPA_METRIC = "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"
+# Probe timeouts, s (tpu-inference examples/offload/gke/benchmarks/single-host/deploy-cpu-offload.yaml)
+PROBE_TIMEOUT_S = {"startup": 5, "readiness": 2, "liveness": 5}
 STARTUP_BUDGET_S = 1800  # cold boot 857 s on v5e-1 (DESIGN §3) + image pull on a fresh node, with margin
 SCALE_DOWN_WINDOW_S = 900  # a replica brought back costs a cold boot (~14 min)
 SCHEMA_MIN_VERSION = "1.33.0"  # GKE 1.33.0-gke.1712000 is the first with flex-start TPUs
@@ -205,24 +220,30 @@ def node_pool_body(
         "resourceLabels": dict(settings.rig_labels),
         "labels": {RIG_KEY: settings.resource_id},
     }
-    flex = settings.provisioning_model == "flex-start"
-    if settings.provisioning_model == "spot":
+    model = settings.provisioning_model
+    autoscaling: dict[str, Any] = {"enabled": True, "minNodeCount": replicas, "maxNodeCount": max_replicas}
+    management = {"autoRepair": True, "autoUpgrade": True}
+    initial = replicas
+    if model == "spot":
         config["spot"] = True
-    elif flex:
+        autoscaling = {"enabled": True, "totalMinNodeCount": replicas, "totalMaxNodeCount": max_replicas,
+                       "locationPolicy": "ANY"}  # fmt: skip
+    elif model == "flex-start":
         config["flexStart"] = True
         config["maxRunDuration"] = f"{settings.max_run_duration_s}s"
         config["reservationAffinity"] = {"consumeReservationType": "NO_RESERVATION"}
+        # the autoscaler brings flex-start nodes up when pods wait: none at first (module docstring)
+        initial = 0
+        autoscaling = {"enabled": True, "totalMinNodeCount": 0, "totalMaxNodeCount": max_replicas,
+                       "locationPolicy": "ANY"}  # fmt: skip
+        management = {"autoRepair": False, "autoUpgrade": True}
     return {
         "name": names(settings)["node_pool"],
-        "initialNodeCount": 0 if flex else replicas,
+        "initialNodeCount": initial,
         "locations": [zone or settings.zone],
         "config": config,
-        "autoscaling": {
-            "enabled": True,
-            "minNodeCount": 0 if flex else replicas,
-            "maxNodeCount": max_replicas,
-        },
-        "management": {"autoRepair": True, "autoUpgrade": True},
+        "autoscaling": autoscaling,
+        "management": management,
     }
 
 
@@ -269,9 +290,12 @@ def deployment(settings: Settings, *, replicas: int, namespace: str) -> dict[str
                                 {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": secret, "key": "api_key"}}},
                             ],
                             "resources": {"requests": {TPU_RESOURCE: "1"}, "limits": {TPU_RESOURCE: "1"}},
-                            "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": math.ceil(STARTUP_BUDGET_S / 10)},
-                            "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
-                            "livenessProbe": {**probe, "periodSeconds": 15, "failureThreshold": 4},
+                            "startupProbe": {**probe, "periodSeconds": 10, "timeoutSeconds": PROBE_TIMEOUT_S["startup"],
+                                             "failureThreshold": math.ceil(STARTUP_BUDGET_S / 10)},
+                            "readinessProbe": {**probe, "periodSeconds": 5, "timeoutSeconds": PROBE_TIMEOUT_S["readiness"],
+                                               "failureThreshold": 3},
+                            "livenessProbe": {**probe, "periodSeconds": 15, "timeoutSeconds": PROBE_TIMEOUT_S["liveness"],
+                                              "failureThreshold": 4},
                             "volumeMounts": [
                                 {"name": "dshm", "mountPath": "/dev/shm"},
                                 {"name": "compile-cache", "mountPath": "/root/.cache/vllm"},
@@ -409,6 +433,9 @@ class GkePlan(ToolResult):
     )
     price: str | None = None
     usd_per_hour: float | None = None
+    compute_quota: ComputeQuotaCheck | None = Field(
+        default=None, description="the Compute Engine quota the nodes draw (not the TPU API quota)"
+    )
     notes: list[str] = Field(default_factory=list)
 
     def headline(self) -> str:
@@ -449,6 +476,9 @@ class GkePlan(ToolResult):
         lines += ["", self.yaml]
         if self.price:
             lines.append(f"price: {self.price}")
+        if self.compute_quota:
+            q = self.compute_quota
+            lines.append(f"quota ({q.service}, not the TPU API quota): {q.verdict}: {q.detail}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 

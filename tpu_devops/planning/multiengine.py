@@ -13,10 +13,12 @@ runtimes coexist on the host (tpu-inference uses a base port plus the rank), ``T
 ``localhost:<port>`` and ``CLOUD_TPU_TASK_ID`` 0. The same variables appear in tpu-inference's
 ``examples/disagg/run_disagg_single_host.sh`` (one engine per chip, ``TPU_VISIBLE_CHIPS=0`` / ``=1``).
 
-**Load balancer**: HAProxy (official image ``haproxy``, LTS 3.2): ``balance leastconn`` (a long
-generation keeps its engine busy; least connections spreads streams evenly, which the scale-out model
-assumes), an active ``GET /health`` check per engine every 5 s (3 failures take it out, 2 successes
-bring it back), ``maxconn 256`` per engine (vLLM's max_num_seqs: beyond it requests queue in the
+**Load balancer**: HAProxy (official image ``haproxy``, LTS 3.2; the configuration also passes
+``haproxy -c`` of Debian's 2.6, which the tests run): ``balance leastconn`` (a long generation keeps its
+engine busy; least connections spreads streams evenly, which the scale-out model assumes), an active
+``GET /health`` check per engine every 5 s (3 failures take it out, 2 successes bring it back, a refused
+connection at once), which the pool's servers track; a request that finds an engine gone is tried on
+another (``retry-on conn-failure``, ``option redispatch``); ``maxconn 256`` per engine (vLLM's max_num_seqs: beyond it requests queue in the
 balancer, not in a preempting engine). Per-engine routes on the one open port: ``/engines/<i>/...`` go
 to engine i only with the prefix stripped (``/engines/0/metrics`` is engine 0's ``/metrics``), so the
 health, metrics and benchmark tools reach each engine through the firewall rule of ``VLLM_PORT``.
@@ -109,7 +111,15 @@ def haproxy_config(settings: Settings) -> str:
     ports = engine_ports(settings)
     if len(ports) == 1:
         return ""
-    check = f"inter {HEALTH_INTERVAL_S}s fall 3 rise 2 maxconn {ENGINE_MAX_CONNECTIONS}"
+    # One health check per engine, in its own backend; the pool's servers track it, so the balancer routes
+    # to an engine exactly when /engines/<i>/health answers through it (what the startup script waits for).
+    # A refused connection marks the engine down at once (observe layer4) and the request is tried on
+    # another engine (retry-on conn-failure, redispatch), so a crashed engine costs no request. The
+    # options are said once (default-server): the rendered script must fit one answer for 8 engines.
+    server_defaults = (
+        f"inter {HEALTH_INTERVAL_S}s fall 3 rise 2 observe layer4 error-limit 1 on-error mark-down "
+        f"maxconn {ENGINE_MAX_CONNECTIONS}"
+    )
     lines = [
         "# rendered by tpu-devops: one vLLM engine per chip behind least-connections balancing",
         "global",
@@ -124,6 +134,7 @@ def haproxy_config(settings: Settings) -> str:
         f"    timeout server {STREAM_TIMEOUT}",
         "    timeout queue 10m",
         "    timeout http-request 60s",
+        f"    default-server {server_defaults}",
         "frontend vllm",
         f"    bind :{settings.vllm_port}",
     ]
@@ -132,17 +143,18 @@ def haproxy_config(settings: Settings) -> str:
         "    default_backend engines",
         "backend engines",
         "    balance leastconn",
-        "    option httpchk GET /health",
-        "    http-check expect status 200",
+        "    option redispatch",
+        "    retries 2",
+        "    retry-on conn-failure",
     ]
-    lines += [f"    server engine-{i} 127.0.0.1:{p} check {check}" for i, p in enumerate(ports)]
+    lines += [f"    server engine-{i} 127.0.0.1:{p} track engine-{i}/engine-{i}" for i, p in enumerate(ports)]
     for i, p in enumerate(ports):
         lines += [
             f"backend engine-{i}",
             f"    http-request replace-path /engines/{i}(/.*) \\1",
             "    option httpchk GET /health",
             "    http-check expect status 200",
-            f"    server engine-{i} 127.0.0.1:{p} check {check}",
+            f"    server engine-{i} 127.0.0.1:{p} check",
         ]
     return "\n".join(lines) + "\n"
 

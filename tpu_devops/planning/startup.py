@@ -294,6 +294,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         bucket=_q("TPU_DEVOPS_BUCKET", settings.bucket),
         cache_shape_key=_q("cache shape key", shape_key(flags)),
     )
+    script = compact(script)
     notes = [
         "The Hugging Face token is not in this script: the VM reads secret "
         f"{settings.hf_secret_id!r} from Secret Manager at boot (retrying up to 30 min) with its service account, "
@@ -311,6 +312,9 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         f"Container logs go to Cloud Logging (log {CONTAINER_LOG_NAME}) when the VM's service account has "
         "roles/logging.logWriter; otherwise the script falls back to local logs (docker logs vllm) and says so "
         "in the tpu-devops/stage guest attribute.",
+        "Each engine gets Docker's unless-stopped restart policy once it has answered /health (a crash or a dockerd "
+        "restart brings it back; a boot that fails stays failed); a change whose image pull fails leaves the "
+        "serving container untouched.",
     ]
     if not settings.project:
         notes.append(
@@ -343,6 +347,37 @@ def engines_note(settings: Settings) -> list[str]:
         f"{ports[0]}-{ports[-1]} behind HAProxy ({multiengine.LB_IMAGE}, least connections, /health checks) on "
         f"{settings.vllm_port}; /engines/<i>/ reaches engine i (get_engine_status reports each)."
     ]
+
+
+_KEPT = re.compile(r"^# ---- (end )?settings")  # the settings block's markers: where a person edits
+_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?\s*$")
+
+
+def compact(script: str) -> str:
+    """``script`` without its comment lines (the shebang and the settings block's markers stay, a two-line
+    header replaces the rest).
+
+    The template documents every step for the people who change it; the rendered copy is what the VM runs
+    and what ``render_startup_script`` shows, which must fit one MCP answer (`MAX_RESULT_CHARS` 40,000,
+    with its notes) also for an eight-engine host. Only whole-line comments outside here-documents go;
+    a ``#`` inside a line (``${#names[@]}``, a URL fragment) is never touched.
+    """
+    lines = script.splitlines()
+    out = [lines[0], f"# tpu-devops {__version__} startup script for a Cloud TPU VM (comments stripped: they are in",
+           "# startup_script.sh.tmpl). Progress: syslog tag tpu-devops 'STAGE <name>', guest attributes tpu-devops/*."]  # fmt: skip
+    end: str | None = None
+    for line in lines[1:]:
+        if end is not None:
+            out.append(line)
+            if line.strip() == end:
+                end = None
+            continue
+        if line.lstrip().startswith("#") and not _KEPT.match(line):
+            continue
+        if m := _HEREDOC.search(line):
+            end = m.group(1)
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def _without_port(flags: list[str]) -> list[str]:
@@ -379,10 +414,11 @@ def _floating(image: str) -> bool:
 
 def docker_run_command(settings: Settings) -> str:
     """The ``docker run ... vllm serve`` line of one engine on the TPU VM, for a person (the startup
-    script runs the same image and `vllm_serve_argv`, with the key and token in a root-only env file)."""
+    script runs the same image and `vllm_serve_argv`, with the key and token in a root-only env file, and
+    sets the same restart policy once the engine serves)."""
     return " \\\n  ".join(
         [
-            "sudo docker run -d --name vllm --privileged --net host --shm-size 16G",
+            "sudo docker run -d --name vllm --privileged --net host --shm-size 16G --restart unless-stopped",
             "--env-file /run/tpu-devops/vllm.env",
             f"-v /root/.cache/vllm:{COMPILE_CACHE_MOUNT}",
             "-v /root/.cache/huggingface:/root/.cache/huggingface",

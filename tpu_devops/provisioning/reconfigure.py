@@ -48,7 +48,23 @@ LOG_KEY = "tpu-devops/reconfigure-log"
 FLAGS_KEY = "tpu-devops/serving-flags"
 FEATURES_KEY = "tpu-devops/features"  # written by the startup script at boot: what it can do
 JOB_KIND = "reconfigure"
-TERMINAL = ("serving", "rolled-back", "rollback-failed", "rollback-impossible", "refused")
+# The watcher's last stage of a reconfigure. pull-failed / not-applied: it stopped before touching the
+# serving container (the image could not be pulled, a secret could not be read), which still serves.
+TERMINAL = (
+    "serving", "rolled-back", "rollback-failed", "rollback-impossible", "refused", "pull-failed", "not-applied",
+)  # fmt: skip
+_OUTCOMES = {
+    "serving": "serving", "rolled-back": "rolled_back", "pull-failed": "unchanged", "not-applied": "unchanged",
+    "refused": "unchanged", "rollback-failed": "failed", "rollback-impossible": "failed",
+}  # fmt: skip
+
+
+def outcome_of_stage(stage: str) -> str:
+    """The job's outcome for the watcher's terminal ``stage`` (`ReconfigureOutcome.outcome`): ``serving``,
+    ``rolled_back``, ``unchanged`` (the old container was never touched and still serves) or ``failed``."""
+    return _OUTCOMES.get(stage, "failed")
+
+
 STALE_AFTER_S = 3 * 3600  # an unfinished reconfigure older than this is taken as abandoned (VM restarted)
 # The job reads the VM's stages soon after each change and backs off to POLL_MAX_S while nothing moves:
 # a stage often follows another within seconds (pull, cache, start), the engine start takes minutes.
@@ -458,8 +474,9 @@ async def _write_spec(settings: Settings, rig: RigNode, spec: dict[str, Any]) ->
 
 class ReconfigureOutcome(ToolResult):
     """How a reconfigure ended. ``outcome``: ``serving`` (the new flags serve), ``rolled_back`` (they
-    failed to boot; the last flags that served answer again), ``failed`` (refused, or the rollback failed
-    too), ``timeout``. ``stages``: as the VM reported them, in order (``at`` in Unix seconds)."""
+    failed to boot; the last flags that served answer again), ``unchanged`` (refused, or stopped before
+    the serving container was touched: the image could not be pulled, a secret could not be read; the old
+    flags still serve), ``failed`` (the rollback failed too, or nothing served before), ``timeout``. ``stages``: as the VM reported them, in order (``at`` in Unix seconds)."""
 
     outcome: str
     generation: str
@@ -487,6 +504,11 @@ class ReconfigureOutcome(ToolResult):
                 f"reconfigure {self.generation} FAILED: {self.failure}; rolled back: the old flags serve again"
                 + ("" if self.old_flags_serve_again else " (not verified from here)")
                 + f". {self.next_step}"
+            )
+        if self.outcome == "unchanged":
+            return (
+                f"reconfigure {self.generation} NOT APPLIED: {self.failure}; nothing was changed, the old flags "
+                f"still serve. {self.next_step}"
             )
         return f"reconfigure {self.generation} {self.outcome.upper()}: {self.failure}. {self.next_step}"
 
@@ -607,15 +629,32 @@ async def _conclude(
             else "the VM reports serving; check the endpoint with verify_model_health"
         )
         return out
-    out.root_cause, diagnosis = _diagnose(attrs.get(LOG_KEY) or "")
+    detail = str(stages[-1].get("detail", ""))
+    failed = next((s for s in reversed(stages) if s.get("stage") in ("boot-failed", "failed")), None)
+    cause = f": {failed.get('detail')}" if failed and failed.get("detail") else ""
     out.failure = {
-        "rolled-back": "the new flags did not boot",
-        "rollback-failed": "the new flags did not boot, and the last flags that served did not boot again either",
-        "rollback-impossible": "the new flags did not boot, and no flags have served on this node before",
-        "refused": f"the VM refused the spec ({stages[-1].get('detail', '')})",
-    }[last]
-    if diagnosis:
-        out.failure += f" ({diagnosis})"
+        "rolled-back": f"the new flags did not boot{cause}",
+        "rollback-failed": f"the new flags did not boot{cause}, and the last flags that served did not boot again either",
+        "rollback-impossible": f"the new flags did not boot{cause}, and no flags have served on this node before",
+        "refused": f"the VM refused the spec ({detail})",
+        "pull-failed": f"the image could not be pulled ({detail.split('; nothing was changed')[0]})",
+        "not-applied": f"the change stopped before the container was replaced ({detail.split('; nothing was changed')[0]})",
+    }[last]  # fmt: skip
+    if last not in ("pull-failed", "not-applied", "refused"):
+        out.root_cause, diagnosis = _diagnose(attrs.get(LOG_KEY) or "")
+        if diagnosis:
+            out.failure += f" ({diagnosis})"
+    out.outcome = outcome_of_stage(last)
+    if out.outcome == "unchanged":
+        check = await verify_endpoint(settings, rig, None)
+        out.verified = check
+        out.old_flags_serve_again = bool(check.get("health"))
+        out.next_step = (
+            "fix the image tag (it must exist in the registry, e.g. vllm/vllm-tpu:v0.30.0) and reconfigure again"
+            if last == "pull-failed"
+            else "fix what the failure names and reconfigure again"
+        )
+        return out
     if last == "rolled-back":
         out.outcome = "rolled_back"
         old = recorded.get("argv")

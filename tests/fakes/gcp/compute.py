@@ -14,8 +14,14 @@ messages Compute answers: 409 ``The resource 'projects/P/global/firewalls/N' alr
 'compute.firewalls.create' permission for '...'`` (``forbidden``), 400 ``Invalid value for field
 'resource.name': ...`` (``invalid``).
 
+Regions (``GET /compute/v1/projects/{p}/regions/{region}``, ``regions.get``): a ``compute#region``
+whose ``quotas[]`` are ``{metric, limit, usage}``, as Compute reports them (limit and usage);
+``region_quotas[region] = {metric: (limit, usage)}`` scripts exactly what a region reports (else
+`DEFAULT_REGION_QUOTAS`); a region ending in ``-x`` does not exist (404).
+
 Scripting: ``networks`` (VPC names that exist), ``denied`` (verbs ``create`` / ``get`` / ``update`` /
-``delete`` / ``list`` answering 403), ``requests`` (every call, with its body).
+``delete`` / ``list`` answering 403, ``regions`` for regions.get), ``requests`` (every call, with its
+body).
 """
 
 from __future__ import annotations
@@ -36,6 +42,15 @@ from starlette.routing import Route
 BASE = "https://www.googleapis.com/compute/v1"
 _NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _FILTER = re.compile(r'^\s*name\s+eq\s+"?([^"]*)"?\s*$')
+
+
+# What every region reports unless scripted: a project with room for a few TPU v5e GKE nodes (chips).
+DEFAULT_REGION_QUOTAS: dict[str, tuple[float, float]] = {
+    "CPUS": (24.0, 0.0),
+    "IN_USE_ADDRESSES": (8.0, 0.0),
+    "TPU_LITE_PODSLICE_V5": (8.0, 0.0),
+    "PREEMPTIBLE_TPU_LITE_PODSLICE_V5": (16.0, 0.0),
+}
 
 
 def compute_error(code: int, reason: str, message: str) -> JSONResponse:
@@ -63,6 +78,8 @@ class FakeCompute:
         self.firewalls: dict[str, dict[str, Any]] = {}
         self.operations: dict[str, dict[str, Any]] = {}
         self.denied: set[str] = set()
+        # region -> metric -> (limit, usage); every region also reports a few standard metrics
+        self.region_quotas: dict[str, dict[str, tuple[float, float]]] = {}
         self.requests: list[dict[str, Any]] = []
         self._by_request_id: dict[str, dict[str, Any]] = {}
         self._ids = itertools.count(4_000_000_000_000_000_001)
@@ -244,9 +261,30 @@ class FakeCompute:
             )
         return JSONResponse(op)
 
+    async def region(self, request: Request) -> JSONResponse:
+        project, region = request.path_params["project"], request.path_params["region"]
+        self.requests.append(
+            {"method": "GET", "path": request.url.path, "query": dict(request.query_params), "body": ""}
+        )
+        target = f"projects/{project}/regions/{region}"
+        if project != self.project or "regions" in self.denied:
+            return compute_error(
+                403, "forbidden", f"Required 'compute.regions.get' permission for '{target}'"
+            )
+        if region.endswith("-x"):
+            return compute_error(404, "notFound", f"The resource '{target}' was not found")
+        metrics = self.region_quotas.get(region, DEFAULT_REGION_QUOTAS)
+        quotas = [{"metric": m, "limit": lim, "usage": use} for m, (lim, use) in sorted(metrics.items())]
+        return JSONResponse({
+            "kind": "compute#region", "id": str(abs(hash(region)) % 10**15), "name": region, "status": "UP",
+            "description": region, "selfLink": f"{BASE}/{target}", "quotas": quotas,
+            "zones": [f"{BASE}/projects/{project}/zones/{region}-{z}" for z in "abc"],
+        })  # fmt: skip
+
     def routes(self) -> list[Route]:
         base = "/compute/v1/projects/{project}/global"
         return [
+            Route("/compute/v1/projects/{project}/regions/{region}", self.region, methods=["GET"]),
             Route(f"{base}/firewalls", self.collection, methods=["GET", "POST"]),
             Route(f"{base}/firewalls/{{name}}", self.member, methods=["GET", "PATCH", "DELETE"]),
             Route(f"{base}/operations/{{op}}", self.operation, methods=["GET"]),

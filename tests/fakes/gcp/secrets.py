@@ -3,7 +3,8 @@
 Paths (v1 reference): ``GET|POST /v1/projects/{p}/secrets[/{s}]``, ``POST .../{s}:addVersion``,
 ``GET .../{s}/versions/{v}`` and ``GET .../{s}/versions/{v}:access``; ``latest`` resolves to the newest
 enabled version. Payloads are kept base64 as sent. ``denied`` holds secret ids whose access answers
-403 PERMISSION_DENIED (an unreadable secret).
+403 PERMISSION_DENIED (an unreadable secret); ``deny_times[secret_id] = n`` refuses the next n reads
+of it that way (an IAM grant that lands after the VM asked).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class FakeSecretManager:
         self.project = project
         self.secrets: dict[str, list[bytes]] = {}
         self.denied: set[str] = set()
+        self.deny_times: dict[str, int] = {}
         self.requests: list[dict[str, Any]] = []
 
     def put(self, secret_id: str, value: str) -> None:
@@ -90,6 +92,13 @@ class FakeSecretManager:
                 404,
                 "NOT_FOUND",
                 f"Secret [projects/{self.project}/secrets/{secret_id}] not found or has no versions.",
+            )
+        if self.deny_times.get(secret_id, 0) > 0:
+            self.deny_times[secret_id] -= 1
+            return google_error(
+                403,
+                "PERMISSION_DENIED",
+                f"Permission 'secretmanager.versions.access' denied for resource 'projects/{self.project}/secrets/{secret_id}'",
             )
         if secret_id in self.denied:
             return google_error(

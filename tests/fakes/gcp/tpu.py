@@ -174,6 +174,11 @@ class FakeTpu:
         self._lose = 0
         self._lose_only: str | None = None
         self._create_hooks: list[Callable[[QueuedRecord], None]] = []
+        # A node that comes up is handed to each hook (zone, node id, node JSON), which may answer the
+        # external IP it gets (the simulated VM that boots it, tests/fakes/vm/fleet.py); gone hooks hear
+        # of its end. Called under the fake's lock: a hook must not block.
+        self.node_hooks: list[Callable[[str, str, dict[str, Any]], str | None]] = []
+        self.node_gone_hooks: list[Callable[[str, str], None]] = []
         self._by_request_id: dict[tuple[str, str], dict[str, Any]] = {}  # (method, requestId) -> operation
         self._lock = threading.Lock()
         self._ops = itertools.count(1)
@@ -270,7 +275,7 @@ class FakeTpu:
             self._make_node(rec)
         if state in ("SUSPENDED", "FAILED"):
             for spec in rec.body.get("tpu", {}).get("nodeSpec", []):
-                self.nodes.pop((rec.zone, spec.get("nodeId", rec.qr_id)), None)
+                self._drop_node(rec.zone, spec.get("nodeId", rec.qr_id))
 
     def _advance(self, rec: QueuedRecord) -> None:
         now = self.clock()
@@ -337,6 +342,19 @@ class FakeTpu:
             if (node.get("networkConfig") or {}).get("enableExternalIps") is True:
                 node["networkEndpoints"][0]["accessConfig"] = {"externalIp": self.external_ip}
             self.nodes[(rec.zone, node_id)] = node
+            for hook in self.node_hooks:
+                ip = hook(rec.zone, node_id, node)
+                if ip and "accessConfig" in node["networkEndpoints"][0]:
+                    node["networkEndpoints"][0]["accessConfig"]["externalIp"] = ip
+
+    def _drop_node(self, zone: str, node_id: str) -> dict[str, Any] | None:
+        """Remove a node (it is gone: deleted, or its queued resource suspended or failed) and tell the
+        ``node_gone_hooks``; the node's JSON, or None when there was none."""
+        node = self.nodes.pop((zone, node_id), None)
+        if node is not None:
+            for hook in self.node_gone_hooks:
+                hook(zone, node_id)
+        return node
 
     def _qr_json(self, rec: QueuedRecord) -> dict[str, Any]:
         self._advance(rec)
@@ -587,7 +605,7 @@ class FakeTpu:
                     f"Queued resource {qr_id} still has node(s) {live}; delete them first or set force=true.",
                 )
             for n in live:
-                self.nodes.pop((zone, n), None)
+                self._drop_node(zone, n)
             del self.queued[(zone, qr_id)]
         target = f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
         return JSONResponse(
@@ -621,7 +639,7 @@ class FakeTpu:
             return err
         project, zone, node_id = (request.path_params[k] for k in ("project", "zone", "node_id"))
         with self._lock:
-            node = self.nodes.pop((zone, node_id), None)
+            node = self._drop_node(zone, node_id)
             if node is None:
                 return _not_found(f"projects/{project}/locations/{zone}/nodes/{node_id}")
             qr_name = node.get("queuedResource", "")
