@@ -131,10 +131,14 @@ async def test_reconfigure_against_make_fake_gcp_applies_rolls_back_and_keeps_se
             assert result["verified"]["max_model_len"] == 8192  # never touched
 
             # the node's logs, as Cloud Logging holds them: the startup script's lines and vLLM's
-            system = await call(client, "get_tpu_system_logs", {"since": "1h", "limit": 200})
+            system = await call(
+                client, "get_cloud_logging_logs", {"log": "system", "since": "1h", "limit": 200}
+            )
             text = json.dumps(system)
             assert system["returned"] > 0 and "STAGE ready" in text and "watcher-started" in text
-            container = await call(client, "get_vllm_docker_logs", {"since": "1h", "limit": 200})
+            container = await call(
+                client, "get_cloud_logging_logs", {"log": "container", "since": "1h", "limit": 200}
+            )
             assert container["returned"] > 0 and "Application startup complete" in json.dumps(container)
 
             node_after = gcp.tpu.nodes[(ZONE, RIG)]

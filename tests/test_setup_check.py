@@ -1,4 +1,4 @@
-"""check_setup, get_system_status and save_hf_token against the fake."""
+"""check_setup (setup and status views) and save_hf_token against the fake."""
 
 from __future__ import annotations
 

@@ -94,3 +94,24 @@ async def test_an_unknown_toolset_name_is_a_configuration_error_and_the_defaults
         help_answer = await client.call_tool("get_help", {})
     assert help_answer.content[0].text.startswith("CONFIGURATION ERROR")
     assert "'gkee' is no toolset (did you mean gke?)" in help_answer.content[0].text
+
+
+def test_no_answer_of_ours_names_a_tool_that_no_longer_exists() -> None:
+    """Fix texts and next steps name tools a model will call: an old name would send it to an error."""
+    import ast
+    import re
+
+    from tests.mcp_session import ROOT
+
+    old = {name for ts in TOOLSETS for name in ts.renames}
+    allowed = {ROOT / "tpu_devops" / "host" / "untrusted.py"}  # its injection patterns name them on purpose
+    found = []
+    for path in (ROOT / "tpu_devops").rglob("*.py"):
+        if path in allowed or path.parent.name == "tools":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):  # the texts: strings, f-strings, docstrings
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found += [
+                    f"{path.name}:{node.lineno}: {n}" for n in old if re.search(rf"\b{n}\b", node.value)
+                ]
+    assert found == []

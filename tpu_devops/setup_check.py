@@ -1,4 +1,4 @@
-"""`check_setup` and `get_system_status`: is this project ready, and what is running now.
+"""`check_setup` (its setup and status views): is this project ready, and what is running now.
 
 Each check is independent: one failing never hides the others, and each failure carries its fix.
 Checks: Application Default Credentials, project set, TPU API reachable, Cloud Quotas API reachable,

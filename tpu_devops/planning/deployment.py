@@ -36,7 +36,7 @@ from tpu_devops.provisioning.requests import (
 
 
 class DeploymentConfig(ToolResult):
-    """`get_vllm_deployment_config` result: the equivalent human-readable commands."""
+    """`render_startup_script(form='commands')` result: the equivalent human-readable commands."""
 
     model: str
     accelerator_type: str

@@ -414,7 +414,7 @@ async def estimate_cost(
     """Hourly, monthly, per-duration, per-million-token, per-preemption and forgotten-weekend costs.
 
     Args:
-        tokens_per_s: aggregate output tokens/s (from run_benchmark or import_benchmark_results).
+        tokens_per_s: aggregate output tokens/s (from run_benchmark).
         duration_hours: a run length to price (0 < h <= 8760).
         cold_start_minutes: minutes a replacement node needs to serve again (default 14.3, seed cold
             start; 8.3 with a warm compile cache).

@@ -345,7 +345,7 @@ def engines_note(settings: Settings) -> list[str]:
     return [
         f"{len(ports)} engines, one per {settings.tensor_parallel_size} chip(s) (TPU_VISIBLE_CHIPS), on ports "
         f"{ports[0]}-{ports[-1]} behind HAProxy ({multiengine.LB_IMAGE}, least connections, /health checks) on "
-        f"{settings.vllm_port}; /engines/<i>/ reaches engine i (get_engine_status reports each)."
+        f"{settings.vllm_port}; /engines/<i>/ reaches engine i (get_serving_status(view='engines') reports each)."
     ]
 
 

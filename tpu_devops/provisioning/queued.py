@@ -187,7 +187,7 @@ class SecondTpuError(ConfigError):
             "a second one would bill twice",
             field="zone",
             value=zone,
-            fix=f"use the existing one (get_reservation_status zone={first.zone}), or delete it first "
+            fix=f"use the existing one (describe_queued_resource zone={first.zone}), or delete it first "
             f"(destroy_queued_resource zone={first.zone} queued_resource_id={first.id}); pass "
             "allow_second=true only if you really want two TPUs billing at once",
         )
@@ -389,7 +389,7 @@ async def _existing_result(settings: Settings, view: QueuedResourceView, model: 
         owner=view.owner,
         usd_per_hour=per_hour,
         stops_billing=stops_text(view.provisioning_model, view.max_run_duration_s),
-        next_step=f"it already exists ({view.owner}{note}); use get_reservation_status, or destroy_queued_resource first to recreate",
+        next_step=f"it already exists ({view.owner}{note}); use describe_queued_resource, or destroy_queued_resource first to recreate",
         warnings=_creator_warning(view),
     )
 
@@ -501,7 +501,7 @@ async def _create_under_lease(
         stops_billing=stops,
         next_step="already ACTIVE: get_vllm_endpoint gives its URL once vLLM has booted (about 10-15 min)"
         if state == "ACTIVE"
-        else "poll get_reservation_status (or the wait job) until ACTIVE; then get_vllm_endpoint",
+        else "poll describe_queued_resource (or the wait job) until ACTIVE; then get_vllm_endpoint",
         endpoint_access=endpoint_access,
     )
 
@@ -567,7 +567,7 @@ class _LostRace(BaseModel):
 
     def result(self, *, model: str, usd_per_hour: float | None, stops: str) -> CreateResult:
         if self.deleted:
-            step = f"use {self.winner} (get_reservation_status); nothing of this call is left billing"
+            step = f"use {self.winner} (describe_queued_resource); nothing of this call is left billing"
             warnings: list[str] = []
         else:
             step = (
@@ -972,8 +972,8 @@ def next_step_for(state: str, endpoint_url: str | None = None) -> str:
         "ACTIVE": f"the TPU is up; vLLM answers at {endpoint_url} once it has booted (about 10-15 min)"
         if endpoint_url
         else "the TPU is up; the node has no external IP yet",
-        "FAILED": "it failed and still holds quota: manage_queued_resource(action='cleanup') deletes it; find_tpu tries other zones",
-        "SUSPENDED": "it ran out its time (or was stopped) and still holds quota: clean it up with manage_queued_resource",
+        "FAILED": "it failed and still holds quota: destroy_queued_resource(only_failed=true) deletes it; find_tpu tries other zones",
+        "SUSPENDED": "it ran out its time (or was stopped) and still holds quota: clean it up with destroy_queued_resource(only_failed=true)",
         "PROVISIONING": "resources are being allocated (cannot be deleted now); poll again in a minute",
         "WAITING_FOR_RESOURCES": "queued for capacity; poll again, or cancel with destroy_queued_resource",
         "ACCEPTED": "accepted; poll again shortly",
@@ -999,7 +999,7 @@ async def wait_for_active(
         ):
             return status
         if time.monotonic() >= deadline:
-            status.next_step = f"still {status.state} after {timeout_s:.0f}s; poll get_reservation_status"
+            status.next_step = f"still {status.state} after {timeout_s:.0f}s; poll describe_queued_resource"
             return status
         await anyio.sleep(poll_interval_s)
 

@@ -124,7 +124,7 @@ async def find_rig_node(settings: Settings) -> RigNode:
             field="RESOURCE_ID",
             value=settings.resource_id,
             fix="try again if a zone's listing failed; else create one (find_tpu / create_tpu_queued_resource); "
-            "get_reservation_status shows its state",
+            "describe_queued_resource shows its state",
         )
     if len(active) > 1:
         raise OwnershipError(
@@ -141,7 +141,7 @@ async def find_rig_node(settings: Settings) -> RigNode:
             f"the node of queued resource {q.id} in {q.zone} is gone",
             field="RESOURCE_ID",
             value=settings.resource_id,
-            fix="get_reservation_status shows what happened (a flex-start TPU stops at its run duration)",
+            fix="describe_queued_resource shows what happened (a flex-start TPU stops at its run duration)",
         )
     labels = node.get("labels") or {}
     if labels.get("managed-by") != "tpu-devops" or labels.get("rig") != settings.resource_id:
@@ -337,7 +337,7 @@ async def reconfigure_vllm(
             f"node {rig.node_id} is still applying reconfigure {unfinished} (its guest attribute {STAGES_KEY})",
             field="job_id",
             value=unfinished,
-            fix="wait until its stages end (get_system_status shows them), then reconfigure again",
+            fix="wait until its stages end (check_setup(view='status') shows them), then reconfigure again",
         )
     old_argv, old_source = _current_argv(settings, attrs)
     changes = flag_changes(old_argv, new_argv)
@@ -597,7 +597,7 @@ async def follow(
             return ReconfigureOutcome(
                 outcome="timeout", generation=generation, node_id=rig.node_id, zone=rig.zone, stages=stages,
                 failure=f"no final stage after {timeout_s:.0f} s",
-                next_step="get_system_status shows the VM's stages; get_vllm_docker_logs shows the container",
+                next_step="check_setup(view='status') shows the VM's stages; get_cloud_logging_logs(log='container') shows the container",
             )  # fmt: skip
         await anyio.sleep(interval)
     return await _conclude(settings, new, rig, generation, stages, attrs)

@@ -351,7 +351,7 @@ def _holder_error(settings: Settings, holder: Lease, purpose: str) -> JobError:
         f"{doing} now could leave two TPUs billing",
         field="find_tpu" if purpose == SWEEP else "queued_resource_id",
         value=rig,
-        fix="wait a minute and try again (get_reservation_status shows what it created)",
+        fix="wait a minute and try again (describe_queued_resource shows what it created)",
     )
 
 

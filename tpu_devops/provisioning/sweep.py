@@ -226,7 +226,7 @@ class _SweepRun:
         return self.result(
             "exists", f"'{existing.id}' already exists in {z} ({st}, {existing.provisioning_model}, "
             f"{existing.owner}); a rig never holds two TPUs",
-            f"use get_reservation_status zone={z}, or destroy_queued_resource zone={z} queued_resource_id="
+            f"use describe_queued_resource zone={z}, or destroy_queued_resource zone={z} queued_resource_id="
             f"{existing.id} before sweeping again",
             zone=z, state=st, qr_id=existing.id,
         )  # fmt: skip
@@ -446,7 +446,7 @@ class _SweepRun:
                 return self.result(
                     "lost_race", f"another create of rig '{self.rig.rig}' made {created.lost_race_to} first, so this "
                     f"sweep's request in {zone} was deleted again (a rig holds one TPU)",
-                    "use get_reservation_status to follow that one",
+                    "use describe_queued_resource to follow that one",
                 )  # fmt: skip
             if created.created:
                 self.store.record(

@@ -12,7 +12,7 @@
   deletes nothing says so loudly, with why and the exact call that would delete.
 - Order: the node first, then the request (DESIGN §3: delete nodes, then the request). A request in
   PROVISIONING cannot be deleted (the API refuses), so it is reported with "try again when ACTIVE".
-- FAILED and SUSPENDED requests still hold quota until deleted; ``manage_queued_resource`` cleans up
+- FAILED and SUSPENDED requests still hold quota until deleted; ``destroy_queued_resource(only_failed=true)`` cleans up
   ours.
 """
 
@@ -449,7 +449,7 @@ def _running_note(plan: Plan) -> str:
     return (
         f". NOTE: {len(plan.still_running)} of ours still running and billing, not touched by cleanup "
         f"(it deletes only FAILED/SUSPENDED requests): {'; '.join(plan.still_running)}. Delete them with "
-        "manage_queued_resource(action='delete_all') or destroy_queued_resource()"
+        "destroy_queued_resource()"
     )
 
 

@@ -397,7 +397,7 @@ class _Shape:
         if stats and stats.stalled:
             notices.append(
                 f"the stream stalled {stats.max_gap_ms} ms after token {stats.max_gap_after_token}: from outside "
-                "this is KV-cache preemption; get_metrics shows vllm:num_preemptions_total"
+                "this is KV-cache preemption; get_serving_status(view='metrics') shows vllm:num_preemptions_total"
             )
         return self._base(
             cut_off=reason is not None,

@@ -1,4 +1,4 @@
-"""`get_model_details`: what the endpoint serves and how it was started.
+"""`get_serving_status(view='model')`: what the endpoint serves and how it was started.
 
 Sources, each named in the answer:
 - ``GET /v1/models``: served model ids and ``max_model_len`` (a vLLM extension of the model card);
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class ModelDetails(ToolResult):
-    """`get_model_details` output. Lengths and pools in tokens."""
+    """`get_serving_status(view='model')` output. Lengths and pools in tokens."""
 
     endpoint: str
     endpoint_source: str

@@ -1,4 +1,4 @@
-"""Per-engine and total status of a multi-engine host (`get_engine_status`, issue 15 §2).
+"""Per-engine and total status of a multi-engine host (`get_serving_status(view='engines')`).
 
 Each engine is reached through the load balancer on the rig's one open port: ``/engines/<i>/health``
 and ``/engines/<i>/metrics`` (routes of `tpu_devops.planning.multiengine.haproxy_config`). Per engine: health
@@ -38,7 +38,7 @@ class EngineStatus(BaseModel):
 
 
 class EngineStatusResult(ToolResult):
-    """`get_engine_status`: every engine of the host and the totals."""
+    """`get_serving_status(view='engines')`: every engine of the host and the totals."""
 
     endpoint: str
     engines: list[EngineStatus]

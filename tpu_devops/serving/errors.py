@@ -101,7 +101,7 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             failure="timeout",
             field="VLLM_URL",
             value=url,
-            fix="the server is busy (a benchmark or long generations) or stuck: retry; get_metrics shows its queue",
+            fix="the server is busy (a benchmark or long generations) or stuck: retry; get_serving_status(view='metrics') shows its queue",
         )
     if _caused_by(exc, socket.gaierror):
         host = httpx.URL(url).host

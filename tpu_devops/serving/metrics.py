@@ -1,4 +1,4 @@
-"""`get_metrics`: vLLM's Prometheus ``/metrics`` parsed with ``prometheus_client`` and summarised.
+"""`get_serving_status(view='metrics')`: vLLM's Prometheus ``/metrics`` parsed with ``prometheus_client`` and summarised.
 
 Metric names (vLLM's ``docs/source/design/v1/metrics.md``; llm-d-inference-sim ``docs/metrics.md`` for
 the v1 names; all carry ``model_name`` and ``engine`` labels):
@@ -141,7 +141,7 @@ def _latency(samples: Samples, name: str) -> LatencySummary | None:
 
 
 class MetricsResult(ToolResult):
-    """`get_metrics` output. Fractions 0..1, counts, tokens; ``*_per_s`` since the previous call."""
+    """`get_serving_status(view='metrics')` output. Fractions 0..1, counts, tokens; ``*_per_s`` since the previous call."""
 
     endpoint: str
     kv_cache_usage: float | None

@@ -52,7 +52,8 @@ async def apply_gke_deployment(
 
     Create the TPU node pool and apply the manifests of plan_gke_deployment (server-side apply, labelled
     managed-by=tpu-devops and the rig). Checks first and changes nothing if the Secret is missing, an object
-    or node pool of the same name is not ours, or the dry run fails. Returns a job that waits for the pods."""
+    or node pool of the same name is not ours, or the dry run fails. Returns a job that waits for the pods;
+    it ends early, with cause and fix, for a pod that will never start (image, scheduling, quota, selector)."""
     return await tpu_devops.gke.deploy.apply_gke_deployment(
         get_settings(),
         **target.values(),

@@ -1,5 +1,5 @@
 """Jobs: long operations that outlive one tool call (zone sweeps, waits for ACTIVE, reconfigures,
-benchmarks, long model calls): poll them, list them, cancel them."""
+benchmarks, long model answers): poll them, list them, cancel them."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def get_job(
 ) -> tpu_devops.host.jobs.JobAnswer:
     """Poll a job by its job_id, or list all jobs.
 
-    A long operation's state (running / succeeded / failed / cancelled), progress so far, and its result.
+    A long operation's state (running / succeeded / failed / cancelled), progress so far (a long model
+    answer's text so far), and its result.
     Without job_id: every job this server process started, newest first."""
     return tpu_devops.host.jobs.job_answer(job_id)
 

@@ -115,7 +115,8 @@ async def analyze_cloud_logging(
     Answer a question about the logs with the self-hosted Gemma: it reads a redacted evidence summary and
     may search logs, fetch an entry by insertId or count by a field (read-only tools only). Every citation is
     checked against the logs. Without a reachable model the deterministic summary is returned and the answer
-    says the model was not consulted."""
+    says the model was not consulted. When the model needs longer than a tool call, its answer continues as
+    a job (job_id; poll get_job) and the deterministic summary answers meanwhile."""
     return await tpu_devops.logs.analyst.analyze_logs(
         get_settings(),
         question,

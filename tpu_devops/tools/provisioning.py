@@ -225,7 +225,7 @@ async def reconfigure_vllm(
     container (serving stops for one engine start, ~8 min on v5e-1) and reports each stage in guest
     attributes. The job ends when /health answers and /v1/models shows the new max_model_len, or when the
     new flags failed to boot: then the failed container's log is diagnosed and the last flags that served
-    serve again. Only this rig's node (labels) is changed; a second call while one runs is refused with the
+    serve again; a failed image pull leaves the old flags serving (outcome unchanged). Only this rig's node (labels) is changed; a second call while one runs is refused with the
     running job's id."""
     return await tpu_devops.provisioning.reconfigure.reconfigure_vllm(
         get_settings(), **overrides.values(), dry_run=dry_run

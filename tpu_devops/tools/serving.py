@@ -64,7 +64,9 @@ async def query_gemma(
     Ask the self-hosted Gemma one question (streamed chat completion) and return its answer. With
     stats=true it also measures the stream: TTFT, mean and median TPOT, output tok/s, prompt and completion
     tokens (the server's usage), and the largest gap between chunks after the first (a stalled stream is
-    how KV-cache preemption shows from outside)."""
+    how KV-cache preemption shows from outside). max_tokens is lowered to what the server's context leaves
+    (with a note). An answer longer than a tool call becomes a job: the call returns its job_id and the
+    expected time, get_job shows the text so far and then the whole answer; nothing generated is lost."""
     return await tpu_devops.serving.chat.query(
         get_settings(),
         prompt,
