@@ -28,6 +28,7 @@ here:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import inspect
@@ -35,7 +36,7 @@ import logging
 import os
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 import anyio
@@ -285,7 +286,8 @@ class Registrar:
         tools = [self._tool(name, declared, cached.get(name)) for name, declared in self.declared.items()]
         if self.schema_cache is not None and not self.declared.keys() <= cached.keys():
             self.schema_cache.save(tools)
-        server = MCPServer(tools=tools, **server_options)
+        with _logging_configured_once():
+            server = MCPServer(tools=tools, **server_options)
         server.middleware.append(tools_only)
         server.middleware.append(functools.partial(explain_unknown_tool, self))
         _REGISTRARS[server] = self
@@ -339,6 +341,27 @@ class Registrar:
                     "tool %s: cannot list it from the schema cache; deriving its schemas", name, exc_info=True
                 )
         return build()
+
+
+@contextlib.contextmanager
+def _logging_configured_once() -> Iterator[None]:
+    """Construct the SDK's server without its logging setup when this process has set up logging already.
+
+    `MCPServer` configures logging on construction with a rich handler; once the root logger has a handler
+    (`tpu_devops.main` logs to stderr before the server is built), that ``basicConfig`` changes nothing,
+    but importing rich for it took about 0.2 s of every start, a third of what hosts wait for before
+    ``initialize`` is answered (measured on the 2-core dev machine; Codex gives a server 1 s). A process
+    that has not configured logging (a script importing ``server``) gets the SDK's setup unchanged.
+    """
+    from mcp.server.mcpserver import server as sdk
+
+    original = sdk.configure_logging
+    if logging.getLogger().handlers:
+        sdk.configure_logging = lambda *args, **kwargs: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sdk.configure_logging = original
 
 
 READ_ONLY = "(read-only mode)"  # `Registrar.skipped` value for a tool read-only mode hides
