@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from tpu_devops.logs import failure_lines as fl
 from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.rules import MILESTONES, SIGNATURES, Signature
 
@@ -138,7 +139,8 @@ def _automaton() -> Any:
 
 
 def candidate_lines(text: str) -> list[tuple[int, int, int]]:
-    """``(line number, start, end)`` of every line that holds an anchor, in order (one C pass)."""
+    """``(line number, start, end)`` of every line that holds an anchor, in order (one C pass), plus the
+    glog failure lines (``E0807 ...]``), which no literal anchors (`logs.failure_lines`)."""
     out: list[tuple[int, int, int]] = []
     line_end = -1
     line_no, counted_to = 1, 0
@@ -151,6 +153,16 @@ def candidate_lines(text: str) -> list[tuple[int, int, int]]:
         line_no += text.count("\n", counted_to, start)
         counted_to = start
         out.append((line_no, start, line_end))
+    glog = [m.start() for m in fl.GLOG_FAILURE_LINE.finditer(text)]
+    if glog:
+        have = {start for _, start, _ in out}
+        extra = []
+        for start in glog:
+            if start in have:
+                continue
+            end = text.find("\n", start)
+            extra.append((text.count("\n", 0, start) + 1, start, len(text) if end < 0 else end))
+        out = sorted(out + extra)
     return out
 
 
