@@ -622,3 +622,35 @@ def test_split_line_reads_each_logger_prefix(
 )
 def test_fallback_classes(line: str, kind: str | None) -> None:
     assert sg.classify(sg.split_line(line)) == kind
+
+
+def test_round_three_readings_are_conditioned_on_the_numbers_and_the_arguments() -> None:
+    llama = sg.read_line(WORDINGS["llamacpp-context-exceeded"][0])
+    assert llama is not None and "1,140-token prompt" in llama.title and "1,024-token context" in llama.title
+    assert "--parallel" in llama.fix and "--ctx-size" in llama.fix
+    quota = sg.read_line(WORDINGS["k8s-scale-up-quota"][1])
+    assert quota is not None and "TPU_LITE_PODSLICE_V5" in quota.title and "us-west4" in quota.title
+    assert "compute.googleapis.com" in quota.fix and "not the Cloud TPU API quota" in quota.cause
+    plugin = sg.read_line(WORDINGS["k8s-insufficient-tpu"][1])
+    assert plugin is not None and "capacity 0" in plugin.title and "device plugin" in plugin.cause
+    gemma3 = sg.context_from_args(
+        {"model": "google/gemma-3-12b-it", "reasoning_parser": "gemma4", "tool_call_parser": "gemma4"}
+    )
+    parser = sg.read_line(WORDINGS["parser-tokens-missing"][0], gemma3)
+    assert parser is not None and "--reasoning-parser gemma4 and --tool-call-parser gemma4" in parser.fix
+    assert "google/gemma-3-12b-it" in parser.fix
+    other = sg.read_line(WORDINGS["parser-tokens-missing"][1])
+    assert other is not None and "gemma4" not in other.fix and "family" in other.fix
+    ctx = sg.context_from_args({"model": "google/gemma-4-E2B-it"})
+    ctx.vllm_version = "0.27.1"
+    per_layer = sg.read_line(WORDINGS["transformers-per-layer-attribute"][0], ctx)
+    assert per_layer is not None and "vLLM 0.27.1" in per_layer.title and "0.28.0" in per_layer.fix
+    assert "5.15" in per_layer.fix and "#49797" in per_layer.source
+    rocm = sg.read_line(WORDINGS["quantization-unsupported-on-platform"][3])
+    assert rocm is not None and "rocm" in rocm.title and "supported_quantization" not in rocm.fix
+    tpu = sg.read_line(WORDINGS["quantization-unsupported-on-platform"][1])
+    assert tpu is not None and "on TPU" in tpu.title and "compressed-tensors" in tpu.fix
+    port = sg.read_line(WORDINGS["port-in-use"][0], sg.context_from_args({"port": 8001}))
+    assert port is not None and "port 8001" in port.title and ":8001" in port.fix
+    old_type = sg.read_line(WORDINGS["transformers-unknown-model-type"][1])
+    assert old_type is not None and ">= 0.19.0" in old_type.fix  # Gemma 4's first vLLM release

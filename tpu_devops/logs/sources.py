@@ -600,6 +600,10 @@ class FileSource:
                             + ("" if whole else f" within {MAX_LINE_CHARS >> 20} MiB"),
                             "export with --format=json",
                         ) from None
+                    if is_event_list(entry):  # kubectl get events -o json, written on one line (jq -c)
+                        for index, value in enumerate(entry["items"]):
+                            yield self._entry(value, f"line {number} items[{index}]")
+                        continue
                     yield self._entry(entry, f"line {number}")
             else:
                 if self._path.stat().st_size > MAX_OBJECT_BYTES:
