@@ -442,6 +442,9 @@ WORDINGS: dict[str, list[str]] = {
         'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1" in location '
         '"europe-west4-a"',
         'SPOT provisioning model is not supported for accelerator type "v6e-8" in location "us-east5-a".',
+        # Cloud TPU error glossary ("Invalid Accelerator Type")
+        "generic::invalid_argument: Accelerator type v2-512 as preemptible (false) and reserved (false) is not "
+        "available in zone us-central1-a, please contact support.",
     ],
     "kv-fp8-auto-logged": [
         "INFO 08-10 17:53:44 [tpu_platform.py:177] Automatically using fp8_e5m2 for FP8 KV cache on TPU v6e.",

@@ -979,12 +979,24 @@ SIGNATURES: tuple[Signature, ...] = (
         "failure",
         "cloud",
         "capacity",
-        (r"provisioning model is not supported for accelerator type",),
-        ("provisioning model is not supported", "PROVISIONING MODEL IS NOT SUPPORTED", "provisioning model"),
+        (
+            r"provisioning model is not supported for accelerator type",
+            # Cloud TPU error glossary ("Invalid Accelerator Type"): the type is not offered in the zone with
+            # these flags
+            r"[Aa]ccelerator type \S+ as (?:preemptible|spot) \((?:true|false)\) and reserved \((?:true|false)\) "
+            r"is not available in zone",
+        ),
+        (
+            "provisioning model is not supported",
+            "PROVISIONING MODEL IS NOT SUPPORTED",
+            "provisioning model",
+            "is not available in zone",
+        ),
         "Provisioning model not offered here",
         "this (zone, provisioning model, accelerator) triple is not offered",
         "use a zone that lists the provisioning model for this accelerator",
-        "DESIGN §3 (FLEX_START ... not supported ... in location)",
+        "DESIGN §3 (FLEX_START ... not supported ... in location); Cloud TPU error glossary ('Accelerator type "
+        "v2-512 as preemptible (false) and reserved (false) is not available in zone us-central1-a')",
         weight=85,
         flags=re.I,
     ),
