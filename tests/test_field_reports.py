@@ -85,9 +85,9 @@ def test_diagnosis_reads_the_class_the_numbers_and_the_fix(case: dict) -> None:
     assert d.status == case["status"], d.headline()
     cause = _cause(d, case)
     if case["root"] is None:
-        assert d.root_cause is None and d.after_start is None and d.headline().startswith("boot OK"), (
-            d.headline()
-        )
+        expected = "boot OK" if case["status"] == "ready" else "boot incomplete"
+        assert d.root_cause is None and d.after_start is None and d.beside is None, d.headline()
+        assert d.headline().startswith(expected), d.headline()
         return
     assert cause is not None and cause.id == case["root"], d.headline()
     for key, value in case["read_out"].items():

@@ -1359,6 +1359,9 @@ class Milestone:
 MILESTONES: tuple[Milestone, ...] = tuple(
     Milestone(phase, anchor, re.compile(pattern))
     for phase, anchor, pattern in (
+        # Kubernetes: the scheduler placed the pod, the kubelet pulled the image (kubelet / scheduler events)
+        ("pod scheduled", "Successfully assigned", r"Successfully assigned \S+ to \S+"),
+        ("image pulled", "Successfully pulled image", r"Successfully pulled image \S+"),
         ("arguments parsed", "non-default args:", r"non-default args: \{"),
         ("weights loaded", "Loading weights took", r"Loading weights took [\d.]+ seconds"),
         ("weights loaded", "Loading model weights took", r"Loading model weights took [\d.]+ ?G"),
