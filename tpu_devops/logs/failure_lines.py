@@ -13,7 +13,7 @@ the classifier and invisible to the anchors).
 - failure words in a line without a logger level (`FAILURE_WORDS`, in lower, Capitalized and UPPER
   case: a startup-script or container line is not triaged by the runner's severity);
 - an ERROR / CRITICAL / FATAL logger level (vLLM, Python logging, uvicorn) or a glog ``E0807`` /
-  ``F0807`` prefix (`GLOG_FAILURE_LINE` finds those, which have no literal anchor).
+  ``F0807`` prefix at the start of a line (`GLOG_ANCHORS`).
 
 Python's own exception message that continues on the next lines (pydantic's ``N validation error for
 ModelConfig`` then ``  Value error, ...``; ``OSError: ... when trying to load X:`` then the HTTP error)
@@ -64,15 +64,21 @@ FAILURE_WORDS_RE = re.compile(
     + "|".join(re.escape(p) + r" [1-9]\d*" for p in _PHRASE_FORMS)
     + r")\b"
 )
-# glog / absl: "E0807 12:00:01.123456  123 file.cc:42] msg" (optionally behind a docker timestamp and a
-# process tag), the failure levels only.
-GLOG_FAILURE_LINE = re.compile(
-    r"(?m)^(?:\d{4}-\d\d-\d\dT\S+\s+)?(?:\([^()\n]{1,60}\) ?)?\s*[EF]\d{4} [\d:.]+\s+\d+\s+[\w./-]+:\d+\]"
-)
+# glog / absl failure lines ("E0807 12:00:01.123456  123 file.cc:42] msg", month 01-12) have no failure
+# word: they are found by their level letter and month at the start of a line, or after a docker
+# --timestamps stamp ("...Z E0807"). A glog line behind a process tag is not found by these.
+GLOG_ANCHORS = tuple(f"{lead}{level}{digit}" for lead in ("\n", "Z ") for level in "EF" for digit in "01")
+GLOG_LINE_STARTS = tuple(f"{level}{digit}" for level in "EF" for digit in "01")  # the first line has no "\n"
 
-# Literal anchors: a line the fallback would call a failure holds at least one of them (or is a glog
-# failure line, found by `GLOG_FAILURE_LINE`).
-ANCHORS: tuple[str, ...] = (*ERROR_LEVELS, "Traceback", *EXCEPTION_SUFFIXES, *_WORD_FORMS, *_PHRASE_FORMS)
+# Literal anchors: a line the fallback would call a failure holds at least one of them.
+ANCHORS: tuple[str, ...] = (
+    *ERROR_LEVELS,
+    "Traceback",
+    *EXCEPTION_SUFFIXES,
+    *_WORD_FORMS,
+    *_PHRASE_FORMS,
+    *GLOG_ANCHORS,
+)
 
 
 def exception_header(body: str) -> str | None:

@@ -24,6 +24,7 @@ import ast
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -110,11 +111,29 @@ def split_line(line: str) -> LineParts:
 # ---- the rule table ----------------------------------------------------------------------------------
 
 
-def match_line(line: str) -> list[Signature]:
-    """The rules one line matches, highest weight (most specific) first."""
-    found = [s for s in SIGNATURES if s.search(line)]
-    found.sort(key=lambda s: -s.weight)
+@lru_cache(maxsize=1)
+def _rules_by_anchor() -> dict[str, tuple[Signature, ...]]:
+    by: dict[str, list[Signature]] = {}
+    for sig in SIGNATURES:
+        for anchor in sig.anchors:
+            by.setdefault(anchor, []).append(sig)
+    return {a: tuple(v) for a, v in by.items()}
+
+
+def match_line(line: str, anchors: Iterable[str] | None = None) -> list[Signature]:
+    """The rules one line matches, highest weight (most specific) first. ``anchors``: the anchor words
+    already found on the line (the boot scan's Aho-Corasick pass); only rules holding one are tried."""
+    if anchors is None:
+        pool: Iterable[Signature] = SIGNATURES
+    else:
+        by = _rules_by_anchor()
+        pool = {id(s): s for a in anchors for s in by.get(a, ())}.values()
+    found = [s for s in pool if s.search(line)]
+    found.sort(key=lambda s: (-s.weight, _ORDER[s.id]))  # ties in table order, whatever the pool
     return found
+
+
+_ORDER = {s.id: i for i, s in enumerate(SIGNATURES)}
 
 
 def match(text: str) -> Signature | None:
