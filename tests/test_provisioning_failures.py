@@ -79,13 +79,13 @@ from tpu_devops.provisioning.failures import classify_failed_data, classify_fail
             "model",
             "not_offered_in_zone",
         ),
-        # no flags, but a correctly spelt type: the zone's matter too
+        # without the flags the words do not say it is the zone's matter: a configuration error, as before
         (
             'Accelerator type "v5litepod-4" is not available in zone "us-east1-d".',
             "INVALID_ARGUMENT",
             400,
-            "model",
-            "not_offered_in_zone",
+            "config",
+            "accelerator",
         ),
         ("The service is currently unavailable.", "UNAVAILABLE", 503, "transient", "unavailable"),
         ("something odd and new", "INVALID_ARGUMENT", 400, "config", "invalid_request"),

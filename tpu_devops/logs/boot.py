@@ -22,6 +22,11 @@ counted, never alarmed on. The verdict keeps boot state and serving apart:
 - ``incomplete``: no failure after the last milestone and no startup yet. Errors followed by later
   progress are listed as ``recovered``.
 
+A failure of scope ``autoscaling`` (an HPA that cannot read its metric, from Kubernetes events) sits
+``beside`` the server: it is never the boot's root cause and the headline says serving is not affected.
+An exception header that announces its reason on the next lines (pydantic's ``N validation error for
+ModelConfig`` then ``  Value error, ...``) is read with those lines (`logs.failure_lines`).
+
 Performance: `logs.scan` finds candidate lines with ``str.find``; facts are single ``re.search`` calls;
 line numbers come from a bisect over newline offsets, so the work stays linear in the log size
 (``scripts/bench_planning.py``). Patterns never match across a newline.

@@ -5,9 +5,9 @@
 - ``region``: a regional chip quota exhausted (``Limit N in region R``): skip the region's zones; expires.
 - ``model``: the provisioning model is not offered for this accelerator in this zone (``FLEX_START
   provisioning model is not supported ... in location``; Cloud TPU's glossary wording ``Accelerator type X
-  as preemptible (false) and reserved (false) is not available in zone Z``, or a correctly spelt
-  accelerator type "not available in zone Z"): never retry that (zone, model, accelerator) triple, and
-  go on to the next zone.
+  as preemptible (false) and reserved (false) is not available in zone Z``: a message naming a zone and
+  the provisioning flags): never retry that (zone, model, accelerator) triple, and go on to the next
+  zone.
 - ``config``: network / subnetwork not found, the accelerator type or runtime version unknown (``the
   accelerator X was not found``), permission denied, any other invalid request: a flag is wrong; stop
   the whole sweep ("failed in every zone" must never hide a typo).
@@ -144,7 +144,9 @@ def classify_failure(
             text,
             "the provisioning model is not offered here; try another zone or model",
         )
-    if (where := _NOT_IN_ZONE.search(text)) and (_ZONE_FLAGS.search(text) or _api_spelling(where["accel"])):
+    # Without the flags the same words are ambiguous (a misspelt or unknown type reads alike), so they
+    # stay a configuration error below.
+    if (where := _NOT_IN_ZONE.search(text)) and _ZONE_FLAGS.search(text):
         return Failure(
             "model",
             "not_offered_in_zone",
@@ -184,19 +186,6 @@ def classify_failure(
     return Failure(
         "zone", "unknown", text, "unclassified failure: treated as a zone problem; check the message"
     )
-
-
-def _api_spelling(name: str) -> bool:
-    """True when ``name`` is a TPU API accelerator type as the catalog spells it (``v5litepod-8``, not
-    ``v5e-1``): then "not available in zone" is about the zone, not a misspelt type."""
-    from tpu_devops.catalog import resolve_accelerator_type
-    from tpu_devops.errors import ConfigError
-
-    try:
-        accel = resolve_accelerator_type(name)
-    except ConfigError:
-        return False
-    return accel.notice is None and accel.name == name
 
 
 def classify_failed_data(error: dict[str, Any] | None, state: str = "FAILED") -> Failure:
