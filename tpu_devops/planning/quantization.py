@@ -6,7 +6,7 @@ platform is tpu-inference's ``TpuPlatform``; its ``supported_quantization`` list
 vllm-project/tpu-inference ``tpu_inference/platforms/tpu_platform.py`` (snapshot b8692ff, 2026-08-22,
 with the history of that line):
 
-- 2025-05-15 (#93396e8): ``tpu_int8``, ``compressed-tensors``; 2025-09-03 (#618): + ``awq``;
+- 2025-05-15 (commit 93396e8df): ``tpu_int8``, ``compressed-tensors``; 2025-09-03 (#618): + ``awq``;
   2025-09-11 (#680): + ``fp8``; 2025-10-27 (#861): + ``mxfp4``; 2026-04-17 (#2307): ``mxfp4`` renamed
   ``gpt_oss_mxfp4``; 2026-05-12 (#2503): + ``modelopt_fp4``; 2026-05-15 (#2637): ``tpu_int8`` removed;
   2026-06-03 (#2792): + ``deepseek_v4_fp8``; 2026-06-18 (#2933): ``awq`` renamed ``auto_awq``.
