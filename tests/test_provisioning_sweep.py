@@ -39,6 +39,31 @@ async def test_sweep_unsupported_twice_stockout_then_success(fake_gcp, gcp_setti
     assert store.blocker("europe-west4-a", ACC, "flex-start").reach == "model"
 
 
+async def test_a_zone_that_does_not_offer_the_type_is_skipped_not_the_sweep(fake_gcp, gcp_settings) -> None:
+    """Cloud TPU's glossary wording names the zone and the provisioning flags: it is about that zone, so
+    the sweep goes on to the zone that serves (it once stopped here as a configuration error)."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    zones = ["us-central1-a", "us-central1-b", "us-west4-a"]
+    fake_gcp.tpu.script("us-central1-a", "not_offered")
+    fake_gcp.tpu.script("us-central1-b", "not_offered")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", zones))
+    assert result.found and result.zone == "us-west4-a", result.headline()
+    assert [(a.zone, a.reach, a.reason) for a in result.attempts] == [
+        ("us-central1-a", "model", "not_offered_in_zone"),
+        ("us-central1-b", "model", "not_offered_in_zone"),
+        ("us-west4-a", None, None),
+    ]
+    assert (
+        "preemptible (true)" in result.attempts[0].message
+    )  # the spot request's flags, as Google words them
+    store = ZoneStore(gcp_settings.state_dir)
+    assert store.blocker("us-central1-a", ACC, "spot").reach == "model"  # never retried for spot here
+    assert (
+        store.blocker("us-central1-a", ACC, "on-demand") is None
+    )  # another provisioning model may be offered
+
+
 async def test_sweep_stops_on_network_not_found(fake_gcp, tmp_path) -> None:
     fake_gcp.secrets.put("hf-token", TOKEN)
     settings = load_settings(environ=gcp_environ(fake_gcp, tmp_path, TPU_NETWORK="does-not-exist"))

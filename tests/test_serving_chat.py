@@ -274,3 +274,38 @@ async def test_degenerate_and_length_cut_answers_are_called_so(tmp_path: Path) -
         result = await chat.query(settings_for(fake.url, tmp_path), "hi", max_tokens=40)
     assert result.cut_off and any("finish_reason=length" in n for n in result.notices)
     assert any("degenerate" in n and "'model'" in n for n in result.notices)
+
+
+async def test_c17_llama_cpp_older_overflow_reads_the_numbers_from_the_body(tmp_path: Path) -> None:
+    """Field report C17: llama-server's older 400 says only "the request exceeds the available context
+    size, try increasing it"; the prompt and the per-slot context are in the body (n_prompt_tokens,
+    n_ctx), and n_ctx is --ctx-size / --parallel."""
+    import json
+
+    report = json.loads(
+        (Path(__file__).parent / "data" / "field-reports" / "C17-llamacpp-per-slot-context.json").read_text()
+    )
+    body = report["body"]["error"]
+    assert chat.context_overflow(body["message"]) == (None, None)
+    n_ctx = report["props"]["default_generation_settings"]["n_ctx"]
+    with FakeVllm(flavor="llama.cpp", max_model_len=n_ctx, legacy_overflow_message=True) as fake:
+        with pytest.raises(ServingError) as err:
+            await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
+    e = err.value
+    assert e.failure == "context_overflow" and e.context_tokens == n_ctx == 1024
+    assert e.prompt_tokens is not None and e.prompt_tokens > n_ctx and e.field == "prompt"
+    assert f"{e.prompt_tokens:,} prompt tokens, context 1,024 per slot" in str(e)
+    assert (
+        "--ctx-size" in (e.fix or "")
+        and "--parallel" in (e.fix or "")
+        and "shorten the prompt" in (e.fix or "")
+    )
+    # the newer wording reads the same, and a vLLM overflow says nothing about slots
+    with FakeVllm(flavor="llama.cpp", max_model_len=n_ctx) as fake:
+        with pytest.raises(ServingError) as newer:
+            await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
+    assert newer.value.context_tokens == 1024 and "--parallel" in (newer.value.fix or "")
+    with FakeVllm(max_model_len=n_ctx) as fake:
+        with pytest.raises(ServingError) as vllm:
+            await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
+    assert vllm.value.failure == "context_overflow" and "--parallel" not in (vllm.value.fix or "")

@@ -200,3 +200,16 @@ async def test_tool_probe_needs_a_well_formed_call(tmp_path: Path, arguments: st
         )
         result = await verify_health(settings_for(fake.url, tmp_path))
     assert result.failure == "tool_call_malformed" and "--jinja" in (result.fix or "")
+
+
+async def test_a_llama_cpp_slot_too_small_for_the_probe_is_named_per_slot(tmp_path: Path) -> None:
+    # Field report C17's server shape: the older 400 wording, n_prompt_tokens / n_ctx only in the body.
+    with FakeVllm(flavor="llama.cpp", max_model_len=24, legacy_overflow_message=True) as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path), tools=False)
+    chat = next(p for p in result.probes if p.name == "chat")
+    assert not chat.ok and chat.failure == "context_overflow"
+    assert (
+        "per slot" in (chat.detail or "")
+        and "--parallel" in (chat.fix or "")
+        and "--ctx-size" in (chat.fix or "")
+    )

@@ -11,6 +11,8 @@ Inputs understood:
 - ``gcloud logging read --format=json`` exports: one JSON array of LogEntry objects (newest first),
   read incrementally with ``json.JSONDecoder.raw_decode``;
 - JSON lines (one LogEntry per line) and ``{"entries": [...]}`` API responses;
+- Kubernetes events (`logs.kube_events`): GKE's export of the ``events`` log, ``kubectl get events -o
+  json`` and bare Event objects, each read as a line ``<type> <reason> <Kind> <ns>/<name>: <message>``;
 - plain text such as ``docker logs [--timestamps]`` output: one record per line, ``insertId``
   ``line-N`` (1-based), severity from vLLM's ``LEVEL MM-DD HH:MM:SS [file:line]`` prefix.
 
@@ -58,7 +60,9 @@ from tpu_devops.host.untrusted import (
     looks_like_instruction,
     untrusted_data,
 )
+from tpu_devops.logs.failure_lines import looks_failed
 from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
+from tpu_devops.logs.kube_events import entry_from_event, event_text, is_event, is_event_list, severity_of
 from tpu_devops.logs.timestamps import leading_timestamp
 
 PAGE_SIZE = 1000
@@ -83,9 +87,6 @@ SYSTEM_LOG_IDS = (
 VLLM_PREFIX = re.compile(
     r"^(?:\((?P<proc>[A-Za-z_]+)(?: pid=\d+)?\)\s+)?"
     r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[(?P<src>[^\]]{1,80})\] ?)?"
-)
-_EXCEPTION_HINT = re.compile(
-    r"^\s*(?:Traceback \(most recent call last\)|[A-Za-z_.]*(?:Error|Exception|Failure)\b[:(])"
 )
 
 
@@ -302,6 +303,10 @@ def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
     """A `LogRecord` from one LogEntry JSON object. Every text field a tool or prompt can show
     (message, insertId, timestamp, log name, resource type, label keys and values) is redacted with
     ``redactor``; call it for the entries of one read in order (see `Redactor.redact_message`)."""
+    if is_event(entry.get("jsonPayload")):  # GKE's export of Kubernetes events: reason and object in the text
+        event = entry["jsonPayload"]
+        entry = {**entry, "jsonPayload": {"message": event_text(event)}}
+        entry.setdefault("severity", severity_of(event))
     message, instance, container = _payload_texts(entry, redactor)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS]
@@ -358,7 +363,7 @@ def record_from_line(
             timestamp = f"{reference.year}-{pm.group('md')}T{pm.group('hms')}Z"
     if level:
         severity = SEVERITY_ALIASES.get(level, level)
-    elif _EXCEPTION_HINT.match(body):
+    elif looks_failed(body):  # the classifier's own definition (`logs.failure_lines`)
         severity = "ERROR"
     else:
         severity = "DEFAULT"
@@ -671,7 +676,10 @@ class FileSource:
         return "text"
 
     def _entry(self, value: Any, where: str) -> dict[str, Any]:
-        """``value`` when it is a LogEntry object, else InputError naming where it sits."""
+        """``value`` when it is a LogEntry object (a bare Kubernetes Event becomes one), else InputError
+        naming where it sits."""
+        if is_event(value):
+            return entry_from_event(value)
         if isinstance(value, dict) and LOG_ENTRY_KEYS.intersection(value):
             return value
         shown = (
@@ -704,6 +712,10 @@ class FileSource:
                             + ("" if whole else f" within {MAX_LINE_CHARS >> 20} MiB"),
                             "export with --format=json",
                         ) from None
+                    if is_event_list(entry):  # kubectl get events -o json, written on one line (jq -c)
+                        for index, value in enumerate(entry["items"]):
+                            yield self._entry(value, f"line {number} items[{index}]")
+                        continue
                     yield self._entry(entry, f"line {number}")
             else:
                 if self._path.stat().st_size > MAX_OBJECT_BYTES:
@@ -712,6 +724,10 @@ class FileSource:
                         "export with `gcloud logging read --format=json` (a JSON array, read as a stream) or JSON lines",
                     )
                 data = json.load(handle)
+                if is_event_list(data):  # kubectl get events -o json
+                    for index, value in enumerate(data["items"]):
+                        yield self._entry(value, f"items[{index}]")
+                    return
                 entries = data.get("entries") if isinstance(data, dict) else None
                 if not isinstance(entries, list):
                     yield self._entry(data, "the JSON value")

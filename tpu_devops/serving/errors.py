@@ -183,25 +183,35 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
         )
     if status == 400 and (overflow := context_overflow(text)):
         prompt, context = overflow
+        body_prompt, body_ctx, llama = _overflow_body(exc)
+        prompt, context = prompt if prompt is not None else body_prompt, context or body_ctx
+        slot = (
+            f"; llama-server gives each slot --ctx-size / --parallel tokens, so {context or 'n_ctx'} is one slot's "
+            "share: raise --ctx-size (to --parallel x the longest request) or lower --parallel"
+            if llama or _LLAMA_OVERFLOW.search(text)
+            else ""
+        )
         asked = _requested_max_tokens(exc)
         if prompt is not None and context and asked and prompt < context:
             # The prompt fits by itself: max_tokens is what overflows, so name it and its ceiling.
             err = ServingError(
                 f"the request does not fit the server's context: {prompt:,} prompt tokens + max_tokens {asked:,} "
-                f"= {prompt + asked:,} tokens, context {context:,}",
+                f"= {prompt + asked:,} tokens, context {context:,}" + (" per slot" if slot else ""),
                 failure="context_overflow",
                 field="max_tokens",
                 value=asked,
                 fix=f"lower max_tokens to at most {context - prompt:,} (the context holds prompt + output), or "
-                "shorten the prompt",
+                f"shorten the prompt{slot}",
             )
         else:
+            shown = f"{prompt:,}" if prompt is not None else "?"
             err = ServingError(
-                f"the request does not fit the server's context: {prompt or '?'} prompt tokens, context {context or '?'}",
+                f"the request does not fit the server's context: {shown} prompt tokens, context "
+                f"{f'{context:,}' if context else '?'}" + (" per slot" if slot else ""),
                 failure="context_overflow",
                 field="prompt",
                 value=prompt,
-                fix="shorten the prompt or lower max_tokens (the context holds prompt + output)",
+                fix="shorten the prompt or lower max_tokens (the context holds prompt + output)" + slot,
             )
         err.prompt_tokens, err.context_tokens = prompt, context
         return err
@@ -219,7 +229,14 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
 # the messages, 700 in the completion)" or "... your request has 9061 input tokens"; llama.cpp
 # (tools/server, type exceed_context_size_error): "request (9761 tokens) exceeds the available context
 # size (8192 tokens), try increasing it".
-_OVERFLOW = re.compile(r"maximum context length is (\d+)|exceeds the available context size \((\d+)", re.I)
+# llama.cpp before the numbers moved into the message: "the request exceeds the available context size, try
+# increasing it", with n_prompt_tokens and n_ctx only in the error body.
+_OVERFLOW = re.compile(
+    r"maximum context length is (\d+)|exceeds the available context size \((\d+)|"
+    r"(the request exceeds the available context size)",
+    re.I,
+)
+_LLAMA_OVERFLOW = re.compile(r"exceeds the available context size|exceed_context_size_error", re.I)
 _OVERFLOW_PROMPT = tuple(
     re.compile(p, re.I)
     for p in (r"(\d+) in the messages", r"request has (\d+) input tokens", r"request \((\d+) tokens\)")
@@ -227,13 +244,31 @@ _OVERFLOW_PROMPT = tuple(
 
 
 def context_overflow(text: str) -> tuple[int | None, int | None] | None:
-    """(prompt tokens, context tokens) from a vLLM or llama.cpp context-overflow message, else None."""
+    """(prompt tokens, context tokens) from a vLLM or llama.cpp context-overflow message, else None. The
+    older llama.cpp wording carries no number (both None: they are in the error body, `_overflow_body`)."""
     m = _OVERFLOW.search(text)
     if not m:
         return None
+    if m.group(3):
+        return None, None
     context = int(next(g for g in m.groups() if g))
     found = next((m for m in (p.search(text) for p in _OVERFLOW_PROMPT) if m), None)
     return (int(found.group(1)) if found else None), context
+
+
+def _overflow_body(exc: BaseException) -> tuple[int | None, int | None, bool]:
+    """(n_prompt_tokens, n_ctx, is llama.cpp) from llama-server's error body (``exceed_context_size_error``
+    with ``n_prompt_tokens`` and ``n_ctx``: ggml-org/llama.cpp tools/server), else (None, None, False)."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(inner, dict):
+        return None, None, False
+
+    def count(key: str) -> int | None:
+        value = inner.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    return count("n_prompt_tokens"), count("n_ctx"), inner.get("type") == "exceed_context_size_error"
 
 
 def _cause(exc: BaseException, kind: type[T]) -> T | None:

@@ -16,6 +16,9 @@ payload shape Google returns (``{"error": {"code", "message", "status", "details
 - ``"quota"``: accepted, then FAILED with "Quota '...' exhausted. Limit N in region R".
 - ``"permission_denied"``: 403 PERMISSION_DENIED on create.
 - ``"invalid_accelerator"``: 400 INVALID_ARGUMENT naming the accelerator type.
+- ``"not_offered"``: 400 INVALID_ARGUMENT in Cloud TPU's error-glossary wording, "Accelerator type X as
+  preemptible (P) and reserved (R) is not available in zone Z, please contact support." (the zone does
+  not offer the type with these flags; other zones may).
 - ``"wait"``: stays in WAITING_FOR_RESOURCES forever.
 
 A network that is not in ``networks`` always yields 404 "network ... not found" (the seed's lost
@@ -58,7 +61,16 @@ DEFAULT_ZONES: tuple[str, ...] = (
     "asia-east1-a", "asia-east1-b", "asia-east1-c", "asia-south1-a", "asia-south1-b", "me-west1-a",
 )  # fmt: skip
 
-OUTCOMES = ("ok", "unsupported", "stockout", "quota", "permission_denied", "invalid_accelerator", "wait")
+OUTCOMES = (
+    "ok",
+    "unsupported",
+    "stockout",
+    "quota",
+    "permission_denied",
+    "invalid_accelerator",
+    "not_offered",
+    "wait",
+)
 STATE_ORDER = ("ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE")
 
 
@@ -551,6 +563,18 @@ class FakeTpu:
         if outcome == "invalid_accelerator":
             return google_error(
                 400, "INVALID_ARGUMENT", f'Accelerator type "{accel}" is not available in zone "{zone}".'
+            )
+        if outcome == "not_offered":
+            sched = node.get("schedulingConfig") or {}
+            preemptible = bool(
+                "spot" in body or self._is_flex(body) or sched.get("spot") or sched.get("preemptible")
+            )
+            reserved = bool(sched.get("reserved") or "reservationName" in body)
+            return google_error(
+                400,
+                "INVALID_ARGUMENT",
+                f"generic::invalid_argument: Accelerator type {accel} as preemptible ({str(preemptible).lower()}) and "
+                f"reserved ({str(reserved).lower()}) is not available in zone {zone}, please contact support.",
             )
         if outcome == "unsupported" and self._is_flex(body):
             return google_error(
