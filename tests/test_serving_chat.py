@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import openai
 import pytest
 
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url
@@ -248,7 +250,9 @@ async def test_a_prompt_that_fills_the_context_is_refused_with_the_numbers(
         assert not fake.context_checks, "a prompt that cannot fit was sent"
     e = err.value
     assert e.field == "prompt" and "2,048-token context" in e.message and "no room" in e.message
-    assert "--max-model-len" in (e.fix or "") and "-c" in (e.fix or "")
+    # each server kind's own remedy: vLLM's flag, or llama-server's per-slot context
+    remedy = "--max-model-len" if flavor == "vllm" else "--ctx-size / --parallel"
+    assert remedy in (e.fix or "") and ("--parallel" in (e.fix or "")) == (flavor == "llama.cpp")
 
 
 async def test_query_stops_at_the_deadline_with_a_partial_answer(
@@ -286,26 +290,31 @@ async def test_c17_llama_cpp_older_overflow_reads_the_numbers_from_the_body(tmp_
         (Path(__file__).parent / "data" / "field-reports" / "C17-llamacpp-per-slot-context.json").read_text()
     )
     body = report["body"]["error"]
-    assert chat.context_overflow(body["message"]) == (None, None)
+    assert errors.context_overflow(body["message"]) == (None, None)
     n_ctx = report["props"]["default_generation_settings"]["n_ctx"]
-    with FakeVllm(flavor="llama.cpp", max_model_len=n_ctx, legacy_overflow_message=True) as fake:
-        with pytest.raises(ServingError) as err:
-            await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
-    e = err.value
-    assert e.failure == "context_overflow" and e.context_tokens == n_ctx == 1024
-    assert e.prompt_tokens is not None and e.prompt_tokens > n_ctx and e.field == "prompt"
+    assert n_ctx == 1024
+    # The server's own error, as llama-server answers a request that reached it: read from the body.
+    error = openai.BadRequestError(body["message"], response=_response(400), body=report["body"])
+    e = errors.classify(error, "http://127.0.0.1:1", None)
+    assert e.failure == "context_overflow" and e.context_tokens == n_ctx and e.field == "prompt"
+    assert e.prompt_tokens == body["n_prompt_tokens"] > n_ctx
     assert f"{e.prompt_tokens:,} prompt tokens, context 1,024 per slot" in str(e)
     assert (
         "--ctx-size" in (e.fix or "")
         and "--parallel" in (e.fix or "")
         and "shorten the prompt" in (e.fix or "")
     )
-    # the newer wording reads the same, and a vLLM overflow says nothing about slots
-    with FakeVllm(flavor="llama.cpp", max_model_len=n_ctx) as fake:
-        with pytest.raises(ServingError) as newer:
+    # Through query, the server's tokenizer counts the prompt first: refused before sending, the same fix.
+    with FakeVllm(flavor="llama.cpp", max_model_len=n_ctx, legacy_overflow_message=True) as fake:
+        with pytest.raises(InputError) as early:
             await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
-    assert newer.value.context_tokens == 1024 and "--parallel" in (newer.value.fix or "")
+    assert early.value.field == "prompt" and "--parallel" in (early.value.fix or "")
+    # vLLM's overflow says nothing about slots
     with FakeVllm(max_model_len=n_ctx) as fake:
-        with pytest.raises(ServingError) as vllm:
+        with pytest.raises(InputError) as vllm:
             await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
-    assert vllm.value.failure == "context_overflow" and "--parallel" not in (vllm.value.fix or "")
+    assert "--parallel" not in (vllm.value.fix or "") and "--max-model-len" in (vllm.value.fix or "")
+
+
+def _response(status: int) -> httpx.Response:
+    return httpx.Response(status, request=httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions"))

@@ -96,7 +96,8 @@ def summarize_logs(
     by the same rules as diagnose_vllm_boot (vLLM boot failures, OOMs, preemption / maintenance, Hugging
     Face, image pulls, quota and capacity) with their fix, failures no rule explains listed as
     unrecognised, and known noise that is never a root cause. Triage is by content as well as severity (a
-    failure logged at INFO counts). Secrets and personal data are redacted."""
+    failure logged at INFO counts). Kubernetes events (GKE's Cloud Logging export, kubectl get events -o
+    json) are read as a source too. Secrets and personal data are redacted."""
     return tpu_devops.logs.evidence.summarize_logs(
         get_settings(), token_budget=token_budget, **query.values()
     )

@@ -90,8 +90,10 @@ def lint_vllm_flags(
     v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
     block size, tensor parallelism beyond the chips or with one KV head, chips paid for and idle (engines x
     TP below the slice's chips), missing tool-calling flags, /v1/completions health checks on -it models,
-    unpinned images, no compile-cache mount. Each finding: severity, flag, value, what happens, why,
-    source, fix."""
+    unpinned images, no compile-cache mount. A docker run line is read whole: its -e / --env / --env-file
+    variables (an empty or gs:// XLA cache path), mounts, quantization against the TPU platform's list,
+    parsers given to another model family, known bad vLLM/transformers version pairs. Each finding:
+    severity, flag, value, what happens, why, source, fix."""
     return tpu_devops.planning.lint.lint_with_defaults(
         get_settings(),
         command=command,
