@@ -24,9 +24,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The MCP Inspector CLI: a second, independent MCP client used by the tests (needs Node.js and npm).
+# `npm ci` installs exactly what package-lock.json says and never rewrites it (`npm install` would, and
+# a fresh clone would show a modified lock file); a lock out of step with package.json stops here with
+# npm's "Missing: ... from lock file" instead.
 node_modules/.installed: package.json package-lock.json
 	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 (the Inspector CLI tests need it)"; exit 1; }
-	npm install --no-audit --no-fund --loglevel=error
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 run: setup

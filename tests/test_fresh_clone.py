@@ -33,6 +33,17 @@ def test_fresh_clone_setup_and_demo(tmp_path: Path) -> None:
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
     # the package layout gives setuptools a plain path entry: no "Editable installation" banner
     assert "Editable installation" not in setup.stdout + setup.stderr
+    # set-up leaves the clone as cloned: no tracked file rewritten (a lock file), nothing unignored left
+    assert _git_status(clone) == "", _git_status(clone)
     demo = subprocess.run(["make", "demo"], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     assert demo.returncode == 0, demo.stdout[-5000:] + demo.stderr[-3000:]
     assert "demo: all steps passed" in demo.stdout
+    assert _git_status(clone) == "", _git_status(clone)
+
+
+def _git_status(clone: Path) -> str:
+    """`git status --porcelain` of ``clone``: empty when nothing tracked changed and nothing new is unignored."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True, timeout=60
+    )
+    return out.stdout
