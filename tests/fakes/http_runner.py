@@ -9,22 +9,36 @@ from typing import Any
 
 import uvicorn
 
+# Waiting for the server thread to listen: a condition polled, so this is only the give-up time of a
+# machine so loaded that a thread is not scheduled for a minute, never a pause.
+START_DEADLINE_S = 60.0
+
 
 class ServerThread:
-    """``with ServerThread(app) as srv: srv.url`` -> ``http://127.0.0.1:PORT``; stops on exit."""
+    """``with ServerThread(app) as srv: srv.url`` -> ``http://127.0.0.1:PORT``; stops on exit.
+
+    The listening socket is bound here and handed to uvicorn: the port is held from the moment it is
+    chosen (asking the OS for a free port, closing it and letting uvicorn bind it again later let another
+    process of a loaded machine take it in between).
+    """
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
         self.app = app
         self.host = host
-        self.port = port or _free_port(host)
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.port = self._socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
         config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
 
     def start(self) -> ServerThread:
         self._thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_DEADLINE_S
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError(f"fake server did not start on {self.url}")
@@ -34,15 +48,10 @@ class ServerThread:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
+        self._socket.close()
 
     def __enter__(self) -> ServerThread:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
