@@ -50,8 +50,11 @@ gemini-extension: setup
 check-config: setup
 	$(PY) -m tpu_devops.main --check-config
 
+# In random order (pytest-randomly), a new one each run; the seed is printed at the end, and
+# `make test SEED=N` runs that order again.
+SEED ?= default
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -p randomly --randomly-seed=$(SEED)
 
 # Issue #12's audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
 # through the MCP client against the fakes; prints each goal figure (make test runs its quick plan).

@@ -24,6 +24,16 @@ if str(ROOT) not in sys.path:
 FIXTURES = ROOT / "tests" / "data"
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Say the order's seed last, beside the failures (``-q`` hides pytest-randomly's header line)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int) and config.pluginmanager.has_plugin("randomly"):
+        terminalreporter.write_line(
+            f"random order: seed {seed} (repeat it with `make test SEED={seed}` or `pytest -p randomly "
+            f"--randomly-seed={seed}`; `-p no:randomly` runs in file order)"
+        )
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -83,3 +83,14 @@ def test_the_lock_file_is_in_step_with_package_json(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert not (tmp_path / "node_modules").exists()
+
+
+def test_make_test_runs_in_random_order_and_can_repeat_one() -> None:
+    """CI runs `make test`: in a new random order each time (pytest-randomly), one that `SEED=N` repeats."""
+    for args, seed in (((), "default"), (("SEED=1234",), "1234")):
+        out = subprocess.run(
+            ["make", "-n", *args, "test"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        pytest_line = next(line for line in out.stdout.splitlines() if " -m pytest " in line)
+        assert f"-p randomly --randomly-seed={seed}" in pytest_line, pytest_line
