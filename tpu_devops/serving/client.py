@@ -59,9 +59,10 @@ def timeouts(read_s: float = READ_TIMEOUT_S) -> httpx.Timeout:
     return httpx.Timeout(read_s, connect=CONNECT_TIMEOUT_S)
 
 
-def probe_timeout(read_s: float = PROBE_TIMEOUT_S) -> httpx.Timeout:
-    """Per-request timeout for short GETs: connect 5 s, read ``read_s`` (default 10 s)."""
-    return timeouts(read_s)
+def probe_timeout(read_s: float | None = None) -> httpx.Timeout:
+    """Per-request timeout for short GETs: connect 5 s, read ``read_s`` (default `PROBE_TIMEOUT_S`,
+    10 s, read when called)."""
+    return timeouts(PROBE_TIMEOUT_S if read_s is None else read_s)
 
 
 def http_client(base_url: str) -> httpx.AsyncClient:
