@@ -15,7 +15,12 @@ GOOGLE_CLOUD_ZONE ?= us-west4-a
 
 .PHONY: setup run test audit tools snapshot lint format bench demo eval-analyst fake-gcp check-config gemini-extension clean
 
-setup: $(VENV)/.installed node_modules/.installed
+# The Python environment and the Node tools do not depend on each other: a fresh clone installs them side
+# by side (-j2). `make -q` first, so a set-up checkout prints nothing (`make run` is a stdio server: its
+# stdout is the MCP protocol).
+SETUP_STAMPS := $(VENV)/.installed node_modules/.installed
+setup:
+	@$(MAKE) -q $(SETUP_STAMPS) || $(MAKE) --no-print-directory -j2 $(SETUP_STAMPS)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
