@@ -15,7 +15,12 @@ GOOGLE_CLOUD_ZONE ?= us-west4-a
 
 .PHONY: setup run test audit tools snapshot lint format bench demo eval-analyst fake-gcp check-config gemini-extension clean
 
-setup: $(VENV)/.installed node_modules/.installed
+# The Python environment and the Node tools do not depend on each other: a fresh clone installs them side
+# by side (-j2). `make -q` first, so a set-up checkout prints nothing (`make run` is a stdio server: its
+# stdout is the MCP protocol).
+SETUP_STAMPS := $(VENV)/.installed node_modules/.installed
+setup:
+	@$(MAKE) -q $(SETUP_STAMPS) || $(MAKE) --no-print-directory -j2 $(SETUP_STAMPS)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +29,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The MCP Inspector CLI: a second, independent MCP client used by the tests (needs Node.js and npm).
+# `npm ci` installs exactly what package-lock.json says and never rewrites it (`npm install` would, and
+# a fresh clone would show a modified lock file); a lock out of step with package.json stops here with
+# npm's "Missing: ... from lock file" instead.
 node_modules/.installed: package.json package-lock.json
 	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 (the Inspector CLI tests need it)"; exit 1; }
-	npm install --no-audit --no-fund --loglevel=error
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 run: setup
@@ -47,8 +55,11 @@ gemini-extension: setup
 check-config: setup
 	$(PY) -m tpu_devops.main --check-config
 
+# In random order (pytest-randomly), a new one each run; the seed is printed at the end, and
+# `make test SEED=N` runs that order again.
+SEED ?= default
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -p randomly --randomly-seed=$(SEED)
 
 # Issue #12's audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
 # through the MCP client against the fakes; prints each goal figure (make test runs its quick plan).

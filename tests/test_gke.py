@@ -210,11 +210,11 @@ async def test_apply_checks_first_then_creates_and_waits(
     stored = kube.objects[("deployments", "default", "vllm-gemma4-e2b")]
     assert stored["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tpu-devops"
     job = JOBS.get(result.job_id)
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         while job.message == "started" or "0/2" not in job.message:
             await anyio.sleep(0.02)
     kube.mark_ready("default", "vllm-gemma4-e2b")
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         while job.state == "running":
             await anyio.sleep(0.02)
     assert job.state == "succeeded" and job.result["ready_pods"] == 2

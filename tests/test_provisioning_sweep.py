@@ -6,6 +6,7 @@ import anyio
 import pytest
 
 from tests.conftest import gcp_environ
+from tests.fakes.gcp.tpu import FakeClock
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError
 from tpu_devops.host.jobs import JobRecord
@@ -209,14 +210,31 @@ async def test_a_request_left_by_a_dead_sweep_is_adopted_then_cleaned(fake_gcp, 
 
 
 async def test_an_adopted_request_that_comes_up_is_the_tpu(fake_gcp, gcp_settings) -> None:
+    """The request is still waiting when the sweep adopts it and comes up while the sweep waits on it. The
+    fake's clock moves only once the sweep has adopted it: on the wall clock, a slow first call (cold
+    imports when the test ran alone) let the sweep find it ACTIVE already, which is 'exists', not adopted."""
     fake_gcp.secrets.put("hf-token", TOKEN)
-    fake_gcp.tpu.timings["WAITING_FOR_RESOURCES"] = 0.3
+    clock = fake_gcp.tpu.clock = FakeClock()
+    fake_gcp.tpu.timings["WAITING_FOR_RESOURCES"] = 60.0
     labels = await _me(gcp_settings)
     fake_gcp.tpu.add_foreign("us-east5-a", "gemma4-e2b", labels=labels, state="ACCEPTED", valid_until_s=900)
     fake_gcp.tpu.queued[("us-east5-a", "gemma4-e2b")].outcome = "ok"
     record = JobRecord(id="t", kind="find-tpu", description="")
-    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-b"], budget=30))
-    assert result.found and result.zone == "us-east5-a" and fake_gcp.tpu.creates() == []
+    result: list[SweepResult] = []
+
+    async def sweep() -> None:
+        result.append(await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-b"], budget=120)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sweep)
+        with anyio.fail_after(60):
+            while not str(record.progress.get("last", "")).startswith("adopted"):
+                await anyio.sleep(0.02)
+        assert fake_gcp.tpu.state_of("us-east5-a", "gemma4-e2b") == "WAITING_FOR_RESOURCES"
+        clock.advance(60.0)
+    assert result[0].found and result[0].zone == "us-east5-a", result[0]
+    assert [(a.zone, a.outcome) for a in result[0].attempts] == [("us-east5-a", "active")]
+    assert fake_gcp.tpu.creates() == []
 
 
 async def test_requests_the_sweep_must_not_adopt_stop_it(fake_gcp, gcp_settings) -> None:

@@ -7,38 +7,52 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 
 import pytest
+from mcp import Client
 
 from tests.fakes.openai_server import FakeVllm
 from tests.mcp_session import ROOT, mcp_client, server_env
 
 
-@pytest.mark.anyio
-async def test_client_lists_tools_with_annotations_and_calls_get_help() -> None:
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def default_server() -> AsyncIterator[Client]:
+    """One server with the default settings, shared by the tests that only list tools and make calls that
+    change nothing (get_help, refusals): a server process each cost its start and showed nothing more."""
     async with mcp_client() as client:
-        listed = (await client.list_tools()).tools
-        names = [t.name for t in listed]
-        assert "get_help" in names and "get_job" in names
-        for t in listed:
-            a = t.annotations
-            assert a is not None, t.name
-            for hint in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint):
-                assert hint is not None, f"{t.name} lacks an explicit annotation"
-            assert t.description, t.name
-        result = await client.call_tool("get_help", {})
-        assert not result.is_error
-        help_ = result.structured_content
-        assert help_["server"] == "tpu-devops-gemma4-e2b"
-        assert {t["name"] for t in help_["tools"]} == set(names)
-        assert help_["configuration"]["accelerator_type"] == "v5litepod-1"
-        assert "get_help" in result.content[0].text
+        yield client
 
 
 @pytest.mark.anyio
-async def test_read_only_mode_hides_every_tool_that_is_not_read_only() -> None:
-    async with mcp_client() as client:
-        full = (await client.list_tools()).tools
+async def test_client_lists_tools_with_annotations_and_calls_get_help(default_server: Client) -> None:
+    client = default_server
+    listed = (await client.list_tools()).tools
+    names = [t.name for t in listed]
+    assert "get_help" in names and "get_job" in names
+    for t in listed:
+        a = t.annotations
+        assert a is not None, t.name
+        for hint in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint):
+            assert hint is not None, f"{t.name} lacks an explicit annotation"
+        assert t.description, t.name
+    result = await client.call_tool("get_help", {})
+    assert not result.is_error
+    help_ = result.structured_content
+    assert help_["server"] == "tpu-devops-gemma4-e2b"
+    assert {t["name"] for t in help_["tools"]} == set(names)
+    assert help_["configuration"]["accelerator_type"] == "v5litepod-1"
+    assert "get_help" in result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_read_only_mode_hides_every_tool_that_is_not_read_only(default_server: Client) -> None:
+    full = (await default_server.list_tools()).tools
     with FakeVllm(itl_s=0.05) as vllm, tempfile.TemporaryDirectory() as state:
         async with mcp_client(
             TPU_DEVOPS_READ_ONLY="1", VLLM_URL=vllm.url, TPU_DEVOPS_STATE_DIR=state
@@ -66,9 +80,8 @@ async def test_read_only_mode_hides_every_tool_that_is_not_read_only() -> None:
 
 
 @pytest.mark.anyio
-async def test_domain_error_becomes_tool_error_with_fix() -> None:
-    async with mcp_client() as client:
-        result = await client.call_tool("get_job", {"job_id": "nope-1"})
+async def test_domain_error_becomes_tool_error_with_fix(default_server: Client) -> None:
+    result = await default_server.call_tool("get_job", {"job_id": "nope-1"})
     assert result.is_error
     text = result.content[0].text
     assert "job_id" in text and "nope-1" in text and "Fix:" in text
@@ -209,9 +222,10 @@ def test_check_config_still_refuses_an_invalid_setting() -> None:
         ("rm -rf /", None),
     ],
 )
-async def test_an_unknown_tool_gets_the_closest_name_and_get_help(name: str, hint: str | None) -> None:
-    async with mcp_client() as client:
-        answer = await client.call_tool(name, {})
+async def test_an_unknown_tool_gets_the_closest_name_and_get_help(
+    default_server: Client, name: str, hint: str | None
+) -> None:
+    answer = await default_server.call_tool(name, {})
     text = answer.content[0].text
     assert answer.is_error and "unknown tool" in text and "get_help lists every tool" in text, text
     assert (f"did you mean {hint}" in text) if hint else "did you mean" not in text
