@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import PROJECT
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.gemini_api import FakeGeminiApi, Turn, declarations, function_responses
-from tests.host_scenarios import DECLARATION_BUDGET, GEMINI_CLI_PER_TOOL_BYTES, declaration_bytes
+from tests.host_scenarios import DEFAULT_DECLARATION_BUDGET, GEMINI_CLI_PER_TOOL_BYTES, declaration_bytes
 from tests.mcp_session import ROOT, TEST_CACHE_DIR, mcp_client
 
 GEMINI = ROOT / "node_modules" / ".bin" / "gemini"
@@ -103,7 +103,8 @@ def env_file(tmp_path: Path, text: str) -> str:
 
 @pytest.mark.anyio
 async def test_headless_run_offers_the_read_only_tools_and_calls_one(home: Path, tmp_path: Path) -> None:
-    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path)) as client:
+    # the extension's server declares the default toolsets (its tpu.env names none)
+    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path), TPU_DEVOPS_TOOLSETS="") as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
     read_only = {n for n, t in listed.items() if t.annotations.read_only_hint}
     with FakeGeminiApi() as api:
@@ -121,7 +122,7 @@ async def test_headless_run_offers_the_read_only_tools_and_calls_one(home: Path,
     sent = sum(
         len(json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()) for d in offered.values()
     )
-    assert sent == declaration_bytes([listed[n] for n in offered]) <= DECLARATION_BUDGET
+    assert sent == declaration_bytes([listed[n] for n in offered]) <= DEFAULT_DECLARATION_BUDGET
     wait = offered["plan_capacity"]["parametersJsonSchema"]["properties"]["wait_for_previous"]
     assert len(',"wait_for_previous":' + json.dumps(wait, separators=(",", ":"))) == GEMINI_CLI_PER_TOOL_BYTES
     [response] = function_responses(api.requests[1])

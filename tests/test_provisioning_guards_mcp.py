@@ -74,7 +74,7 @@ async def test_back_to_back_find_tpu_leaves_one_tpu_and_second_tpus_are_loud(fak
         assert not cleanup.is_error
         out = cleanup.structured_content
         assert len(out["still_running"]) == 2
-        assert "still running and billing" in out["message"] and "delete_all" in out["message"]
+        assert "still running and billing" in out["message"] and "destroy_queued_resource()" in out["message"]
         assert "STILL RUNNING AND BILLING" in cleanup.content[0].text
     assert len(_live_of_rig(fake_gcp)) == 2  # cleanup deleted nothing live
 

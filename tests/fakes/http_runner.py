@@ -71,3 +71,10 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _free_port(host: str) -> int:
+    """A port free on ``host`` now (for a server that binds it itself later, e.g. inside a VM's namespace)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
