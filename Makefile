@@ -75,6 +75,7 @@ snapshot: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 format: setup
 	$(PY) -m ruff format .
