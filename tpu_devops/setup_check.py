@@ -19,12 +19,7 @@ from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.host.results import ToolResult, ViewResult
 from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.plan import hourly_price
-from tpu_devops.provisioning.queued import (
-    NOT_LIVE_STATES,
-    describe_others,
-    list_queued_resources,
-    reservation_status,
-)
+from tpu_devops.provisioning.queued import NOT_LIVE_STATES, describe_others, list_queued_resources
 
 
 class Check(BaseModel):
@@ -214,9 +209,12 @@ async def _bucket_check(settings: Settings) -> Check:
 
 
 class SystemStatus(ToolResult):
-    """One dashboard: configuration, our reservation, endpoint, running jobs, recent zone attempts."""
+    """One dashboard: configuration, the rig (`tpu_devops.provisioning.rig.RigState`: its queued resources
+    in every zone, firewall rule, API key and the jobs working for it, here or in another server), our
+    reservation, endpoint, running jobs, recent zone attempts."""
 
     configuration: dict[str, Any]
+    rig: list[str] = Field(default_factory=list, description="the rig in a few lines")
     reservation: dict[str, Any] | None = None
     endpoint: dict[str, Any] | None = None
     warm_boot: list[str] = Field(
@@ -262,26 +260,38 @@ async def system_status(settings: Settings) -> SystemStatus:
         )
     }
     problems: list[str] = []
-    reservation = endpoint = None
+    reservation = endpoint = state = None
+    rig_lines: list[str] = []
     if settings.project:
         try:
-            status = await reservation_status(settings)
+            from tpu_devops.provisioning.rig import reservation_status, rig_state
+
+            state = await rig_state(settings, access=True)
+            rig_lines = state.lines()
+            status = await reservation_status(settings, state=state)
             reservation = status.model_dump(mode="json")
             if status.several:
                 problems.extend(f"reservation: {w}" for w in status.warnings)
+            rule = state.firewall
+            if settings.external_ip and state.live and rule and rule.error is None and not rule.exists:
+                problems.append(
+                    f"the rig has a live TPU but no firewall rule ({rule.name}): vLLM's port is closed "
+                    "from outside the VPC; destroy_queued_resource and create again put it back"
+                )
         except TpuDevopsError as exc:
             problems.append(f"reservation: {exc}")
     else:
         problems.append("GOOGLE_CLOUD_PROJECT is not set: cloud parts skipped")
     try:
         if settings.vllm_url or settings.project:
-            endpoint = (await get_vllm_endpoint(settings)).model_dump(mode="json")
+            endpoint = (await get_vllm_endpoint(settings, state=state)).model_dump(mode="json")
     except TpuDevopsError as exc:
         problems.append(f"endpoint: {exc}")
     warm: list[str] = []
     if settings.project:
         warm = await _warm_lines(settings, reservation)
     jobs = [r.snapshot() for r in JOBS.list() if r.state == "running"]
+    elsewhere = [j for j in (state.jobs if state else []) if not j.here]
     recent: list[str] = []
     try:
         store = open_store(settings)
@@ -298,7 +308,9 @@ async def system_status(settings: Settings) -> SystemStatus:
         reservation=reservation,
         endpoint=endpoint,
         warm_boot=warm,
-        jobs_running=[{"job_id": j["job_id"], "kind": j["kind"], "message": j["message"]} for j in jobs],
+        jobs_running=[{"job_id": j["job_id"], "kind": j["kind"], "message": j["message"]} for j in jobs]
+        + [{"job_id": j.job_id, "kind": j.label, "message": f"{j.message} ({j.where})"} for j in elsewhere],
+        rig=rig_lines,
         recent_attempts=recent,
         problems=problems,
         collected_in_s=round(time.perf_counter() - started, 3),

@@ -253,7 +253,13 @@ class JobRegistry:
         return await self.end(self.get(job_id))
 
     def bound(self, scope: str, target: str | None = None) -> list[JobRecord]:
-        """The running, listed jobs bound to ``scope`` (and to ``target`` when given), oldest first."""
+        """The running, listed jobs bound to ``scope`` (and to ``target`` when given), oldest first. A job
+        whose event loop is not the running one (a loop that has ended: it will never run again) is not
+        counted."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         return [
             r
             for r in reversed(self.list())
@@ -261,6 +267,7 @@ class JobRegistry:
             and r.binding is not None
             and r.binding.scope == scope
             and (target is None or r.binding.target == target)
+            and (r.task is None or loop is None or r.task.get_loop() is loop)
         ]
 
     async def end(self, record: JobRecord, reason: str | None = None, *, wait_s: float = 10) -> JobRecord:
