@@ -1,7 +1,9 @@
 """`check_setup` (its setup and status views): is this project ready, and what is running now.
 
 Each check is independent: one failing never hides the others, and each failure carries its fix.
-Checks: Application Default Credentials, project set, TPU API reachable, Cloud Quotas API reachable,
+Checks: the model against the slice (its weights plus one request's KV cache under the HBM cap, and an
+instruction-tuned checkpoint for chat and tool calls), Application Default Credentials, project set, TPU
+API reachable, Cloud Quotas API reachable,
 Hugging Face secret present (metadata only: the token is never read), quota for the configured
 accelerator and provisioning model in the configured zone, our current TPUs with cost so far, and
 whether the rig's endpoint is reachable from here with its API key (`serving.reachability`).
@@ -92,8 +94,30 @@ async def check_setup(settings: Settings) -> SetupReport:
     return SetupReport(ready=False, checks=config + report.checks, our_tpus=report.our_tpus)
 
 
+def _model_check(settings: Settings) -> Check:
+    """MODEL_NAME on ACCELERATOR_TYPE: does it fit (`tpu_devops.planning.fit`), and is it instruction-tuned
+    (`tpu_devops.planning.checkpoint`: the rig serves chat completions and tool calls)?"""
+    from tpu_devops.planning.checkpoint import chat_checkpoint
+    from tpu_devops.planning.fit import settings_fit
+
+    verdict = settings_fit(settings)
+    base = chat_checkpoint(settings.model_name)
+    problems, fixes = [], []
+    if verdict.fits is False:
+        problems.append(verdict.message())
+        fixes.append(verdict.fix())
+    if base.verdict == "base":
+        problems.append(base.warning() or "")
+        fixes.append(
+            f"set MODEL_NAME={base.suggested}" if base.suggested else "use the instruction-tuned checkpoint"
+        )
+    if problems:
+        return Check(name="model", ok=False, detail="; ".join(problems), fix="; ".join(fixes))
+    return Check(name="model", ok=True, detail=verdict.message())
+
+
 async def _run_checks(settings: Settings) -> SetupReport:
-    checks: list[Check] = [await call(_adc_check, settings)]
+    checks: list[Check] = [await call(_model_check, settings), await call(_adc_check, settings)]
     if not settings.project:
         checks.append(
             Check(

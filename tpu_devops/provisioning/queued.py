@@ -27,6 +27,8 @@ from pydantic import BaseModel, Field
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.checkpoint import chat_checkpoint
+from tpu_devops.planning.fit import fit_gate
 from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess
 from tpu_devops.provisioning.cloud import api, call, get_queued
@@ -235,7 +237,7 @@ class CreateResult(ToolResult):
         loud = "".join(
             f" WARNING: {w}."
             for w in self.warnings
-            if w.startswith(("SECOND TPU", "UNSUPPORTED IMAGE", "CREATED BY"))
+            if w.startswith(("SECOND TPU", "UNSUPPORTED IMAGE", "CREATED BY", "NOT AN INSTRUCTION-TUNED"))
         )
         return f"queued resource '{self.queued_resource_id}' in {self.zone}: {verb}, state {self.state}.{loud} {self.next_step}"
 
@@ -357,7 +359,9 @@ async def create_queued_resource(
         ConfigError: also when the rig already has a live queued resource (field ``zone``; fix: use or
             delete it, or ``allow_second=true``).
         ConfigError: VLLM_IMAGE is older than the first vLLM release that serves the model
-            (`tpu_devops.planning.images`), unless ``allow_unsupported_image`` (then a loud warning).
+            (`tpu_devops.planning.images`), unless ``allow_unsupported_image`` (then a loud warning); the
+            model's weights plus one request's KV cache cannot fit the slice (field ``MODEL_NAME``,
+            `tpu_devops.planning.fit.fit_gate`).
         JobError: a sweep of this rig is running (or another create held the lease too long), or a
             teardown of the rig was confirmed after ``epoch`` (nothing was created).
         CloudError (and subclasses): the API refused (``classify_exception`` gives its reach), or a zone
@@ -370,6 +374,8 @@ async def create_queued_resource(
     image_warnings = image_gate(
         settings.vllm_image, settings.model_name, allow_unsupported_image=allow_unsupported_image
     )
+    image_warnings += fit_gate(settings)  # no create for a model the slice cannot hold
+    image_warnings += [w for w in [chat_checkpoint(settings.model_name).warning()] if w]
     check_create_settings(
         settings, zone=zone, qr_id=qr_id, provisioning_model=model, max_run_duration_s=max_run,
         valid_until_duration_s=valid,

@@ -285,6 +285,7 @@ async def reconfigure_vllm(
         NotFoundError / OwnershipError: no single ACTIVE node of this rig.
         CloudError: the TPU API refused the metadata update.
     """
+    from tpu_devops.planning.fit import fit_gate
     from tpu_devops.planning.images import image_gate
     from tpu_devops.planning.lint import lint_vllm_flags
     from tpu_devops.planning.multiengine import engines_in_slice
@@ -312,7 +313,7 @@ async def reconfigure_vllm(
             value=first.value,
             fix=first.fix,
         )
-    image_notes = image_gate(new.vllm_image, new.model_name)
+    image_notes = image_gate(new.vllm_image, new.model_name) + fit_gate(new)  # refuses what cannot fit
     running = _running_here(settings)
     if running:
         raise ConfigError(
@@ -382,6 +383,8 @@ def _argument_of(flag: str | None, finding_id: str) -> str:
     have no flag, are about ``vllm_image``."""
     if flag is None and finding_id.startswith("image-"):
         return "vllm_image"
+    if flag == "--model":
+        return "model_name"
     return (flag or finding_id).lstrip("-").replace("-", "_")
 
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.fit import fit_gate
 from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess, ensure_access, plan_access
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
@@ -598,7 +599,8 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
     Raises:
         ConfigError: an explicitly empty zone list, a malformed zone (field ``zones``), bad durations
             (see `requests.check_durations`), an image too old for the model (field ``VLLM_IMAGE``,
-            `tpu_devops.planning.images.image_gate`) unless ``allow_unsupported_image``.
+            `tpu_devops.planning.images.image_gate`) unless ``allow_unsupported_image``, a model the slice
+            cannot hold (field ``MODEL_NAME``, `tpu_devops.planning.fit.fit_gate`).
     """
     if opts.zones is not None:
         if not opts.zones:
@@ -609,6 +611,7 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
         opts.zones = list(dict.fromkeys(check_zone(z, "zones") for z in opts.zones))
     check_durations(opts.provisioning_model, opts.max_run_duration_s, opts.valid_until_duration_s, settings)
     image_gate(settings.vllm_image, settings.model_name, allow_unsupported_image=opts.allow_unsupported_image)
+    fit_gate(settings)  # no sweep (and so no create) for a model the slice cannot hold
     return opts
 
 
