@@ -176,3 +176,135 @@ async def test_two_sweeps_never_run_at_once_and_status_names_the_one_that_runs(t
             assert len(gcp.tpu.creates()) == 1
             cancelled = await call(one, "cancel_job", {"job_id": started["job_id"]})
             assert cancelled["state"] == "cancelled" and live_of_rig(gcp) == []
+
+
+async def _booted(gcp: Any, zone: str = ZONE) -> Any:
+    def ready() -> Any:
+        vm = gcp.fleet.vm(zone, RIG)
+        assert not gcp.fleet.errors, gcp.fleet.errors
+        stage = gcp.tpu.guest_attributes.get((zone, RIG), {}).get("tpu-devops/stage")
+        return vm if vm and stage == "watcher-started" else None
+
+    return await until(ready, timeout_s=120)
+
+
+@pytest.mark.skipif(__import__("tests.fakes.vm", fromlist=["unusable"]).unusable() is not None,
+                    reason="the simulated TPU VM needs network namespaces")  # fmt: skip
+async def test_a_teardown_during_a_reconfigure_ends_it_here_and_elsewhere(tmp_path) -> None:
+    """A reconfigure whose new flags never become healthy is running. In another server (sharing the state
+    directory) a teardown deletes the TPU: the reconfigure job ends at once saying the node is gone (it
+    used to retry "nodes/gemma4-e2b was not found" for 7,200 s). In the same server, the teardown's dry run
+    lists the reconfigure as a job it ends first, and ends it."""
+    with fake_cloud(timings="0,0,0", vm=True) as (gcp, vllm):
+        gcp.secrets.put("hf-token", TOKEN)
+        async with session(gcp, vllm, tmp_path) as one, session(gcp, vllm, tmp_path) as two:
+            for round_ in ("elsewhere", "here"):
+                created = await call(one, "create_tpu_queued_resource", {"provisioning_model": "spot"})
+                assert created["created"], created
+                vm = await _booted(gcp)
+                vm.script({"boot_s": 0.2, "engines": [{"match": "--max-model-len 8192", "healthy": False}]})
+                started = await call(one, "reconfigure_vllm", {"max_model_len": 8192})
+                job_id = started["job_id"]
+                status = await call(one, "describe_queued_resource", {})
+                assert job_id in status["next_step"] and "reconfigure" in status["next_step"], status
+                endpoint = await call(one, "get_vllm_endpoint", {})
+                assert endpoint["status"] == "discovered" and job_id in endpoint["next_step"], endpoint
+                if round_ == "elsewhere":
+                    plan, done = await confirmed_teardown(two)
+                    assert done["executed"], done
+                    job = await wait_job(one, job_id)
+                    assert job["state"] == "failed" and job["result"]["outcome"] == "gone", job
+                    assert "is gone" in job["message"], job
+                else:
+                    plan, done = await confirmed_teardown(one)
+                    ends = [s for s in plan["steps"] if s["action"] == "end_job"]
+                    assert ends and job_id in ends[0]["target"], plan["steps"]
+                    job = await wait_job(one, job_id)
+                    assert job["state"] == "cancelled" and "torn down" in job["message"], job
+                assert live_of_rig(gcp) == [] and gcp.compute.firewalls == {}
+
+
+async def test_engine_status_of_a_one_chip_rig_is_one_healthy_engine(tmp_path) -> None:
+    with fake_cloud(timings="0,0,0") as (gcp, vllm):
+        gcp.secrets.put("hf-token", TOKEN)
+        async with session(gcp, vllm, tmp_path) as client:
+            await call(client, "create_tpu_queued_resource", {"provisioning_model": "spot"})
+            health = await call(client, "verify_model_health", {"check_tool_calling": False})
+            assert health["healthy"] is True, health
+            engines = await call(client, "get_serving_status", {"view": "engines"})
+            assert engines["healthy"] == 1 and len(engines["engines"]) == 1, engines
+            assert engines["engines"][0]["healthy"] and "DOWN" not in engines["summary"], engines
+
+
+def _fence_epoch(state_dir: Path) -> int:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(state_dir / "zone_attempts.sqlite3")) as db:
+        row = db.execute("SELECT epoch FROM rig_fences").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _creating_pid(state_dir: Path) -> int | None:
+    import sqlite3
+
+    path = state_dir / "zone_attempts.sqlite3"
+    if not path.exists():
+        return None
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        try:
+            row = db.execute("SELECT creating_pid FROM rig_fences").fetchone()
+        except sqlite3.OperationalError:
+            return None
+    return row[0] if row and row[0] else None
+
+
+@pytest.mark.parametrize("kill_at", ["after the firewall rule", "with the create on its way"])
+async def test_a_server_killed_in_a_create_leaves_nothing_a_teardown_cannot_clear(tmp_path, kill_at) -> None:
+    """SIGKILL of the server between its firewall rule and its request, or with the request in transit
+    (the fake holds it until after the next dry run). A new server's teardown (same state directory)
+    clears whatever is there: the rule alone, or the request that lands after the crash and then the rule;
+    it never deletes the rule while that request may still land."""
+    import os
+    import signal
+
+    transit = kill_at == "with the create on its way"
+    with fake_cloud(timings="0,0,0") as (gcp, vllm):
+        gcp.secrets.put("hf-token", TOKEN)
+        gcp.tpu.latency_s = 1.0  # slow TPU calls: the kill comes between the rule and the request
+        gcp.tpu.hold_creates(transit)
+        with contextlib.suppress(Exception):  # the client's transport breaks when its server is killed
+            async with session(gcp, vllm, tmp_path) as one:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(one.call_tool, "create_tpu_queued_resource", {"provisioning_model": "spot"})
+                    pid = await until(lambda: gcp.compute.firewalls and _creating_pid(tmp_path))
+                    if transit:
+                        await until(lambda: gcp.tpu.creates())
+                    os.kill(pid, signal.SIGKILL)
+                    tg.cancel_scope.cancel()
+        gcp.tpu.latency_s = 0.0
+        assert gcp.compute.firewalls  # the rule was made before the request
+        async with session(gcp, vllm, tmp_path) as two:
+
+            async def land_late() -> None:
+                """The request lands only once the confirmed teardown (its plan made, the rig fenced) either
+                watches for it, or has listed every zone after the fence: too late for it to be seen."""
+                await until(lambda: _fence_epoch(tmp_path) > 0)
+                seen = len(gcp.tpu.requests)
+
+                def watched_or_listed() -> bool:
+                    after = [r for r in gcp.tpu.requests[seen:] if r["method"] == "GET"]
+                    if any(r["path"].endswith(f"/queuedResources/{RIG}") for r in after):
+                        return True
+                    return sum(r["path"].endswith("/queuedResources") for r in after) >= len(gcp.tpu.zones)
+
+                await until(watched_or_listed)
+                gcp.tpu.hold_creates(False)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(land_late)
+                plan, done = await confirmed_teardown(two)
+            assert done["executed"], done
+            if transit:  # the plan saw only the rule; the request landed after it, and went too
+                assert [s["action"] for s in plan["steps"]] == ["delete_firewall_rule"], plan["steps"]
+                assert gcp.tpu.creates() and done["summary"].startswith("DELETED 1"), done["summary"]
+            assert live_of_rig(gcp) == [] and gcp.compute.firewalls == {}, (live_of_rig(gcp), done)

@@ -386,21 +386,38 @@ async def create_queued_resource(
     rig = await this_rig(settings)
     held = lease or await acquire_rig_lease(settings, store, CREATE)
     try:
-        async with create_section(settings, store, epoch, "this sweep" if lease else "this create"):
+        async with create_section(
+            settings, store, epoch, "this sweep" if lease else "this create"
+        ) as section:
             return await _create_under_lease(
                 settings, rig, zone=zone, model=model, qr_id=qr_id, max_run=max_run, valid=valid,
                 check_secret=check_secret, allow_second=allow_second, tool=tool, warnings=list(image_warnings),
                 allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet, access=access,
+                section=section,
             )  # fmt: skip
     finally:
         if lease is None:
             await anyio.to_thread.run_sync(held.release)
 
 
+class CreateSection:
+    """The create in flight (`create_section`); ``sending`` marks the moment its request goes out."""
+
+    def __init__(self, store: Any, name: str, owner: str) -> None:
+        self.store, self.name, self.owner = store, name, owner
+
+    async def sending(self, zone: str, qr_id: str) -> None:
+        await anyio.to_thread.run_sync(self.store.sending, self.name, self.owner, f"{zone}/{qr_id}")
+
+
 @contextlib.asynccontextmanager
-async def create_section(settings: Settings, store: Any, epoch: int, doing: str) -> AsyncIterator[None]:
+async def create_section(
+    settings: Settings, store: Any, epoch: int, doing: str
+) -> AsyncIterator[CreateSection]:
     """The block in which one create of the rig runs: entered only when no teardown was confirmed since
-    ``epoch`` (`store.ZoneStore.begin_create`), marked in flight until it ends (shielded).
+    ``epoch`` (`store.ZoneStore.begin_create`), marked in flight until it ends (shielded); the create
+    marks when its request goes out (`CreateSection.sending`), so that a teardown after a crash watches
+    for it to land.
 
     Raises:
         JobError: a teardown was confirmed since ``epoch`` (`store.fenced_error`); nothing was done.
@@ -412,7 +429,7 @@ async def create_section(settings: Settings, store: Any, epoch: int, doing: str)
     if fence is not None:
         raise fenced_error(settings, fence, doing)
     try:
-        yield
+        yield CreateSection(store, name, owner)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(store.end_create, name, owner)
@@ -457,6 +474,7 @@ async def _create_under_lease(
     allowed_source_ranges: list[str] | None,
     open_to_internet: bool,
     access: EndpointAccess | None = None,
+    section: CreateSection | None = None,
 ) -> CreateResult:
     existing = await get_queued(settings, zone, qr_id)
     if existing is not None:
@@ -505,6 +523,8 @@ async def _create_under_lease(
             labels=rig.labels(tool),
         )
         request = create_call(zone, qr_id, body)
+    if section is not None:
+        await section.sending(zone, qr_id)
     try:
         op = await send_create(settings, request)
     except CloudError as exc:

@@ -61,6 +61,9 @@ class RigState(BaseModel):
     unlisted: dict[str, str] = Field(default_factory=dict)
     jobs: list[RigJob] = Field(default_factory=list)
     last_teardown: str | None = None
+    landing: str | None = Field(
+        None, description="a create whose server died on its way (zone/id): it may land"
+    )
     firewall: FirewallState | None = None
     api_key: str | None = None
     bucket: str | None = None
@@ -115,6 +118,8 @@ class RigState(BaseModel):
                 out.append(part)
         if self.last_teardown:
             out.append(f"last teardown: {self.last_teardown}")
+        if self.landing:
+            out.append(f"a create whose server stopped may still land: {self.landing}")
         return out
 
 
@@ -148,6 +153,7 @@ async def rig_state(
         store = open_store(settings)
         fence = await anyio.to_thread.run_sync(store.fence, rig_lease_name(settings))
         state.last_teardown = fence.when() if fence.epoch else None
+        state.landing = fence.creating_target if fence.may_still_land() else None
     except Exception:  # an unreadable state directory: the tools that need it say so
         pass
     if access:

@@ -95,6 +95,9 @@ def _alive(host: str, pid: int) -> bool:
 
 
 CREATE_SECTION_MAX_S = 120.0  # a create in flight longer than this is taken as abandoned (a hung server)
+# A create sent by a server that died may still land (the request was on its way): how long a teardown
+# watches for it to appear before taking it as never sent.
+CREATE_LANDING_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,15 @@ class Fence:
     creating_host: str | None = None
     creating_pid: int | None = None
     creating_since: float | None = None
+    creating_target: str | None = None  # "zone/queued resource id" being created
+
+    def may_still_land(self, now: float | None = None) -> bool:
+        """A create was entered less than `CREATE_LANDING_S` ago by a process that is gone (it died between
+        sending the create and leaving): the request may still appear at ``creating_target``."""
+        if not self.creating_owner or self.creating_since is None or not self.creating_target:
+            return False
+        now = time.time() if now is None else now
+        return now - self.creating_since < CREATE_LANDING_S and not self.create_in_flight(now)
 
     def create_in_flight(self, now: float | None = None) -> bool:
         """A create is between `ZoneStore.begin_create` and `ZoneStore.end_create`, in a process that is
@@ -133,8 +145,8 @@ class Fence:
 
 def _fence_row(db: sqlite3.Connection, name: str) -> Fence:
     row = db.execute(
-        "SELECT epoch, fenced_at, fenced_by, creating_owner, creating_host, creating_pid, creating_since"
-        " FROM rig_fences WHERE name = ?",
+        "SELECT epoch, fenced_at, fenced_by, creating_owner, creating_host, creating_pid, creating_since,"
+        " creating_target FROM rig_fences WHERE name = ?",
         (name,),
     ).fetchone()
     return Fence(name) if row is None else Fence(name, *row)
@@ -162,7 +174,7 @@ class ZoneStore:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS rig_fences (name TEXT PRIMARY KEY, epoch INTEGER NOT NULL,"
                 " fenced_at REAL, fenced_by TEXT, creating_owner TEXT, creating_host TEXT, creating_pid INTEGER,"
-                " creating_since REAL)"
+                " creating_since REAL, creating_target TEXT)"
             )
 
     def _connect(self) -> sqlite3.Connection:
@@ -349,10 +361,10 @@ class ZoneStore:
                 raise
         return new
 
-    def begin_create(self, name: str, owner: str, epoch: int) -> Fence | None:
+    def begin_create(self, name: str, owner: str, epoch: int, target: str | None = None) -> Fence | None:
         """Enter a create of ``name`` that began at ``epoch``: None (go ahead; it is marked in flight for
         ``owner``) unless a teardown raised the fence since, then that `Fence` (do not create). Atomic
-        with `raise_fence` across processes."""
+        with `raise_fence` across processes. ``target``: see `sending`."""
         now = time.time()
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
@@ -362,11 +374,12 @@ class ZoneStore:
                     db.execute("COMMIT")
                     return current
                 db.execute(
-                    "INSERT INTO rig_fences (name, epoch, creating_owner, creating_host, creating_pid, creating_since)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET creating_owner = excluded.creating_owner,"
-                    " creating_host = excluded.creating_host, creating_pid = excluded.creating_pid,"
-                    " creating_since = excluded.creating_since",
-                    (name, epoch, owner, socket.gethostname(), os.getpid(), now),
+                    "INSERT INTO rig_fences (name, epoch, creating_owner, creating_host, creating_pid, creating_since,"
+                    " creating_target) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                    " creating_owner = excluded.creating_owner, creating_host = excluded.creating_host,"
+                    " creating_pid = excluded.creating_pid, creating_since = excluded.creating_since,"
+                    " creating_target = excluded.creating_target",
+                    (name, epoch, owner, socket.gethostname(), os.getpid(), now, target),
                 )
                 db.execute("COMMIT")
             except BaseException:
@@ -374,12 +387,21 @@ class ZoneStore:
                 raise
         return None
 
+    def sending(self, name: str, owner: str, target: str) -> None:
+        """The create ``owner`` entered is being sent now, making ``target`` ("zone/id"): if its server
+        dies from here on, the request may still land there (`Fence.may_still_land`)."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE rig_fences SET creating_target = ?, creating_since = ? WHERE name = ? AND creating_owner = ?",
+                (target, time.time(), name, owner),
+            )
+
     def end_create(self, name: str, owner: str) -> None:
         """Leave the create ``owner`` entered with `begin_create` (no-op when it is not the one in flight)."""
         with self._connect() as db:
             db.execute(
                 "UPDATE rig_fences SET creating_owner = NULL, creating_host = NULL, creating_pid = NULL,"
-                " creating_since = NULL WHERE name = ? AND creating_owner = ?",
+                " creating_since = NULL, creating_target = NULL WHERE name = ? AND creating_owner = ?",
                 (name, owner),
             )
 

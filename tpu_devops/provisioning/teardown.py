@@ -256,6 +256,11 @@ async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_
             plan.add(view, state.json_of(view))
             deleted.append(view)
     plan.end_jobs_of(state, deleted)
+    if state.landing:
+        plan.warnings.append(
+            f"a create of this rig ({state.landing}) was on its way when its server stopped: it may still land; "
+            "the teardown waits for it and deletes it too"
+        )
     if qr_id is not None and not plan.steps and not plan.refused:
         where = zone or f"any of {state.zones_listed - len(errors)} zone(s) listed"
         if foreign:
@@ -540,6 +545,8 @@ async def _end_work(settings: Settings, plan: Plan, reason: str) -> None:
     here = [JOBS.get(j.job_id) for j in plan.jobs if j.here and _known(JOBS, j.job_id)]
     still = await end_jobs(here, reason)
     fence = await wait_out_create(store, name)
+    if fence.may_still_land():  # its server died with the create on its way: let it land, to delete it
+        await _wait_for_landing(settings, fence)
     for step, job in zip([s for s in plan.steps if s.action == "end_job"], plan.jobs, strict=False):
         if not job.here:
             step.done = True  # fenced: it creates nothing more, and what it made is deleted below
@@ -552,6 +559,22 @@ async def _end_work(settings: Settings, plan: Plan, reason: str) -> None:
             f"a create of this rig in server pid {fence.creating_pid} was still on its way after "
             f"{CREATE_WAIT_NOTE}: run destroy_queued_resource again in a minute to delete what it made"
         )
+
+
+async def _wait_for_landing(settings: Settings, fence: Any) -> None:
+    """Poll the request a dead server's create was making (``fence.creating_target``) until it appears or
+    `store.CREATE_LANDING_S` has passed since that create began (then it was never sent)."""
+    from tpu_devops.provisioning.cloud import get_queued
+    from tpu_devops.provisioning.store import CREATE_LANDING_S
+
+    zone, _, qr_id = str(fence.creating_target).partition("/")
+    while time.time() - float(fence.creating_since or 0) < CREATE_LANDING_S:
+        try:
+            if await get_queued(settings, zone, qr_id) is not None:
+                return
+        except TpuDevopsError:
+            pass
+        await anyio.sleep(0.5)
 
 
 def _known(jobs: Any, job_id: str) -> bool:
