@@ -347,7 +347,9 @@ class GkeTeardownResult(ToolResult):
             ended = f" Ended job(s) first: {jobs}." if jobs else ""
             return f"DELETED {len(kept)} object(s) of ours ({objects}).{ended} {self.message}"
         first = f"end job(s) {jobs} and " if jobs else ""
-        return f"NOTHING DELETED: would {first}delete {len(kept)} object(s) of ours ({objects}). {self.message}"
+        return (
+            f"NOTHING DELETED: would {first}delete {len(kept)} object(s) of ours ({objects}). {self.message}"
+        )
 
 
 @dataclass
