@@ -99,7 +99,7 @@ class RigState(BaseModel):
         parts = []
         for j in jobs:
             doing = f" ({j.message})" if j.message and j.message not in ("started", "done") else ""
-            again = f", or look again in {j.look_again_s:.0f} s" if j.look_again_s else ""
+            again = f", or look again in {max(1.0, j.look_again_s):.0f} s" if j.look_again_s else ""
             parts.append(f"a {j.label} is running as job {j.job_id} in {j.where}{doing}: {j.poll()}{again}")
         return "; ".join(parts)
 
