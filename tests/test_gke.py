@@ -322,6 +322,12 @@ async def test_teardown_deletes_only_what_carries_our_labels(
             confirm_token=dry.confirm_token,
         )  # fmt: skip
     assert JOBS.get(applied.job_id).state == "running" and "would end job(s)" in dry.headline()
+    # the TPU teardown does not end it (it deletes no GKE object) but names it as left running
+    from tpu_devops.provisioning.teardown import plan_destroy
+
+    tpu_plan = await plan_destroy(gcp_settings, zone=None, queued_resource_id=None)
+    assert not [s for s in tpu_plan.steps if s.action == "end_job"]
+    assert any(applied.job_id in line and "teardown_gke_deployment" in line for line in tpu_plan.left_running)
     done = await deploy.teardown_gke_deployment(
         gcp_settings, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
     )
