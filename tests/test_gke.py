@@ -291,8 +291,8 @@ async def test_teardown_deletes_only_what_carries_our_labels(
 ) -> None:
     config = kube.kubeconfig(tmp_path / "kubeconfig")
     kube.add_secret("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
-    await deploy.apply_gke_deployment(
-        gcp_settings, cluster=cluster, kubeconfig=config, poll_interval_s=0.05, wait_timeout_s=5
+    applied = await deploy.apply_gke_deployment(
+        gcp_settings, cluster=cluster, kubeconfig=config, poll_interval_s=0.05, wait_timeout_s=600
     )
     kube.add_object("services", "default", "unrelated", labels={"app.kubernetes.io/managed-by": "tpu-devops"})
     kube.add_object(
@@ -302,7 +302,9 @@ async def test_teardown_deletes_only_what_carries_our_labels(
         labels={**manifests.labels(gcp_settings), "tpu-devops/rig": "other"},
     )
     dry = await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config)
+    # a teardown during the apply: the job waiting for these pods is ended first, and the dry run says so
     assert [(s.kind, s.name) for s in dry.steps] == [
+        ("Job", f"{applied.job_id} (GKE apply)"),
         ("HorizontalPodAutoscaler", "vllm-gemma4-e2b"), ("PodMonitoring", "vllm-gemma4-e2b"),
         ("Service", "vllm-gemma4-e2b"), ("Deployment", "vllm-gemma4-e2b"), ("NodePool", "tpu-devops-gemma4-e2b"),
     ]  # fmt: skip
@@ -319,10 +321,19 @@ async def test_teardown_deletes_only_what_carries_our_labels(
             gcp_settings, cluster=cluster, kubeconfig=config, namespace="other", confirm=True,
             confirm_token=dry.confirm_token,
         )  # fmt: skip
+    assert JOBS.get(applied.job_id).state == "running" and "would end job(s)" in dry.headline()
+    # the TPU teardown does not end it (it deletes no GKE object) but names it as left running
+    from tpu_devops.provisioning.teardown import plan_destroy
+
+    tpu_plan = await plan_destroy(gcp_settings, zone=None, queued_resource_id=None)
+    assert not [s for s in tpu_plan.steps if s.action == "end_job"]
+    assert any(applied.job_id in line and "teardown_gke_deployment" in line for line in tpu_plan.left_running)
     done = await deploy.teardown_gke_deployment(
         gcp_settings, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
     )
     assert done.executed and all(s.done for s in done.steps)
+    job = JOBS.get(applied.job_id)
+    assert job.state == "cancelled" and "torn down" in job.message, job.snapshot()
     assert sorted(kube.objects) == [
         ("deployments", "default", "other-rig"),
         ("services", "default", "unrelated"),

@@ -16,8 +16,8 @@ from tpu_devops.provisioning.queued import (
     create_queued_resource,
     describe_queued_resource,
     list_queued_resources,
-    reservation_status,
 )
+from tpu_devops.provisioning.rig import reservation_status
 from tpu_devops.serving.endpoint import get_vllm_endpoint
 
 pytestmark = pytest.mark.anyio

@@ -228,11 +228,33 @@ async def test_cleanup_deletes_only_our_failed_requests(fake_gcp, gcp_settings) 
     assert refused.value.field == "queued_resource_id"
 
 
-async def test_provisioning_request_cannot_be_deleted(fake_gcp, gcp_settings) -> None:
+async def test_a_provisioning_request_is_deleted_as_soon_as_it_can_be(
+    fake_gcp, gcp_settings, monkeypatch
+) -> None:
+    """The API refuses to delete a PROVISIONING request; left alone it comes up ACTIVE and bills. The
+    confirmed teardown hands it to a job that deletes it (node first) once it leaves PROVISIONING, and
+    the rig's firewall rule after it."""
+    import anyio
+
+    from tpu_devops.host.jobs import JOBS
+
+    monkeypatch.setattr(teardown, "PROVISIONING_POLL_S", 0.05)
     fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG, state="PROVISIONING")
     fake_gcp.tpu.timings["PROVISIONING"] = 10_000
-    result = await destroy(gcp_settings, confirm=True)
-    assert result.steps == [] and result.refused and not result.executed
+    plan = await destroy(gcp_settings)
+    assert [s.action for s in plan.steps] == ["delete_node", "delete_queued_resource"] and not plan.executed
+    done = await destroy(gcp_settings, confirm=True, confirm_token=plan.confirm_token)
+    assert done.executed and done.followed_by and "PROVISIONING" in done.followed_by, done.render_text()
+    job = JOBS.get(done.follow_up_job_id)
+    assert job.state == "running" and fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "PROVISIONING"
+    fake_gcp.tpu.timings["PROVISIONING"] = 0  # it comes up now
+    with anyio.fail_after(30):
+        while job.state == "running":
+            await anyio.sleep(0.05)
+    assert job.state == "succeeded", job.snapshot()
+    assert (
+        fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None and (ZONE, "gemma4-e2b") not in fake_gcp.tpu.nodes
+    )
 
 
 async def test_a_zone_that_cannot_be_listed_is_named_loudly(fake_gcp, gcp_settings) -> None:

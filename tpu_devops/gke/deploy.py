@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -257,6 +257,14 @@ async def apply_gke_deployment(
                         f"node pool creation failed: {op['error'].get('message')}", field="node_pool"
                     )
                 pool_done = op.get("status") == "DONE"
+            if await common.run_blocking(kube.read, "Deployment", namespace, deployment_name) is None:
+                raise NotFoundError(
+                    f"the Deployment {deployment_name} in {namespace} was deleted while this job waited for its "
+                    "pods (teardown_gke_deployment, or by hand): nothing to wait for",
+                    field="namespace",
+                    value=namespace,
+                    fix="apply_gke_deployment again if you want the deployment back",
+                )
             rollout = await common.run_blocking(
                 observe,
                 kube,
@@ -292,9 +300,12 @@ async def apply_gke_deployment(
                 )
             await anyio.sleep(poll_interval_s)
 
+    from tpu_devops.provisioning.rigjobs import gke_binding
+
     record = JOBS.start(
-        "gke-deploy", f"{replicas} vLLM pod(s) of {settings.resource_id} in {cluster}/{namespace}", wait
-    )
+        "gke-deploy", f"{replicas} vLLM pod(s) of {settings.resource_id} in {cluster}/{namespace}", wait,
+        binding=gke_binding(settings, cluster, namespace, poll_interval_s),
+    )  # fmt: skip
     return GkeApplyResult(
         job_id=record.id,
         node_pool=plan.node_pool["name"] if operation else None,
@@ -306,7 +317,8 @@ async def apply_gke_deployment(
 
 
 class GkeTeardownStep(BaseModel):
-    """One deletion: ``kind`` and ``name``; ``done`` after execution."""
+    """One deletion: ``kind`` and ``name`` (kind ``Job``: this server's apply job waiting for the pods,
+    ended first); ``done`` after execution."""
 
     kind: str
     name: str
@@ -328,11 +340,15 @@ class GkeTeardownResult(ToolResult):
     message: str
 
     def headline(self) -> str:
-        objects = ", ".join(f"{s.kind} {s.name}" for s in self.steps) or "none"
+        kept = [s for s in self.steps if s.kind != "Job"]
+        objects = ", ".join(f"{s.kind} {s.name}" for s in kept) or "none"
+        jobs = ", ".join(s.name for s in self.steps if s.kind == "Job")
         if self.executed:
-            return f"DELETED {len(self.steps)} object(s) of ours ({objects}). {self.message}"
+            ended = f" Ended job(s) first: {jobs}." if jobs else ""
+            return f"DELETED {len(kept)} object(s) of ours ({objects}).{ended} {self.message}"
+        first = f"end job(s) {jobs} and " if jobs else ""
         return (
-            f"NOTHING DELETED: would delete {len(self.steps)} object(s) of ours ({objects}). {self.message}"
+            f"NOTHING DELETED: would {first}delete {len(kept)} object(s) of ours ({objects}). {self.message}"
         )
 
 
@@ -347,6 +363,7 @@ class GkeTeardownPlan:
     namespace: str
     pool_name: str
     deletion: confirmation.Deletion
+    jobs: list[Any] = field(default_factory=list)  # this server's jobs on the deployment (ended first)
 
 
 async def plan_gke_teardown(
@@ -369,8 +386,15 @@ async def plan_gke_teardown(
     manifests.render(settings, cluster=cluster, namespace=namespace)  # validates the names
     where = manifests.check_location(settings, location)  # where the nodes went does not matter here
     kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    from tpu_devops.provisioning.rigjobs import gke_target, running_here
+
     selector = manifests.selector(settings)
     steps: list[GkeTeardownStep] = []
+    # The apply job waiting for these pods would wait for pods that are gone: it ends first, named here.
+    jobs = [
+        r for r in running_here(settings) if r.binding and r.binding.target == gke_target(cluster, namespace)
+    ]
+    steps += [GkeTeardownStep(kind="Job", name=f"{r.id} ({r.binding.label})") for r in jobs if r.binding]
     for kind in TEARDOWN_ORDER:
         for obj in await common.run_blocking(kube.list_ours, kind, namespace, selector):
             if is_ours(obj, settings):  # the server filtered by selector; check again, fail closed
@@ -399,7 +423,7 @@ async def plan_gke_teardown(
         tool="teardown_gke_deployment", action="delete", project=settings.project, rig=settings.resource_id,
         steps=[(f"delete {s.kind}", s.name, f"{cluster}/{namespace}") for s in steps], args=args,
     )  # fmt: skip
-    return GkeTeardownPlan(steps, left, kube, namespace, pool_name, deletion)
+    return GkeTeardownPlan(steps, left, kube, namespace, pool_name, deletion, jobs)
 
 
 def _gke_key(cluster: str, kubeconfig: str | None, context: str | None, location: str | None, namespace: str, delete_node_pool: bool) -> tuple[Any, ...]:  # fmt: skip
@@ -480,7 +504,14 @@ async def teardown_gke_deployment(
             message=confirmation.dry_run_message(offered),
         )  # fmt: skip
     via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
+    if plan.jobs:
+        from tpu_devops.provisioning.rigjobs import end_jobs
+
+        await end_jobs(plan.jobs, f"its GKE deployment in {cluster}/{namespace} is being torn down ({via})")
     for step in steps:
+        if step.kind == "Job":
+            step.done = True
+            continue
         if step.kind == "NodePool":
             await common.run_blocking(container.delete_node_pool, settings, plan.pool_name)
         else:

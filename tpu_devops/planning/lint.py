@@ -1328,6 +1328,59 @@ def _local_path(model: str) -> bool:
     return model.startswith((".", "/", "~"))
 
 
+VLLM_DEFAULT_MEMORY_UTILIZATION = 0.9  # vLLM's --gpu-memory-utilization default (vllm/engine/arg_utils.py)
+
+
+def rule_model_fit(ctx: Context, out: list[Finding]) -> None:
+    """The weights plus one request's KV cache against the HBM cap (`tpu_devops.planning.fit`): vLLM
+    refuses to start when they do not fit, after the pull and the download. Judged only when the model's
+    config is on this machine."""
+    from tpu_devops.errors import TpuDevopsError
+    from tpu_devops.planning.fit import check_fit
+
+    tp = _num(ctx, "tensor-parallel-size", out, int) or 1
+    util = _num(ctx, "gpu-memory-utilization", out, float) or VLLM_DEFAULT_MEMORY_UTILIZATION
+    if not ctx.spec.model or not 1 <= tp <= ctx.accel.chips or not 0 < util < 1:
+        return  # no model, or flags rule_flag_values / rule_tensor_parallel report
+    try:
+        verdict = check_fit(
+            ctx.spec.model, ctx.accel.name, tensor_parallel_size=tp, gpu_memory_utilization=util,
+            max_model_len=_num(ctx, "max-model-len", out, int),
+        )  # fmt: skip
+    except TpuDevopsError:
+        return
+    if verdict.fits is False:
+        out.append(
+            Finding(
+                id="model-does-not-fit", severity="error", flag="--model", value=ctx.spec.model,
+                what_happens=verdict.message(),
+                why="vLLM needs the KV cache of one max_model_len request beside the weights, under the cap",
+                source="vLLM kv_cache_utils.check_enough_kv_cache_memory; sizing from config.json (plan_capacity)",
+                fix=verdict.fix().replace("ACCELERATOR_TYPE=", "accelerator type ").replace("MAX_MODEL_LEN=", "--max-model-len "),
+            )
+        )  # fmt: skip
+
+
+def rule_chat_checkpoint(ctx: Context, out: list[Finding]) -> None:
+    """A base (not instruction-tuned) checkpoint served for chat and tool calls (`planning.checkpoint`)."""
+    from tpu_devops.planning.checkpoint import chat_checkpoint
+
+    tools = ctx.get("enable-auto-tool-choice") is True or bool(ctx.get("tool-call-parser"))
+    warning = chat_checkpoint(ctx.spec.model).warning(
+        "tool calling (--enable-auto-tool-choice) and chat completions" if tools else "chat completions"
+    )
+    if warning:
+        out.append(
+            Finding(
+                id="base-model-for-chat", severity="warning", flag="--model", value=ctx.spec.model,
+                what_happens=warning.split(": ", 1)[1],
+                why="only the instruction-tuned checkpoint is trained on the chat template and the tool-call syntax",
+                source="the publishers' model naming (Gemma -it, Llama / Mistral / Qwen2 -Instruct, Qwen3 -Base)",
+                fix=f"serve {chat_checkpoint(ctx.spec.model).suggested or 'the instruction-tuned checkpoint'}",
+            )
+        )  # fmt: skip
+
+
 RULES: list[Callable[[Context, list[Finding]], None]] = [
     rule_flag_values,
     rule_memory_utilization,
@@ -1347,6 +1400,8 @@ RULES: list[Callable[[Context, list[Finding]], None]] = [
     rule_compile_cache,
     rule_quantization_method,
     rule_parser_family,
+    rule_model_fit,
+    rule_chat_checkpoint,
 ]
 
 

@@ -186,6 +186,7 @@ class FakeTpu:
         self._lose = 0
         self._lose_only: str | None = None
         self._create_hooks: list[Callable[[QueuedRecord], None]] = []
+        self.creates_held = threading.Event()
         # A node that comes up is handed to each hook (zone, node id, node JSON), which may answer the
         # external IP it gets (the simulated VM that boots it, tests/fakes/vm/fleet.py); gone hooks hear
         # of its end. Called under the fake's lock: a hook must not block.
@@ -224,6 +225,14 @@ class FakeTpu:
         so that e.g. every create is committed and unanswered while reads still answer."""
         self._lose += times
         self._lose_only = only
+
+    def hold_creates(self, held: bool = True) -> None:
+        """While held, a create that arrives waits before it is committed (a request in transit: its sender
+        may die meanwhile, and it still lands once released with ``hold_creates(False)``)."""
+        if held:
+            self.creates_held.set()
+        else:
+            self.creates_held.clear()
 
     def on_create(self, hook: Callable[[QueuedRecord], None]) -> None:
         """Call ``hook(record)`` right after a create is committed (under the fake's lock): a test stages
@@ -366,6 +375,7 @@ class FakeTpu:
         if node is not None:
             for hook in self.node_gone_hooks:
                 hook(zone, node_id)
+            self.guest_attributes.pop((zone, node_id), None)  # a node's guest attributes go with it
         return node
 
     def _qr_json(self, rec: QueuedRecord) -> dict[str, Any]:
@@ -530,6 +540,8 @@ class FakeTpu:
     async def create_queued(self, request: Request) -> JSONResponse:
         if err := await self._prelude(request):
             return err
+        while self.creates_held.is_set():  # `hold_creates`: the create stays in transit until released
+            await asyncio.sleep(0.01)
         project, zone = request.path_params["project"], request.path_params["zone"]
         if err := self._zone_check(zone):
             return err
