@@ -122,7 +122,9 @@ def render_markdown(
         if props:
             # Defaults are stated in the descriptions (`tpu_devops.host.schemas`): a column only for keywords left
             with_default = any("default" in prop for prop in props.values())
-            head = "| argument | type | required |" + (" default |" if with_default else "") + " description |"
+            head = (
+                "| argument | type | required |" + (" default |" if with_default else "") + " description |"
+            )
             lines += ["", head, "|---|---|---|" + ("---|" if with_default else "") + "---|"]
             for name, prop in props.items():
                 default = (json.dumps(prop["default"]) if "default" in prop else "") + " | "
