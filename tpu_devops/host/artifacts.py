@@ -41,7 +41,7 @@ DIRECTORY = "artifacts"  # under the state directory
 MAX_ARTIFACT_BYTES = 8 << 20  # per file, written or read: a startup script is ~30 KB, a chart < 100 KB
 KEEP_ARTIFACTS = 200  # files kept in the directory, newest first
 RESOURCE_NOT_FOUND = -32002  # MCP specification, resources: "Resource not found"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,80}-[0-9a-f]{12}\.[a-z0-9]{1,8}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,60}-[0-9a-f]{12}\.[a-z0-9]{1,8}$")
 _TEXT_TYPES = ("text/", "application/json")
 _lock = threading.Lock()
 _state_dir: Path | None = None
@@ -95,8 +95,8 @@ def _directory(state_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def _safe_stem(stem: str) -> str:
-    """``stem`` reduced to lower-case letters, digits, ``.``, ``_`` and ``-`` (at most 60 characters)."""
-    cleaned = re.sub(r"[^a-z0-9._-]+", "-", stem.lower()).strip(".-_")[:60]
+    """``stem`` reduced to lower-case letters, digits and single ``-`` (at most 60 characters)."""
+    cleaned = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:60].rstrip("-")
     return cleaned or "artifact"
 
 
