@@ -53,7 +53,7 @@ class Artifact(BaseModel):
     path: str = Field(description="absolute path of the file")
     uri: str = Field(description="MCP resource URI (resources/read)")
     bytes: int = Field(description="size in bytes")
-    sha256: str = Field(description="SHA-256 of the content, hex")
+    sha256: str = Field(exclude=True)  # of the content, hex; its first 12 digits are in the name
     mime_type: str = Field(description="media type, e.g. text/x-shellscript or image/png")
 
     @property
