@@ -20,8 +20,9 @@ here:
 - a returned `ToolResult` is sent as ``structuredContent`` plus a text block, both leading with the same
   summary and each capped at `tpu_devops.host.results.MAX_RESULT_CHARS` (`ToolResult.host_forms`);
 - synchronous tool bodies run in a worker thread so they never block the event loop;
-- the server advertises only the capability it serves (tools), so hosts add no resource or prompt
-  machinery to every model request;
+- the server advertises only what it serves: tools, and the files answers link to as resources
+  (`tools_only`); the roots the client declares are kept current for the file tools
+  (`tpu_devops.host.roots`);
 - tools are declared first and the server is built from them at the end (`Registrar.build_server`), so
   that schemas can come from `tpu_devops.host.tool_cache` and no domain module is imported until a tool runs.
 """
@@ -60,6 +61,7 @@ from tpu_devops.host import artifacts, deadline
 from tpu_devops.host.arguments import ArgumentChecker, from_pydantic
 from tpu_devops.host.params import flatten
 from tpu_devops.host.results import MAX_IMAGE_BYTES, ToolResult, ViewResult
+from tpu_devops.host.roots import ClientRoots
 from tpu_devops.host.schemas import input_schema, validation_schema, wire_output_schema
 from tpu_devops.host.tool_cache import DeferredTool, SchemaCache, ToolSchemas
 from tpu_devops.host.toolsets import Declared, Toolset, enable_hint
@@ -323,6 +325,7 @@ class Registrar:
         artifacts.configure(self.state_dir)
         server = MCPServer(tools=tools, **server_options)
         server.middleware.append(tools_only)
+        server.middleware.append(ClientRoots())
         server.middleware.append(functools.partial(explain_unknown_tool, self))
         _REGISTRARS[server] = self
         return server
