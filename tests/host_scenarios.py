@@ -121,6 +121,8 @@ class Answer:
     is_error: bool
     text: str
     structured: dict[str, Any] | None
+    links: list[Any] = field(default_factory=list)  # resource_link content blocks (mcp_types.ResourceLink)
+    images: list[Any] = field(default_factory=list)  # image content blocks (mcp_types.ImageContent)
 
     @property
     def text_chars(self) -> int:
@@ -132,6 +134,11 @@ class Answer:
         if self.structured is None:
             return 0
         return len(json.dumps(self.structured, ensure_ascii=False, separators=(",", ":")))
+
+    @property
+    def both_chars(self) -> int:
+        """Characters of text and structure together: what Qwen Code sends its model (and measures)."""
+        return self.text_chars + self.structured_chars
 
 
 @dataclass
@@ -190,8 +197,11 @@ async def client_for(
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> Answer:
     result = await client.call_tool(tool, arguments)
-    text = "\n".join(getattr(c, "text", "") for c in result.content)
-    return Answer(tool, arguments, bool(result.is_error), text, result.structured_content)
+    text = "\n".join(c.text for c in result.content if c.type == "text")
+    answer = Answer(tool, arguments, bool(result.is_error), text, result.structured_content)
+    answer.links = [c for c in result.content if c.type == "resource_link"]
+    answer.images = [c for c in result.content if c.type == "image"]
+    return answer
 
 
 async def _wait_job(client: Client, job_id: str) -> None:

@@ -31,7 +31,8 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.errors import JobError, TpuDevopsError
 from tpu_devops.host import deadline
-from tpu_devops.host.results import ToolResult, ViewResult
+from tpu_devops.host.artifacts import Artifact
+from tpu_devops.host.results import ToolResult, ViewResult, artifacts_of
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +305,9 @@ class JobView(ToolResult):
     result_text: str | None = Field(default=None, exclude=True)
     error: dict[str, Any] | None = None
     bound_to: str | None = Field(default=None, description="what the job works on (e.g. a rig's TPU)")
+    # The finished result's files (a benchmark's chart): offered beside the answer as the tool itself
+    # would have (`tpu_devops.host.results.artifacts_of`); ``result`` already describes them.
+    result_files: list[Artifact] = Field(default_factory=list, exclude=True)
 
     def headline(self) -> str:
         return f"job {self.job_id} ({self.kind}): {self.state} after {self.elapsed_s:.0f}s: {self.message}"
@@ -333,7 +337,8 @@ class JobView(ToolResult):
 
     @classmethod
     def of(cls, record: JobRecord) -> JobView:
-        return cls(**record.snapshot())
+        files = artifacts_of(record.value) if isinstance(record.value, BaseModel) else []
+        return cls(**record.snapshot(), result_files=files if record.state != "running" else [])
 
 
 class JobList(ToolResult):

@@ -20,7 +20,8 @@ server's ``vllm:cache_config_info`` (num_gpu_blocks x block_size) when exposed, 
 
 Imported ``vllm bench serve`` JSON uses its own fields: ``max_concurrency``, ``total_input_tokens`` /
 ``completed`` (prompt length), ``output_throughput``, ``median_ttft_ms``, ``p99_ttft_ms``,
-``median_tpot_ms``, ``failed``. Results are written as CSV + JSON + a PNG heatmap (matplotlib, Agg).
+``median_tpot_ms``, ``failed``. Results are written as CSV + JSON + a PNG throughput/latency chart (matplotlib, Agg), and
+the chart goes with the answer as image content (`chart_png`).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from pydantic import BaseModel, Field, field_serializer
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.host import files
-from tpu_devops.host.results import Table, ToolResult, ViewResult
+from tpu_devops.host import artifacts, files
+from tpu_devops.host.artifacts import Artifact
+from tpu_devops.host.results import MAX_IMAGE_BYTES, Table, ToolResult, ViewResult
 from tpu_devops.planning.pricing import (
     PriceQuote,
     get_price,
@@ -136,6 +138,9 @@ class BenchmarkResult(ToolResult):
     )
     notices: list[str] = []
     replicas: int | None = Field(None, description="engines behind the endpoint (per-replica figures)")
+    chart: Artifact | None = Field(
+        None, description="the throughput/latency chart (PNG), sent as an image too"
+    )
 
     @field_serializer("files")
     def _files_in_dir(self, files: dict[str, str]) -> dict[str, str]:
@@ -192,6 +197,8 @@ class BenchmarkResult(ToolResult):
                 )
             )
         lines.extend(f"{kind}: {path}" for kind, path in self.files.items())
+        if self.chart:
+            lines.append(f"chart: {self.chart.describe()}")
         lines.extend(f"note: {n}" for n in self.notices)
         return "\n".join(lines)
 
@@ -582,12 +589,14 @@ def best_line(cells: list[Cell]) -> str | None:
 # ---- files --------------------------------------------------------------------------------------------
 
 
-def write_files(result: BenchmarkResult, directory: Path) -> dict[str, str]:
-    """Write ``results.csv``, ``results.json`` and ``heatmap.png`` (output tok/s) into ``directory``."""
+def write_files(result: BenchmarkResult, directory: Path, state_dir: str | None = None) -> dict[str, str]:
+    """Write ``results.csv``, ``results.json`` and ``chart.png`` (`chart_png`) into ``directory``, and,
+    with ``state_dir``, the same chart as the answer's file (``result.chart``, `tpu_devops.host.artifacts`),
+    which hosts receive as image content beside the text."""
     files = {
         "csv": str(directory / "results.csv"),
         "json": str(directory / "results.json"),
-        "png": str(directory / "heatmap.png"),
+        "png": str(directory / "chart.png"),
     }
     rows = [c.model_dump() for c in result.cells]
     with open(files["csv"], "w", newline="", encoding="utf-8") as fh:
@@ -595,39 +604,78 @@ def write_files(result: BenchmarkResult, directory: Path) -> dict[str, str]:
         writer.writeheader()
         writer.writerows(rows)
     result.files = files
+    png = chart_png(result.cells, title=result.model)
+    Path(files["png"]).write_bytes(png)
+    if state_dir is not None:
+        attach_chart(result, state_dir, png)
     saved = {**result.model_dump(mode="json"), "best": result.best}  # the file keeps the headline's best cell
     Path(files["json"]).write_text(json.dumps(saved, indent=2), encoding="utf-8")
-    _heatmap(result.cells, files["png"])
     return files
 
 
-def _heatmap(cells: list[Cell], path: str) -> None:
+def attach_chart(result: BenchmarkResult, state_dir: str, png: bytes | None = None) -> None:
+    """Set ``result.chart``: the throughput/latency chart written under ``state_dir`` (left as None, with a
+    notice, when it cannot be written). Blocking."""
+    try:
+        png = png if png is not None else chart_png(result.cells, title=result.model)
+        result.chart = artifacts.write(
+            "benchmark-chart", png, suffix=".png", mime_type="image/png", state_dir=state_dir
+        )
+    except (OSError, ValueError) as exc:
+        result.notices.append(f"the chart could not be saved for the answer: {exc}")
+
+
+CHART_DPI = (100, 80, 60)  # tried in order until the PNG is at most MAX_IMAGE_BYTES
+
+
+def chart_png(cells: list[Cell], title: str | None = None) -> bytes:
+    """The throughput/latency chart of ``cells`` as PNG bytes (matplotlib, Agg), at most
+    `tpu_devops.host.results.MAX_IMAGE_BYTES` (hosts show it inline): output tok/s (left) and TTFT p50
+    with p99 dashed, in ms (right), against concurrent clients, one line per prompt length."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    conc = sorted({c.concurrency for c in cells})
-    prompts = sorted({c.prompt_tokens_target or round(c.prompt_tokens_measured or 0) for c in cells})
-    grid = [[math.nan for _ in conc] for _ in prompts]
+    by_prompt: dict[int, list[Cell]] = {}
     for c in cells:
-        p = c.prompt_tokens_target or round(c.prompt_tokens_measured or 0)
-        grid[prompts.index(p)][conc.index(c.concurrency)] = c.output_tokens_per_s or math.nan
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(conc), 1.4 + 0.9 * len(prompts)))
-    image = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
-    ax.set_xticks(range(len(conc)), [str(c) for c in conc])
-    ax.set_yticks(range(len(prompts)), [str(p) for p in prompts])
-    ax.set_xlabel("concurrent clients")
-    ax.set_ylabel("prompt tokens")
-    ax.set_title("output tokens/s")
-    for i, row in enumerate(grid):
-        for j, v in enumerate(row):
-            if not math.isnan(v):
-                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="white", fontsize=9)
-    fig.colorbar(image, ax=ax)
+        by_prompt.setdefault(c.prompt_tokens_target or round(c.prompt_tokens_measured or 0), []).append(c)
+    fig, (tput, ttft) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for prompt, group in sorted(by_prompt.items()):
+        group = sorted(group, key=lambda c: c.concurrency)
+        x = [c.concurrency for c in group]
+        nan = math.nan
+        line = tput.plot(
+            x, [c.output_tokens_per_s or nan for c in group], marker="o", label=f"{prompt} tok prompt"
+        )
+        color = line[0].get_color()
+        ttft.plot(x, [c.median_ttft_ms or nan for c in group], marker="o", color=color, label=f"{prompt} p50")
+        ttft.plot(
+            x, [c.p99_ttft_ms or nan for c in group], linestyle="--", color=color, label=f"{prompt} p99"
+        )
+    for ax, label in ((tput, "output tokens/s"), (ttft, "TTFT ms (p50, p99 dashed)")):
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        clients = sorted({c.concurrency for c in cells})
+        if len(clients) > 1 and clients[0] > 0:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(clients, [str(c) for c in clients])
+        ax.minorticks_off()
+    tput.legend(fontsize=7)
+    fig.suptitle(f"throughput and latency{f': {title}' if title else ''}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        for dpi in CHART_DPI:
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=dpi)
+            if buffer.tell() <= MAX_IMAGE_BYTES:
+                break
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
 
 
 # ---- the sweep job --------------------------------------------------------------------------------------
@@ -700,7 +748,7 @@ async def run_sweep(
         notices=notices,
         replicas=replicas,
     )
-    await asyncio.to_thread(write_files, result, out_dir)
+    await asyncio.to_thread(write_files, result, out_dir, settings.state_dir)
     record.message = f"best: {result.best}" if result.best else "done (no successful requests)"
     return result
 
@@ -1007,7 +1055,11 @@ async def import_results(
         notices=notices,
     )
     if write:
-        await asyncio.to_thread(write_files, result, results_dir(settings, results_dir_path))
+        await asyncio.to_thread(
+            write_files, result, results_dir(settings, results_dir_path), settings.state_dir
+        )
+    else:
+        await asyncio.to_thread(attach_chart, result, settings.state_dir)
     return result
 
 
