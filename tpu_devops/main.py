@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> None:
         )
     for notice in settings.notices:
         logging.getLogger("tpu_devops").warning("%s", notice)
+    if not settings.gcp_endpoint:
+        from tpu_devops.gcp.metadata import start_probe
+
+        start_probe()  # on a Google Cloud VM, its answer is in before the first tool needs credentials
 
     import server
 
