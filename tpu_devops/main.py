@@ -70,32 +70,36 @@ TTY_HINT = (
 
 
 def serve(run: Callable[[], None]) -> None:
-    """``run()`` the stdio server; when stdin is a terminal (a person, not an MCP host), first say what
-    this is on stderr, and quit cleanly on Ctrl-C (exit 130) or Ctrl-D (exit 0) without a traceback.
+    """``run()`` the stdio server until stdin closes (exit 0), or until SIGINT or SIGTERM: then say so on
+    stderr and exit at once (130 / 143), with stdin still open. When stdin is a terminal (a person, not an
+    MCP host), first say what this is on stderr.
 
-    Ctrl-C needs its own handler there: the stdio reader blocks in a worker thread that SIGINT cannot
-    interrupt, and interpreter shutdown would wait for it; with no client connected nothing is lost.
+    The signals need their own handler: the stdio reader blocks in a worker thread that a signal cannot
+    interrupt, and interpreter shutdown would wait for it (SIGINT left the server running with its host's
+    pipe open), while SIGTERM's default ends the process without a word. Exiting without unwinding loses
+    nothing a clean stop would keep: job and zone-attempt stores are SQLite (each write a transaction),
+    and a job still running would end with the process either way.
     """
-    if not sys.stdin.isatty():
-        run()
-        return
+    interactive = sys.stdin.isatty()
 
-    def quit_now(signum: int, frame: object) -> None:
-        print("\ntpu-devops: stopped (Ctrl-C).", file=sys.stderr, flush=True)
-        os._exit(130)
+    def stop_now(signum: int, frame: object) -> None:
+        name = "Ctrl-C" if interactive and signum == signal.SIGINT else signal.Signals(signum).name
+        print(f"\ntpu-devops: stopped ({name}).", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
 
-    signal.signal(
-        signal.SIGINT, quit_now
-    )  # before the hint: a person may press Ctrl-C as soon as they read it
-    print(TTY_HINT, file=sys.stderr, flush=True)
+    # Before the hint: a person may press Ctrl-C as soon as they read it.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop_now)
+    if interactive:
+        print(TTY_HINT, file=sys.stderr, flush=True)
     try:
         run()
-    except KeyboardInterrupt:
-        quit_now(signal.SIGINT, None)
+    except KeyboardInterrupt:  # a SIGINT that arrived before the handler was installed
+        stop_now(signal.SIGINT, None)
     except BaseExceptionGroup as group:  # anyio wraps an interrupt that lands inside the task group
         if not group.subgroup(KeyboardInterrupt):
             raise
-        quit_now(signal.SIGINT, None)
+        stop_now(signal.SIGINT, None)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from pydantic import ConfigDict, PrivateAttr, ValidationError
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.host import deadline
 from tpu_devops.host.arguments import ArgumentChecker, from_pydantic
+from tpu_devops.host.pagination import refuse_unknown_cursor
 from tpu_devops.host.params import flatten
 from tpu_devops.host.results import ToolResult, ViewResult
 from tpu_devops.host.schemas import input_schema, validation_schema, wire_output_schema
@@ -287,6 +288,7 @@ class Registrar:
             self.schema_cache.save(tools)
         server = MCPServer(tools=tools, **server_options)
         server.middleware.append(tools_only)
+        server.middleware.append(refuse_unknown_cursor)
         server.middleware.append(functools.partial(explain_unknown_tool, self))
         _REGISTRARS[server] = self
         return server
