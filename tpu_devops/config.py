@@ -784,6 +784,8 @@ def _region(env: Mapping[str, str], origins: Mapping[str, str], zone: str) -> tu
     region = types.check_region(raw, "GOOGLE_CLOUD_REGION")
     zone_origin, region_origin = origins.get("GOOGLE_CLOUD_ZONE", ""), origins.get("GOOGLE_CLOUD_REGION", "")
     if region != derived and _rank(zone_origin) > _rank(region_origin):
+        if region_origin == "the default":  # a zone alone names its region: nothing to point out
+            return derived, None
         return derived, (
             f"GOOGLE_CLOUD_REGION: {derived}, the region of GOOGLE_CLOUD_ZONE={zone} (set in "
             f"{_origin_phrase(zone_origin, 'GOOGLE_CLOUD_ZONE')}), not {region} from {region_origin}"

@@ -4,17 +4,19 @@ stdout carries JSON-RPC only; every log line goes to stderr. An invalid setting 
 with the variable, the value and the fix, and the server starts anyway (issue #11 §6): an MCP host then
 shows the error through `get_help`, `check_setup` and every tool that needs the bad setting, instead of
 a bare "Disconnected" (`tpu_devops.config.load_settings_or_errors`). ``--check-config`` validates the
-settings the same way, prints them and exits, with exit code 2 when one is invalid (``make
-check-config``).
+settings the same way, prints them and exits, with exit code 2 when a setting, a tpu.env key or a toolset
+name is wrong (``make check-config``). ``--env-file PATH`` names the tpu.env to read.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 
 def configure_logging(level: str) -> None:
@@ -29,21 +31,50 @@ def configure_logging(level: str) -> None:
     logging.getLogger("google.auth").setLevel(max(logging.ERROR, logging.getLogger().level))
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line of ``tpu-devops-mcp`` (and of ``python server.py`` / ``mcp-run.sh``)."""
+    parser = argparse.ArgumentParser(
+        prog="tpu-devops-mcp",
+        description="MCP server (stdio) for SREs who serve Gemma 4 with vLLM on Google Cloud TPU.",
+        epilog="tpu.env is read from --env-file / TPU_DEVOPS_ENV_FILE, else ./tpu.env, else the checkout's "
+        "tpu.env (a source checkout), else ~/.config/tpu-devops/tpu.env; the environment always wins.",
+    )
+    parser.add_argument(
+        "--env-file",
+        metavar="PATH",
+        help="the tpu.env to read (sets TPU_DEVOPS_ENV_FILE; 'none' reads no file)",
+    )
+    parser.add_argument(
+        "--check-config",
+        action="store_true",
+        help="validate tpu.env and the environment as the server would, print the result and exit "
+        "(exit 2 when a setting, a tpu.env key or a toolset name is wrong)",
+    )
+    parser.add_argument("--version", action="version", version=f"tpu-devops {_version()}")
+    return parser.parse_args(argv)
+
+
+def _version() -> str:
+    from tpu_devops import __version__
+
+    return __version__
+
+
 def main(argv: list[str] | None = None) -> None:
     """Load settings (reporting invalid ones on stderr), then serve MCP over stdio until stdin closes."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.env_file:
+        # A relative path is the caller's: the server's working directory may be anything later on.
+        value = args.env_file if args.env_file.lower() in ("none", "off") else os.path.abspath(args.env_file)
+        os.environ["TPU_DEVOPS_ENV_FILE"] = value
     from tpu_devops.config import get_settings
 
-    args = sys.argv[1:] if argv is None else argv
     settings = get_settings()
     configure_logging(settings.log_level)
     for error in settings.config_errors:
         print(f"tpu-devops: invalid configuration: {error}", file=sys.stderr)
-    if "--check-config" in args:
-        if settings.config_errors:
-            raise SystemExit(2)
-        from tpu_devops.host.results import render_mapping
-
-        print(render_mapping(settings.public_summary(), "tpu-devops: configuration is valid"))
+    if args.check_config:
+        check_config(settings)
         return
     if settings.config_errors:
         logging.getLogger("tpu_devops").warning(
@@ -57,9 +88,24 @@ def main(argv: list[str] | None = None) -> None:
 
         start_probe()  # on a Google Cloud VM, its answer is in before the first tool needs credentials
 
-    import server
+    from tpu_devops import server  # the checkout's server.py (a link), also inside the wheel
 
     serve(lambda: server.mcp.run("stdio"))
+
+
+def check_config(settings: Any) -> None:
+    """``--check-config``: the settings as the server reads them, or exit 2 naming each fault: an invalid
+    setting, an unknown tpu.env key, an unknown toolset name (``make check-config``)."""
+    from tpu_devops import server
+    from tpu_devops.host.results import render_mapping
+
+    for error in server.selection.errors:
+        print(f"tpu-devops: invalid configuration: {error}", file=sys.stderr)
+    for notice in settings.notices:
+        print(f"tpu-devops: notice: {notice}", file=sys.stderr)
+    if settings.config_errors or server.selection.errors:
+        raise SystemExit(2)
+    print(render_mapping(settings.public_summary(wait=True), "tpu-devops: configuration is valid"))
 
 
 TTY_HINT = (
