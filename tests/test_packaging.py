@@ -1,12 +1,17 @@
 """Install without a clone: the wheel carries the package, the startup template and the data, and its
 console script serves MCP from a fresh venv outside the checkout, reading tpu.env where the README says.
 The Claude Desktop bundle (`make mcpb`) is validated and packed by the official MCPB CLI and serves from
-its unpacked tree; `server.json` validates against the MCP registry's published schema.
+its unpacked tree; `server.json` validates against the MCP registry's published schema. Then the README's
+installs with the real tools: ``uvx --from <wheel> tpu-devops-mcp``, ``pipx install <wheel>``, and the
+bundle's own command (``uv run --directory <bundle> server.py``).
 
 The wheel is built by pip from a copy of the sources (nothing is written into the checkout; pip fetches
 the build backend from PyPI). The fresh venv reads its dependencies from this test's own venv through a
 plain path entry, so no package is downloaded, and it never sees the checkout: the installed
-``tpu_devops`` must be the one in the venv.
+``tpu_devops`` must be the one in the venv. uv and pipx come from PyPI into a throwaway venv and install
+the dependencies from the package registry as a user's would (uv's cache and pip's configuration are the
+machine's, so a second run downloads little); without a registry those tests skip, except in CI (``CI``
+set), where they fail.
 """
 
 from __future__ import annotations
@@ -281,3 +286,113 @@ async def test_the_unpacked_bundle_serves_with_the_settings_claude_desktop_passe
     assert (help_["configuration"]["zone"], help_["configuration"]["region"]) == ("us-east5-a", "us-east5")
     assert [s["name"] for s in help_["toolsets"] if s["enabled"]] == ["help", "plan"]
     assert out["script"]["script"].startswith("#!/bin/bash")
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway venv holding uv and pipx from PyPI; its bin directory."""
+    root = tmp_path_factory.mktemp("install-tools") / "venv"
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=300, env=clean)
+    out = subprocess.run(
+        [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "uv>=0.5", "pipx>=1.7"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean,
+    )
+    if out.returncode != 0:
+        _unavailable(f"uv and pipx could not be installed from PyPI: {out.stderr[-500:]}")
+    return root / "bin"
+
+
+def tool_env(home: Path, **extra: str) -> dict[str, str]:
+    """A user's environment for uv / pipx: their own HOME, the machine's caches and pip configuration."""
+    real_home = Path(os.environ.get("HOME", "/root"))
+    env = installed_env(home, **extra)
+    env["UV_CACHE_DIR"] = os.environ.get("UV_CACHE_DIR") or str(real_home / ".cache" / "uv")
+    env["UV_PYTHON_DOWNLOADS"] = "never"  # the machine's Python 3.11+, as the README assumes
+    env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR") or str(real_home / ".cache" / "pip")
+    # the machine's certificate authorities, proxies and pip settings: what a user's shell has
+    passed = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+    for name, value in os.environ.items():
+        if (
+            name in passed
+            or name.lower() in ("http_proxy", "https_proxy", "no_proxy")
+            or name.startswith("PIP_")
+        ):
+            env[name] = value
+    if "PIP_CONFIG_FILE" not in env and (real_home / ".config" / "pip" / "pip.conf").is_file():
+        env["PIP_CONFIG_FILE"] = str(real_home / ".config" / "pip" / "pip.conf")
+    return env
+
+
+async def test_uvx_runs_the_wheel_from_any_directory(tools: Path, wheel: Path, tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".config" / "tpu-devops").mkdir(parents=True)
+    (home / ".config" / "tpu-devops" / "tpu.env").write_text("RESOURCE_ID=uvx-rig\n")
+    work.mkdir()
+    env = tool_env(home)
+    out = await session(str(tools / "uvx"), ["--from", str(wheel), "tpu-devops-mcp"], env, work)
+    assert out["help"]["server"] == "tpu-devops-uvx-rig"
+    assert out["script"]["script"].startswith("#!/bin/bash")
+    assert out["capacity"]["kv"]["bytes_per_token"] == 18_432
+
+
+async def test_pipx_installs_the_wheel_and_its_command_serves(
+    tools: Path, wheel: Path, tmp_path: Path
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = tool_env(
+        home,
+        PIPX_HOME=str(tmp_path / "pipx"),
+        PIPX_BIN_DIR=str(tmp_path / "pipx-bin"),
+        PIPX_MAN_DIR=str(tmp_path / "pipx-man"),
+    )
+    done = subprocess.run(
+        [str(tools / "pipx"), "install", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        timeout=900,
+    )
+    if done.returncode != 0 and "Could not find a version" in done.stderr:
+        _unavailable(f"pipx could not reach the package registry: {done.stderr[-500:]}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    command = tmp_path / "pipx-bin" / "tpu-devops-mcp"
+    assert command.exists()
+    (work / "tpu.env").write_text("RESOURCE_ID=pipx-rig\n")
+    out = await session(str(command), [], env, work)
+    assert out["help"]["server"] == "tpu-devops-pipx-rig"  # ./tpu.env of the directory it started in
+    assert out["script"]["script"].startswith("#!/bin/bash")
+
+
+async def test_the_bundle_runs_as_its_manifest_says_with_uv(
+    tools: Path, bundle: Path, tmp_path: Path
+) -> None:
+    import json
+
+    unpacked = tmp_path / "bundle"
+    subprocess.run(
+        [str(MCPB), "unpack", str(bundle), str(unpacked)], check=True, capture_output=True, timeout=120
+    )
+    config = json.loads((unpacked / "manifest.json").read_text())["server"]["mcp_config"]
+    assert config["command"] == "uv"
+    args = [a.replace("${__dirname}", str(unpacked)) for a in config["args"]]
+    chosen = {"project": "bundle-project-2", "zone": "us-west4-a", "read_only": "false", "toolsets": ""}
+    env = {k: chosen[v.removeprefix("${user_config.").removesuffix("}")] for k, v in config["env"].items()}
+    home = tmp_path / "home"
+    home.mkdir()
+    out = await session(str(tools / "uv"), args, tool_env(home, **env), tmp_path)
+    assert out["help"]["project"] == "bundle-project-2" and out["help"]["read_only_mode"] is False
+    assert out["script"]["script"].startswith("#!/bin/bash")
+    assert zipfile.ZipFile(bundle).read("pyproject.toml").decode().count(f'version = "{version()}"') == 1
