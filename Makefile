@@ -1,6 +1,6 @@
 # tpu-devops. `make setup && make test` on a fresh clone; `make run` starts the stdio server.
 # tpu.env is read with ?= so a real environment variable always wins:
-#   GOOGLE_CLOUD_ZONE=us-east5-a make run
+#   GOOGLE_CLOUD_ZONE=us-east5-a make run   (the region follows a zone set alone: us-east5)
 # (A plain `-include tpu.env` would not do: make lets a makefile assignment beat the environment and
 # then exports it to every recipe.) .tpu.env.mk is tpu.env rewritten as `KEY ?= value` lines.
 -include .tpu.env.mk

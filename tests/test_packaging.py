@@ -212,6 +212,8 @@ def test_server_json_validates_against_the_registry_schema() -> None:
         *DEFAULTS,
         "TPU_DEVOPS_ENV_FILE",
     }
+    # the registry's PyPI ownership check reads this line from the package's README (the wheel's METADATA)
+    assert f"mcp-name: {document['name']}" in (ROOT / "README.md").read_text()
     # the validator is a real one: a registry-invalid document fails
     broken = {**document, "name": "no-slash", "description": "x" * 101}
     assert {e.validator for e in validator.iter_errors(broken)} >= {"pattern", "maxLength"}
