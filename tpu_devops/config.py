@@ -5,6 +5,12 @@ below. `tpu.env` is read with python-dotenv without overriding anything. Invalid
 `ConfigError` naming the variable, the value and the fix; prose spellings of accelerator types
 (``v5e-1``) are translated to the API spelling with a notice instead of being rejected.
 
+Where tpu.env is found: `env_file_places` (``TPU_DEVOPS_ENV_FILE`` / ``--env-file``, ``./tpu.env``, a source
+checkout's own, ``~/.config/tpu-devops/tpu.env``). Every value remembers where it came from
+(`EnvironmentRead.origins`; a value mcp-run.sh copied from the file is the file's), so the project is
+labelled correctly and a zone set more strongly than the region brings its own region (`_region`). A
+tpu.env key nothing reads is reported with the closest known key (`unknown_keys`) and ignored.
+
 The server itself starts even when the configuration is invalid (issue #11 §6: a server that exits
 before ``initialize`` shows up in an MCP host as a bare "Disconnected"): `load_settings_or_errors`
 records each invalid variable, loads the rest, and marks the settings fields that came from a bad
