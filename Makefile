@@ -1,6 +1,6 @@
 # tpu-devops. `make setup && make test` on a fresh clone; `make run` starts the stdio server.
 # tpu.env is read with ?= so a real environment variable always wins:
-#   GOOGLE_CLOUD_ZONE=us-east5-a make run
+#   GOOGLE_CLOUD_ZONE=us-east5-a make run   (the region follows a zone set alone: us-east5)
 # (A plain `-include tpu.env` would not do: make lets a makefile assignment beat the environment and
 # then exports it to every recipe.) .tpu.env.mk is tpu.env rewritten as `KEY ?= value` lines.
 -include .tpu.env.mk
@@ -13,7 +13,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GOOGLE_CLOUD_ZONE ?= us-west4-a
 
-.PHONY: setup run test audit tools snapshot lint format bench demo eval-analyst fake-gcp check-config gemini-extension clean
+.PHONY: setup run test audit tools snapshot lint format bench demo eval-analyst fake-gcp check-config gemini-extension wheel mcpb clean
 
 # The Python environment and the Node tools do not depend on each other: a fresh clone installs them side
 # by side (-j2). `make -q` first, so a set-up checkout prints nothing (`make run` is a stdio server: its
@@ -46,12 +46,24 @@ run: setup
 # else the one `make setup` installed.
 GEMINI ?= $(shell command -v gemini 2>/dev/null || echo $(CURDIR)/node_modules/.bin/gemini)
 gemini-extension: setup
-	-@$(GEMINI) extensions uninstall tpu-devops >/dev/null 2>&1
+	@$(GEMINI) extensions uninstall tpu-devops >/dev/null 2>&1 || true  # not linked yet is fine
 	$(GEMINI) extensions link "$(CURDIR)" --consent
 	mkdir -p "$(HOME)/.gemini/policies"
 	cp gemini/tpu-devops-read-only.toml "$(HOME)/.gemini/policies/tpu-devops-read-only.toml"
 
-# Validate tpu.env plus the environment exactly as the server will, and print the result.
+# The wheel (dist/tpu_devops-<version>-py3-none-any.whl): the package with its startup template and data;
+# `uvx --from dist/tpu_devops-*.whl tpu-devops-mcp` or `pipx install dist/tpu_devops-*.whl` run it anywhere.
+wheel: setup
+	$(PY) -m pip wheel . --no-deps -q -w dist
+	@rm -rf build tpu_devops.egg-info
+	@ls dist/tpu_devops-*.whl
+
+# The Claude Desktop bundle (dist/tpu-devops-<version>.mcpb), validated and packed by the official mcpb CLI.
+mcpb: setup
+	$(PY) scripts/build_mcpb.py
+
+# Validate tpu.env plus the environment exactly as the server will, and print the result; fails on an
+# invalid setting, an unknown tpu.env key (with the closest known one) or an unknown toolset name.
 check-config: setup
 	$(PY) -m tpu_devops.main --check-config
 
@@ -97,4 +109,4 @@ fake-gcp: setup
 	$(PY) -m tests.fakes.gcp
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .tpu.env.mk
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .tpu.env.mk build dist

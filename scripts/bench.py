@@ -12,6 +12,7 @@ sys.path.insert(0, str(ROOT))
 
 BENCHMARKS = [
     ("startup", "scripts.bench_startup"),
+    ("credentials", "scripts.bench_credentials"),
     ("planning", "scripts.bench_planning"),
     ("provisioning", "scripts.bench_provisioning"),
     ("serving", "scripts.bench_serving"),

@@ -53,6 +53,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "(ignored)" not in out.stdout + out.stderr  # make's "Error 1 (ignored)": a clean run says none
     assert (home / ".gemini" / "policies" / "tpu-devops-read-only.toml").is_file()
     return home
 

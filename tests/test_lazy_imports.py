@@ -46,6 +46,7 @@ STARTUP_MODULES = {
     "tpu_devops.host",
     "tpu_devops.host.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
     "tpu_devops.host.deadline",  # the per-call time budget the registration wrapper opens
+    "tpu_devops.host.pagination",  # refuses a list cursor it never handed out
     "tpu_devops.host.params",
     "tpu_devops.host.registration",
     "tpu_devops.host.results",

@@ -94,3 +94,32 @@ def test_make_test_runs_in_random_order_and_can_repeat_one() -> None:
         assert out.returncode == 0, out.stderr
         pytest_line = next(line for line in out.stdout.splitlines() if " -m pytest " in line)
         assert f"-p randomly --randomly-seed={seed}" in pytest_line, pytest_line
+
+
+def test_the_readme_override_of_the_zone_alone_brings_its_region() -> None:
+    """`GOOGLE_CLOUD_ZONE=us-east5-a make run` (README, tpu.env, Makefile): tpu.env's region us-west4 is
+    for tpu.env's zone; the zone set by hand brings its own region, and says so."""
+    out = make("check-config", GOOGLE_CLOUD_ZONE="us-east5-a")
+    assert out.returncode == 0, out.stderr
+    assert "zone: us-east5-a" in out.stdout and "region: us-east5\n" in out.stdout
+    assert "GOOGLE_CLOUD_REGION: us-east5, the region of GOOGLE_CLOUD_ZONE=us-east5-a" in out.stderr
+
+
+def test_check_config_fails_on_a_misspelt_tpu_env_key(tmp_path) -> None:
+    env_file = tmp_path / "tpu.env"
+    env_file.write_text("GPU_MEMORY_UTILISATION=0.95\nMAX_RUN_DURATON=1h\n")
+    out = make("check-config", TPU_DEVOPS_ENV_FILE=str(env_file))
+    assert out.returncode != 0
+    assert (
+        "GPU_MEMORY_UTILISATION: unknown key" in out.stderr
+        and "rename it to GPU_MEMORY_UTILIZATION" in out.stderr
+    )
+    assert "MAX_RUN_DURATON: unknown key" in out.stderr and "rename it to MAX_RUN_DURATION" in out.stderr
+    assert "configuration is valid" not in out.stdout
+
+
+def test_check_config_fails_on_an_unknown_toolset_name() -> None:
+    out = make("check-config", TPU_DEVOPS_TOOLSETS="plan,gkee")
+    assert out.returncode != 0
+    assert "'gkee' is no toolset (did you mean gke?)" in out.stderr
+    assert make("check-config", TPU_DEVOPS_TOOLSETS="plan,gke").returncode == 0

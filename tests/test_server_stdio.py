@@ -4,6 +4,7 @@ JSON-RPC shows that nothing but protocol messages reaches stdout; bad settings s
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -229,3 +230,80 @@ async def test_an_unknown_tool_gets_the_closest_name_and_get_help(
     text = answer.content[0].text
     assert answer.is_error and "unknown tool" in text and "get_help lists every tool" in text, text
     assert (f"did you mean {hint}" in text) if hint else "did you mean" not in text
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def test_an_unknown_pagination_cursor_is_invalid_params() -> None:
+    messages = [
+        INITIALIZE,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "bogus"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": ""}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"cursor": None}},
+    ]
+    lines, stderr, _ = _raw_session(messages)
+    answers = {m["id"]: m for m in map(json.loads, lines) if "id" in m}
+    for refused in (2, 3):
+        assert answers[refused]["error"]["code"] == -32602, answers[refused]
+        assert "cursor" in answers[refused]["error"]["message"]
+    for listed in (4, 5):  # no cursor (or null): the one page, with no nextCursor
+        assert answers[listed]["result"]["tools"] and "nextCursor" not in answers[listed]["result"]
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["int", "term"]
+)
+def test_sigint_and_sigterm_stop_the_server_with_stdin_still_open(signum: int, code: int) -> None:
+    errfile = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errfile,
+        text=True,
+        env=server_env(),
+        cwd=ROOT,
+    )
+    try:
+        proc.stdin.write(json.dumps(INITIALIZE) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # serving, stdin open, reader blocked
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == code  # within ms here; 10 s only bounds a loaded machine
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    errfile.seek(0)
+    stderr = errfile.read()
+    assert f"tpu-devops: stopped ({signal.Signals(signum).name})." in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.anyio
+async def test_a_misspelt_tpu_env_key_is_reported_by_get_help_and_on_stderr(tmp_path) -> None:
+    env_file = tmp_path / "tpu.env"
+    env_file.write_text("GPU_MEMORY_UTILISATION=0.95\n")
+    errlog = tmp_path / "stderr.log"
+    with open(errlog, "w") as err:
+        async with mcp_client(errlog=err, TPU_DEVOPS_ENV_FILE=str(env_file)) as client:
+            help_ = await client.call_tool("get_help", {})
+    expected = (
+        f"GPU_MEMORY_UTILISATION: unknown key in {env_file} (ignored): did you mean GPU_MEMORY_UTILIZATION? "
+        "Fix: rename it to GPU_MEMORY_UTILIZATION"
+    )
+    assert help_.structured_content["configuration_errors"] == [expected]
+    assert help_.content[0].text.startswith(f"CONFIGURATION ERROR (tpu-devops-gemma4-e2b): {expected}")
+    assert help_.structured_content["configuration"]["gpu_memory_utilization"] == 0.92
+    assert f"tpu-devops: invalid configuration: {expected}" in errlog.read_text()

@@ -123,7 +123,7 @@ async def _run_checks(settings: Settings) -> SetupReport:
             Check(
                 name="project",
                 ok=False,
-                detail="GOOGLE_CLOUD_PROJECT is not set, and Application Default Credentials name no project",
+                detail=f"no project: {settings.project_source}",
                 fix="set GOOGLE_CLOUD_PROJECT in tpu.env or in the MCP server's env (hosts such as Gemini CLI do "
                 "not pass your shell's), or run: gcloud config set project PROJECT_ID",
             )

@@ -1,6 +1,7 @@
 """What every Google adapter shares: credentials, endpoints, clients, retries, errors, worker threads.
 
-- Credentials: Application Default Credentials (``google.auth.default``). When
+- Credentials: Application Default Credentials (``google.auth.default`` through `tpu_devops.gcp.adc`,
+  which asks no metadata server off Google Cloud). When
   ``TPU_DEVOPS_GCP_ENDPOINT`` points at a local fake, anonymous credentials are used instead.
 - Endpoints: each service's public host, or the local base URL from ``TPU_DEVOPS_GCP_ENDPOINT``
   (one fake serves every surface; paths are the real REST paths).
@@ -24,6 +25,7 @@ import anyio
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
+from tpu_devops.gcp import adc
 from tpu_devops.host import deadline
 
 T = TypeVar("T")
@@ -82,12 +84,11 @@ def _options(endpoint: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=4)
 def _adc(endpoint: str) -> Any:
-    import google.auth
     from google.auth.credentials import AnonymousCredentials
 
     if endpoint:
         return AnonymousCredentials()
-    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    credentials, _ = adc.default_credentials()
     return credentials
 
 
@@ -117,10 +118,8 @@ def adc_project() -> str | None:
     Raises:
         PermissionError_: no Application Default Credentials (field ``credentials``, with the fix).
     """
-    import google.auth
-
     with google_errors("find Google credentials", "tpu"):
-        _, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        _, project = adc.default_credentials()
     return project
 
 
@@ -190,8 +189,13 @@ def api_error(exc: BaseException, *, action: str, service: str = "tpu") -> Cloud
     from google.auth import exceptions as aexc
 
     if isinstance(exc, aexc.DefaultCredentialsError):
+        # `adc.default_credentials` says where it looked (files, the metadata server); google-auth's own
+        # message is a link to its setup page.
+        said = str(exc)
         err: CloudError = PermissionError_(
-            "no Application Default Credentials found",
+            f"no Application Default Credentials found: {said}"
+            if said.startswith(adc.LOOKED)
+            else "no Application Default Credentials found",
             field="credentials",
             fix="run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)",
         )

@@ -60,6 +60,7 @@ from pydantic import ConfigDict, PrivateAttr, ValidationError
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.host import artifacts, deadline
 from tpu_devops.host.arguments import ArgumentChecker, from_pydantic
+from tpu_devops.host.pagination import refuse_unknown_cursor
 from tpu_devops.host.params import flatten
 from tpu_devops.host.results import MAX_IMAGE_BYTES, ToolResult, ViewResult
 from tpu_devops.host.roots import ClientRoots
@@ -328,6 +329,7 @@ class Registrar:
             server = MCPServer(tools=tools, **server_options)
         server.middleware.append(tools_only)
         server.middleware.append(ClientRoots())
+        server.middleware.append(refuse_unknown_cursor)
         server.middleware.append(functools.partial(explain_unknown_tool, self))
         _REGISTRARS[server] = self
         return server

@@ -4,8 +4,8 @@
 deployment config and the create path (queued-resource metadata) all call it, so what is planned,
 linted and deployed cannot drift apart.
 
-`render_startup_script` fills ``startup_script.sh.tmpl`` (repository root) with ``str.format``; every
-value is passed through `shlex.quote` first, and values with control characters (newline, NUL, ...)
+`render_startup_script` fills ``startup_script.sh.tmpl`` (package data in ``tpu_devops/data/``; the
+repository root links to it) with ``str.format``; every value is passed through `shlex.quote` first, and values with control characters (newline, NUL, ...)
 are refused because no quoting makes a multi-line setting safe to show in a log. The script itself
 never contains the Hugging Face token or the vLLM API key: the VM fetches both from Secret Manager at
 boot (DESIGN §2) and hands them to the container through a root-only env file.
@@ -42,7 +42,8 @@ from tpu_devops.host.results import ToolResult
 from tpu_devops.planning import multiengine
 from tpu_devops.planning.shapes import shape_key
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "startup_script.sh.tmpl"
+# Package data (in the wheel); the checkout's top-level startup_script.sh.tmpl is a link to it.
+TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "data" / "startup_script.sh.tmpl"
 GEMMA4_PARSER = "gemma4"  # vLLM tool-call and reasoning parser name for Gemma 4 (seed serve command)
 # Gemma 4 needs a batch budget of at least one multimodal item (2496 tokens): vLLM disables chunked MM
 # input for it and refuses to boot at the 2048 default. 4096 is the seed's measured power-of-two value.
@@ -296,7 +297,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
             "startup script template not found",
             field="template",
             value=str(TEMPLATE_PATH),
-            fix="reinstall tpu-devops from a full checkout",
+            fix="reinstall tpu-devops (the wheel carries tpu_devops/data/startup_script.sh.tmpl)",
         ) from None
     _reject_control("MODEL_NAME", settings.model_name)
     flags = vllm_serve_flags(settings)

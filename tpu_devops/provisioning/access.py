@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -108,6 +109,23 @@ class EndpointAccess(BaseModel):
         return ("WARNING: vLLM's port is OPEN TO THE INTERNET: " if loud else "") + (
             f"{reach}{done}; API key in secret {self.api_key_secret}"
         )
+
+
+def lookup_disclosure(settings: Settings) -> str:
+    """What a plan or create says about the public-IP lookup it made: which service was asked (a third
+    party unless PUBLIC_IP_LOOKUP_URL or a local fake names it) and how to make no such request."""
+    url = lookup_url(settings)
+    who = (
+        f"{url} (a third-party service)"
+        if url == DEFAULT_LOOKUP_URL
+        else f"{url} (PUBLIC_IP_LOOKUP_URL)"
+        if settings.public_ip_lookup_url
+        else f"{url} (the local fake)"
+    )
+    return (
+        f"to find your public IPv4 this asked {who}; to make no such request set ALLOWED_SOURCE_RANGES in "
+        "tpu.env or pass allowed_source_ranges (e.g. 203.0.113.7/32)"
+    )
 
 
 def lookup_url(settings: Settings) -> str:
@@ -191,7 +209,7 @@ async def plan_access(
             ``open_to_internet``, or (not ``preview``) a public IP that could not be detected.
     """
     rig = settings.resource_id
-    undetected = ""
+    undetected = asked = ""  # asked: the public-IP lookup made, said in the answer (a third party by default)
     if allowed_source_ranges is not None:
         ranges = list(source_ranges_setting(",".join(allowed_source_ranges), field="allowed_source_ranges"))
         if not ranges:
@@ -206,12 +224,13 @@ async def plan_access(
         try:
             ranges, ranges_from = (
                 [f"{await detect_public_ip(settings)}/32"],
-                "your public IPv4, detected just now",
+                f"your public IPv4, detected just now by asking {urlsplit(lookup_url(settings)).netloc}",
             )
         except ConfigError as exc:
             if not preview:
                 raise
             ranges, ranges_from, undetected = [], "undetected", f"{exc.message}. Fix: {exc.fix}"
+        asked = lookup_disclosure(settings)
     else:
         ranges, ranges_from = [], "none (no external IP)"
     access = EndpointAccess(
@@ -248,6 +267,8 @@ async def plan_access(
                 f"only {ranges[0]} may reach tcp:{settings.vllm_port}: check it is your address; from another "
                 "network pass allowed_source_ranges"
             )
+    if asked:
+        access.notes.append(asked)
     if not settings.external_ip:
         access.notes.append(
             "TPU_EXTERNAL_IP=0: the node gets only an internal address; reach vLLM from inside the VPC "
