@@ -162,8 +162,8 @@ def test_through_mcp_run_sh_the_tpu_env_project_is_labelled_tpu_env(tmp_path: Pa
     rig.mkdir()
     shutil.copy(ROOT / "mcp-run.sh", rig / "mcp-run.sh")
     (rig / "tpu.env").write_text("GOOGLE_CLOUD_PROJECT=file-project-1\n")
-    (rig / ".venv" / "bin").mkdir(parents=True)
-    (rig / ".venv" / "bin" / "python").symlink_to(Path(os.sys.executable))
+    # the venv itself (a lone link to its python would start the base interpreter, without the packages)
+    (rig / ".venv").symlink_to(Path(os.sys.prefix), target_is_directory=True)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "NO_GCE_CHECK": "true"}
     out = subprocess.run(
         [str(rig / "mcp-run.sh"), "--check-config"], cwd=tmp_path, env=env, capture_output=True, text=True

@@ -104,18 +104,21 @@ def installed_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 async def session(command: str, args: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    """get_help, render_startup_script and plan_capacity through the MCP client."""
+    """get_help, render_startup_script (its script read back through resources/read) and plan_capacity
+    through the MCP client."""
     params = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
     async with Client(params, read_timeout_seconds=120) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         help_ = await client.call_tool("get_help", {})
         script = await client.call_tool("render_startup_script", {})
         capacity = await client.call_tool("plan_capacity", {})
-    assert not help_.is_error and not script.is_error and not capacity.is_error, script.content[0].text
+        assert not help_.is_error and not script.is_error and not capacity.is_error, script.content[0].text
+        # the whole script is a file the answer links to (the installed package wrote and serves it)
+        read = await client.read_resource(script.structured_content["file"]["uri"])
     return {
         "tools": tools,
         "help": help_.structured_content,
-        "script": script.structured_content,
+        "script": {**script.structured_content, "script": read.contents[0].text},
         "capacity": capacity.structured_content,
     }
 

@@ -317,6 +317,8 @@ class JobView(ToolResult):
         if self.result_text is None:
             return super().render_text()
         lines = [self.headline(), f"what: {self.description}"]
+        if self.bound_to:
+            lines.append(f"bound_to: {self.bound_to}")
         if self.progress:
             lines.append("progress: " + ", ".join(f"{k}={v}" for k, v in self.progress.items()))
         lines += ["", self.result_text]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
@@ -44,11 +44,12 @@ class EngineStatusResult(ToolResult):
 
     endpoint: str
     engines: list[EngineStatus]
-    healthy: int
-    requests_running: float
-    requests_waiting: float
-    generation_tokens_total: float
-    generation_tokens_per_s: float | None
+    # The totals are the summary's words and the sum of ``engines``: only the text states them again.
+    healthy: int = Field(exclude=True)
+    requests_running: float = Field(exclude=True)
+    requests_waiting: float = Field(exclude=True)
+    generation_tokens_total: float = Field(exclude=True)
+    generation_tokens_per_s: float | None = Field(exclude=True)
 
     def headline(self) -> str:
         rate = (
