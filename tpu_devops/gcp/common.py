@@ -11,6 +11,7 @@
 - Errors: `google_errors` / `api_error` turn google.api_core / google.auth exceptions into the typed
   errors of `tpu_devops.errors`, each with Google's message (URL removed) and a fix.
 - Blocking client calls run in worker threads (`run_blocking`) so the MCP event loop keeps serving.
+- Reads: every session reads its responses under the caps of `tpu_devops.host.bounded` (`bounded_session`).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def rest_client(client_cls: type, endpoint: str) -> Any:
     client = client_cls(
         transport="rest", credentials=endpoint_credentials(endpoint), client_options=_options(endpoint)
     )
-    _widen_pool(getattr(client._transport, "_session", None))
+    bounded_session(getattr(client._transport, "_session", None))
     return client
 
 
@@ -152,19 +153,23 @@ def authorized_session(endpoint: str) -> Any:
     from google.auth.transport.requests import AuthorizedSession
 
     session = AuthorizedSession(endpoint_credentials(endpoint))
-    _widen_pool(session)
+    bounded_session(session)
     return session
 
 
-def _widen_pool(session: Any) -> None:
-    """Keep up to `POOL_SIZE` connections per host so concurrent calls (a 44-zone listing) reuse them."""
+def bounded_session(session: Any) -> Any:
+    """Mount on a requests ``Session`` (a google-auth ``AuthorizedSession``, a client's own) the adapter that
+    reads every response under the caps of `tpu_devops.host.bounded` (size, time, decompression), keeping
+    up to `POOL_SIZE` connections per host so concurrent calls (a 44-zone listing) reuse them. Every Google
+    client of this package goes through it. Returns ``session`` (None passes through)."""
     if session is None:
-        return
-    from requests.adapters import HTTPAdapter
+        return None
+    from tpu_devops.host.bounded import bounded_adapter
 
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+    adapter = bounded_adapter(pool_connections=4, pool_maxsize=POOL_SIZE)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
+    return session
 
 
 def is_google_error(exc: BaseException) -> bool:
