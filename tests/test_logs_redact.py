@@ -303,3 +303,15 @@ def test_by_value_with_many_secrets_sharing_prefixes() -> None:
     assert "QQQQQQQ" not in out and out.count("<SECRET_") == len(values[::37]), out[:300]
     # a known value inside a longer run of the same characters: the longest known one is replaced
     assert r.redact("QQQQQQQyyZ9") == r.placeholder("SECRET", "QQQQQQQyyZ9")
+
+
+def test_a_payload_nested_thousands_of_levels_deep_is_read() -> None:
+    from tpu_devops.logs.sources import record_from_entry
+
+    deep: dict = {"token": "hf_" + "DeepNestedToken0123456789abcdefXY"}
+    for _ in range(5_000):
+        deep = {"k": deep}
+    record = record_from_entry(
+        {"insertId": "d1", "severity": "ERROR", "jsonPayload": {"zz": deep}}, Redactor()
+    )
+    assert "nested deeper than 9 levels" in record.message and "DeepNestedToken" not in record.message
