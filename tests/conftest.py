@@ -91,6 +91,17 @@ def _no_cache_outlives_its_test() -> Iterator[None]:
     _forget("tpu_devops.serving.client", "_http", "_openai")
 
 
+@pytest.fixture(autouse=True)
+def _no_owned_endpoints_across_tests() -> Iterator[None]:
+    """Each test starts with no serving endpoint marked as this rig's (`tpu_devops.serving.egress`): a
+    loopback port reused by a later test's fake must not inherit an earlier one's standing."""
+    from tpu_devops.serving import egress
+
+    egress.forget_owned()
+    yield
+    egress.forget_owned()
+
+
 # ---- Google Cloud fakes (capacity and provisioning area) -------------------------------------
 
 PROJECT = "demo-project"

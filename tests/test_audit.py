@@ -74,3 +74,12 @@ def test_the_measures_see_what_they_count() -> None:
 async def test_no_foreign_deletion_and_no_second_tpu(figures: Figures) -> None:
     assert figures.foreign_resources == 9 and figures.foreign_deletions == [], _explain(figures)
     assert figures.second_tpu_scenarios >= 1 and figures.second_tpus == [], _explain(figures)
+
+
+async def test_no_split_secret_leaks_and_credential_failures_are_named_in_time(figures: Figures) -> None:
+    assert figures.split_outputs >= 100 and not figures.split_leaked, _explain(figures)
+    assert figures.credential_cases >= 4 and not figures.credential_failures, _explain(figures)
+
+
+async def test_every_endless_body_ends_with_a_named_cap(figures: Figures) -> None:
+    assert figures.endless_calls >= 20 and not figures.endless_failures, _explain(figures)

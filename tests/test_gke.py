@@ -11,8 +11,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.conftest import gcp_environ
 from tests.fakes.gcp import discovery
 from tests.fakes.kube_api import FakeKube
+from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, InputError, OwnershipError, PermissionError_
 from tpu_devops.gke import deploy, manifests
 from tpu_devops.host.confirmation import ConfirmationError
@@ -392,20 +394,25 @@ async def test_benchmark_at_the_service_prices_the_deployment_and_measures_each_
         await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config)
     assert err.value.field == "replicas"
     kube.mark_ready("default", "vllm-gemma4-e2b")
-    with pytest.raises(ConfigError) as err:  # ClusterIP: reach it through a port-forward
+    with pytest.raises(ConfigError) as err:  # ClusterIP: reach it through a port-forward VLLM_URL names
         await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config)
-    assert err.value.field == "base_url" and "port-forward" in err.value.fix
-    # the pods require the key from their Secret ("k"): it goes to a local port-forward, never elsewhere
-    assert deploy._is_loopback("http://127.0.0.1:8000") and deploy._is_loopback("http://localhost:8000")
-    assert not deploy._is_loopback("http://10.0.0.5:8000") and not deploy._is_loopback(
-        "http://[fe80::1]:8000"
-    )
+    assert err.value.field == "base_url" and "port-forward" in err.value.fix and "VLLM_URL" in err.value.fix
     with FakeVllm(ttft_s=0.005, itl_s=0.001, api_key="k") as pod0, FakeVllm() as pod1:
+        # the pods require the key from their Secret ("k"): a loopback port no one configured is not the
+        # Service (any process may listen there), in any spelling: neither the key nor the load goes there
+        port = pod0.url.rsplit(":", 1)[1]
+        for alias in (pod0.url, f"http://localhost:{port}", f"http://[::1]:{port}", f"http://0.0.0.0:{port}",
+                      f"http://2130706433:{port}", f"http://0x7f000001:{port}", f"http://localhost.:{port}"):  # fmt: skip
+            with pytest.raises(InputError) as err:
+                await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config, base_url=alias)
+            assert err.value.field == "base_url" and "VLLM_URL" in err.value.fix
+        assert pod0.auth_headers_seen == [] and pod1.auth_headers_seen == []
         # a port-forward reaches one pod: pod 0 serves the whole sweep, pod 1 stays idle
         kube.pod_backends[("default", "vllm-gemma4-e2b-0")] = pod0.url
         kube.pod_backends[("default", "vllm-gemma4-e2b-1")] = pod1.url
+        operator = load_settings(environ={**gcp_environ(fake_gcp, tmp_path), "VLLM_URL": pod0.url})
         started = await deploy.benchmark_gke_deployment(
-            gcp_settings, kubeconfig=config, base_url=pod0.url, concurrency=[2], prompt_lengths=[16],
+            operator, kubeconfig=config, base_url=pod0.url, concurrency=[2], prompt_lengths=[16],
             output_len=4, requests_per_cell=2,
         )  # fmt: skip
         job = JOBS.get(started.job_id)

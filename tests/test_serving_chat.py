@@ -12,7 +12,7 @@ import pytest
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
-from tpu_devops.serving import chat, errors, models, resolve, stream
+from tpu_devops.serving import chat, egress, errors, models, resolve, stream
 from tpu_devops.serving.errors import ServingError
 
 pytestmark = pytest.mark.anyio
@@ -97,6 +97,7 @@ async def test_explicit_wrong_model_is_a_model_mismatch(fake: FakeVllm, tmp_path
 
 
 async def test_vllm_404_for_an_unknown_model_is_classified(fake: FakeVllm, tmp_path: Path) -> None:
+    egress.mark_owned(fake.url, "VLLM_URL")  # a call below resolve_endpoint: the operator's endpoint
     with pytest.raises(ServingError) as err:
         await stream.stream_chat(fake.url, "gemma-typo", [{"role": "user", "content": "hi"}])
     assert err.value.failure == "model_mismatch"
@@ -153,8 +154,8 @@ def test_instruction_tuned_names() -> None:
 async def test_errors_name_base_url_when_the_url_came_from_the_argument(tmp_path: Path) -> None:
     # regression: a failing base_url argument was reported as "VLLM_URL = ..."
     url = closed_port_url()
-    with pytest.raises(ServingError) as err:
-        await chat.query(settings_for("", tmp_path), "hi", base_url=url)
+    with pytest.raises(ServingError) as err:  # the rig's own URL, passed as base_url
+        await chat.query(settings_for(url, tmp_path), "hi", base_url=url)
     assert err.value.field == "base_url" and err.value.value == url
     with pytest.raises(ServingError) as err:
         await chat.query(settings_for(url, tmp_path), "hi")
@@ -215,6 +216,7 @@ async def test_an_overflow_names_what_overflows_prompt_or_max_tokens(
     # A short prompt with a large max_tokens overflows because of max_tokens: the server's error must be
     # read as such and give its ceiling, not blame "10 prompt tokens" (a request that skipped the check).
     with FakeVllm(flavor=flavor, max_model_len=2048) as fake:
+        egress.mark_owned(fake.url, "VLLM_URL")
         with pytest.raises(ServingError) as err:
             await stream.stream_chat(
                 fake.url, fake.model, [{"role": "user", "content": prompt}], max_tokens=max_tokens

@@ -49,6 +49,8 @@ class SetupReport(ToolResult):
 
 
 def _adc_check(settings: Settings) -> Check:
+    """Credentials found AND accepted: one access token is fetched (`common.verify_credentials`), so a
+    revoked or expired key, or a token endpoint this machine cannot reach, fails here with its cause."""
     if settings.gcp_endpoint:
         return Check(
             name="credentials",
@@ -58,18 +60,21 @@ def _adc_check(settings: Settings) -> Check:
     from tpu_devops.gcp import common
 
     try:
+        what = common.verify_credentials(settings)
         project = common.adc_project()
-    except Exception as exc:  # a typed PermissionError_ when ADC are missing; reported, never raised
-        detail = (
-            exc.message
-            if isinstance(exc, TpuDevopsError)
-            else f"no Application Default Credentials ({type(exc).__name__})"
+    except Exception as exc:  # reported, never raised (typed errors carry their cause and fix)
+        if not isinstance(exc, TpuDevopsError):
+            exc = TpuDevopsError(f"the credentials could not be used ({type(exc).__name__})")
+        return Check(
+            name="credentials",
+            ok=False,
+            detail=exc.message,
+            fix=exc.fix or "gcloud auth application-default login",
         )
-        return Check(name="credentials", ok=False, detail=detail, fix="gcloud auth application-default login")
     return Check(
         name="credentials",
         ok=True,
-        detail=f"Application Default Credentials found (ADC project: {project or 'none'})",
+        detail=f"Application Default Credentials ({what}) got an access token (ADC project: {project or 'none'})",
     )
 
 
@@ -132,6 +137,20 @@ async def _run_checks(settings: Settings) -> SetupReport:
     checks.append(
         Check(name="project", ok=True, detail=f"{settings.project} (from {settings.project_source})")
     )
+    credentials = checks[1]
+    if not credentials.ok:
+        # every check below calls Google with the same credentials: each would wait for the same token
+        # endpoint, or fail with the same refusal, one after the other past the call's budget
+        checks.append(
+            Check(
+                name="google_apis",
+                ok=False,
+                detail="not checked (TPU API, quota, HF secret, bucket, our TPUs, endpoint): the credentials "
+                "failed first",
+                fix=credentials.fix,
+            )
+        )
+        return SetupReport(ready=False, checks=checks)
     try:
         zones = await call(api(settings).list_zones)
         ok = settings.zone in zones

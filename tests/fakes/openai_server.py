@@ -230,6 +230,7 @@ class FakeVllm:
     api_key: str | Callable[[], str | None] | None = None
     unauthorized: int = 0
     auth_headers_seen: list[str | None] = field(default_factory=list)
+    methods_seen: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every request
 
     def __post_init__(self) -> None:
         disable_created_metrics()
@@ -765,6 +766,7 @@ class _KeyGate:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
             self.fake.auth_headers_seen.append(headers.get("authorization"))
+            self.fake.methods_seen.append((scope["method"], scope["path"]))
             key = self.fake.api_key() if callable(self.fake.api_key) else self.fake.api_key
             if key and scope["method"] != "OPTIONS" and scope["path"].startswith("/v1"):
                 scheme, _, token = (headers.get("authorization") or "").partition(" ")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, PermissionError_
-from tpu_devops.gcp.common import client_options, credentials, is_retryable
+from tpu_devops.gcp.common import bounded_session, client_options, credentials, is_retryable
 
 COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"
 ADC_DISCOVERY_BUDGET_S = 4.0  # on GCE the metadata server answers in milliseconds
@@ -76,6 +76,7 @@ def _list_tpu_skus_blocking(settings: Settings, deadline_s: float) -> list[SkuPr
             credentials=credentials(settings),
             client_options=client_options(settings, "cloudbilling"),
         )
+        bounded_session(getattr(client._transport, "_session", None))
         request = billing_v1.ListSkusRequest(
             parent=COMPUTE_ENGINE_SERVICE, currency_code="USD", page_size=PAGE_SIZE
         )

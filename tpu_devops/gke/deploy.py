@@ -587,18 +587,41 @@ def _service_url(service: dict[str, Any], port: int) -> str | None:
     return f"http://{host}:{port}" if host else None
 
 
-def _is_loopback(url: str) -> bool:
-    """True for http(s) URLs whose host is a loopback address or ``localhost``."""
-    import ipaddress
-    from urllib.parse import urlsplit
+async def _sweep_endpoint(
+    settings: Settings, kube: Kube, namespace: str, service: dict[str, Any], base_url: str | None
+) -> Any:
+    """Where the sweep goes, with the deployment's API key: the Service's own LoadBalancer address (read
+    from its status through the Kubernetes API), or a ``base_url`` the operator configured (``VLLM_URL``,
+    e.g. a ``kubectl port-forward``). A loopback port is not the Service: any process may listen there, so a
+    port-forward gets the key and the load only when ``VLLM_URL`` names it (`tpu_devops.serving.egress`).
 
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    Raises:
+        ConfigError: a ClusterIP Service and no base_url. InputError: a base_url that is neither.
+    """
+    import dataclasses
+
+    from tpu_devops.serving import egress
+    from tpu_devops.serving.client import normalize_base_url
+    from tpu_devops.serving.resolve import Endpoint, resolve_endpoint
+
+    n = manifests.names(settings)
+    own = _service_url(service, settings.vllm_port)
+    if base_url is None and own is None:
+        raise ConfigError(
+            f"Service {n['service']} is {service['spec'].get('type', 'ClusterIP')} without an external address",
+            field="base_url",
+            value=None,
+            fix=f"run `kubectl -n {namespace} port-forward svc/{n['service']} {settings.vllm_port}` and set "
+            f"VLLM_URL=http://127.0.0.1:{settings.vllm_port} in this server's configuration (the deployment's key "
+            "goes to a local port only when the operator named it), or deploy with service_type=LoadBalancer",
+        )
+    key = await common.run_blocking(kube.secret_value, namespace, n["secret"], "api_key")
+    if own is not None and (base_url is None or normalize_base_url(base_url) == normalize_base_url(own)):
+        url = normalize_base_url(own)
+        egress.mark_owned(url, "deployment")
+        return Endpoint(url, "deployment", key or "", "the deployment's Secret" if key else "")
+    ep = await resolve_endpoint(settings, base_url, sends="benchmark requests and the deployment's API key")
+    return dataclasses.replace(ep, api_key=key or "", key_source="the deployment's Secret", key_note=None)
 
 
 def _generated(kube: Kube, namespace: str, pods: list[str], port: int) -> dict[str, float | str]:
@@ -632,8 +655,9 @@ async def benchmark_gke_deployment(
     the one-chip price + the GKE cluster fee), and measure each replica's share from its own token counter
     (read through the Kubernetes pod proxy before and after the sweep). Returns at once with a job id.
 
-    ``base_url`` is needed for a ClusterIP Service (e.g. ``kubectl port-forward svc/vllm-<rig> 8000``);
-    a LoadBalancer Service's address is read from its status. ``sweep``: run_benchmark's arguments.
+    A LoadBalancer Service's address is read from its status; a ClusterIP Service is reached through a
+    ``kubectl port-forward`` the operator names in ``VLLM_URL`` (``base_url`` must then be that URL or the
+    Service's address: `_sweep_endpoint`). ``sweep``: run_benchmark's arguments.
     ``cluster`` / ``location`` name the cluster the deployment runs in (the job's description says it).
 
     Raises:
@@ -668,20 +692,8 @@ async def benchmark_gke_deployment(
             value=0,
             fix="poll the apply job until the pods are ready",
         )
-    url = base_url or _service_url(objs["Service"], settings.vllm_port)
-    if url is None:
-        raise ConfigError(
-            f"Service {n['service']} is {objs['Service']['spec'].get('type', 'ClusterIP')} without an external address",
-            field="base_url",
-            value=None,
-            fix=f"run `kubectl -n {namespace} port-forward svc/{n['service']} {settings.vllm_port}` and pass "
-            f"base_url=http://127.0.0.1:{settings.vllm_port}, or deploy with service_type=LoadBalancer",
-        )
-    # The pods' API key goes only to this deployment: its own LoadBalancer address, or a local
-    # port-forward (kubectl binds it to loopback); any other base_url gets no key.
-    key = None
-    if base_url is None or _is_loopback(url):
-        key = await common.run_blocking(kube.secret_value, namespace, n["secret"], "api_key")
+    target = await _sweep_endpoint(settings, kube, namespace, objs["Service"], base_url)
+    url = target.url
     usd_per_hour, label = await _price(settings, len(pods), len(pods))
     price = None
     if usd_per_hour is not None:
@@ -693,9 +705,7 @@ async def benchmark_gke_deployment(
         )  # fmt: skip
     before = await common.run_blocking(_generated, kube, namespace, pods, settings.vllm_port)
     t0 = time.monotonic()
-    started = await start_benchmark(
-        settings, base_url=url, price=price, replicas=len(pods), endpoint_key=key, **sweep
-    )
+    started = await start_benchmark(settings, endpoint=target, price=price, replicas=len(pods), **sweep)
     inner = JOBS.get(started.job_id)
 
     async def body(record: Any) -> GkeBenchmarkResult:

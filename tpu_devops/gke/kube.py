@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tpu_devops.config import get_settings
-from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_
+from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_, TpuDevopsError
 from tpu_devops.host import files
 
 FIELD_MANAGER = "tpu-devops"
@@ -96,6 +96,8 @@ def _error(exc: Exception, action: str) -> Exception:
     """A typed error for a failed Kubernetes call, with the API server's Status message."""
     from kubernetes.client.exceptions import ApiException
 
+    if isinstance(exc, TpuDevopsError):  # a read cap (`tpu_devops.host.bounded`) names itself and its fix
+        return exc
     if not isinstance(exc, ApiException):
         from urllib3.exceptions import HTTPError
 
@@ -131,8 +133,11 @@ class Kube:
     def __init__(self, api_client: Any):
         from kubernetes import client
 
+        from tpu_devops.host.bounded import bound_pool_manager
+
         self._client = client
         self.api_client = api_client
+        bound_pool_manager(api_client.rest_client)  # every answer read under the caps (size, time)
 
     def _api(self, kind: Kind) -> Any:
         return getattr(self._client, kind.api)(self.api_client)

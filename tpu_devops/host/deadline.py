@@ -37,6 +37,11 @@ _FIX = (
 )
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("tpu_devops_deadline", default=None)
+# What the current call has sent that may take effect whatever becomes of the call (a create on its way):
+# a list shared by the call's tasks and threads, read by `tool_call` when the budget runs out.
+_in_flight: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar(
+    "tpu_devops_in_flight", default=None
+)
 
 
 def remaining() -> float | None:
@@ -83,6 +88,36 @@ def expired(action: str) -> DeadlineError:
 
 
 @contextlib.contextmanager
+def in_flight(what: str, fix: str) -> Iterator[None]:
+    """Inside the block a request that may land even if the call gives up is on its way (``what``: which,
+    with its request id and where to look; ``fix``: how to find out and how to repeat it safely). If the
+    call's budget runs out in the block, the `DeadlineError` says so instead of "try again"."""
+    notes = _in_flight.get()
+    if notes is None:
+        notes = []
+        _in_flight.set(notes)
+    entry = (what, fix)
+    notes.append(entry)
+    try:
+        yield
+    finally:
+        notes.remove(entry)
+
+
+def expired_in_flight(action: str) -> DeadlineError:
+    """`expired`, naming what the call sent that may still land (`in_flight`), with its fix."""
+    notes = _in_flight.get() or []
+    if not notes:
+        return expired(action)
+    what, fix = notes[-1]
+    return DeadlineError(
+        f"stopped {action}: the tool call's {TOOL_BUDGET_S:.0f} s budget ran out while {what}",
+        field="deadline",
+        fix=fix,
+    )
+
+
+@contextlib.contextmanager
 def budget(seconds: float) -> Iterator[None]:
     """Run the block with at most ``seconds`` left (never more than an enclosing budget allows)."""
     end = time.monotonic() + seconds
@@ -112,9 +147,13 @@ async def tool_call(name: str, seconds: float = TOOL_BUDGET_S) -> AsyncIterator[
     Raises:
         DeadlineError: the body did not finish in time (named, with the fix).
     """
-    with budget(seconds):
-        try:
-            with anyio.fail_after(seconds + min(GRACE_S, seconds / 10)):
-                yield
-        except TimeoutError:
-            raise expired(f"{name} before it finished") from None
+    token = _in_flight.set([])
+    try:
+        with budget(seconds):
+            try:
+                with anyio.fail_after(seconds + min(GRACE_S, seconds / 10)):
+                    yield
+            except TimeoutError:
+                raise expired_in_flight(f"{name} before it finished") from None
+    finally:
+        _in_flight.reset(token)

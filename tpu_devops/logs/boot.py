@@ -45,7 +45,15 @@ from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
 from tpu_devops.host import files
 from tpu_devops.host.results import Table, ToolResult
-from tpu_devops.host.untrusted import UntrustedContent, UntrustedData, fence, inline, untrusted_data
+from tpu_devops.host.untrusted import (
+    UntrustedContent,
+    UntrustedData,
+    fence,
+    injection_notice,
+    inline,
+    looks_like_instruction,
+    untrusted_data,
+)
 from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.scan import Event, Scan, Text, scan_text
 from tpu_devops.logs.signatures import match_line  # noqa: F401  (re-exported: one rule set)
@@ -218,6 +226,11 @@ class BootDiagnosis(UntrustedContent, ToolResult):
     )
     unrecognised: int = Field(0, description="failure findings no rule explains")
     findings: list[BootFinding]
+    suspected_injection: list[int] = Field(
+        default_factory=list,
+        description="lines that read like instructions to an AI agent (possible prompt injection): never a "
+        "finding or a cause, whatever rule they would match",
+    )
     noise: dict[str, int] = Field(description="harmless known lines by signature id")
     # where the harmless lines are (at most MAX_FINDING_LINES each): for checks that every error line is
     # accounted for; neither form shows them (``noise`` counts them)
@@ -305,6 +318,8 @@ class BootDiagnosis(UntrustedContent, ToolResult):
                 lines.append(f"  source: {f.source}")
             if f.excerpt:
                 lines.append(f"  log: {fence(f.excerpt[:200])}")
+        if self.suspected_injection:
+            lines.append(injection_notice([f"line {n}" for n in self.suspected_injection], "lines"))
         if self.noise:
             lines.append("harmless noise: " + ", ".join(f"{k} x{v}" for k, v in self.noise.items()))
         lines += [f"warm boot (this deployment): {w}" for w in self.warm_boot]
@@ -476,11 +491,23 @@ def _finding_at(
     )
 
 
-def _failure_findings(scan: Scan, ctx: sg.Context) -> tuple[list[BootFinding], dict[int, int]]:
-    """One finding per rule (or per distinct unrecognised line) and place; weights by id(finding)."""
+def _suspected(scan: Scan, ev: Event) -> bool:
+    """True when a line of the event (its key line, at most 200 of the others) reads like an instruction to
+    an AI agent (`looks_like_instruction`)."""
+    return any(looks_like_instruction(scan.line(n)) for n in {ev.key_line, *ev.lines[:200]})
+
+
+def _failure_findings(
+    scan: Scan, ctx: sg.Context, suspected: list[int]
+) -> tuple[list[BootFinding], dict[int, int]]:
+    """One finding per rule (or per distinct unrecognised line) and place; weights by id(finding). An
+    event whose lines read like instructions to an AI agent is no finding: its line goes to ``suspected``."""
     merged: dict[tuple[str, str], BootFinding] = {}
     weights: dict[int, int] = {}
     for ev in scan.events:
+        if _suspected(scan, ev):
+            suspected.append(ev.key_line)
+            continue
         reading = _event_reading(scan, ev, ctx)
         when = _when(scan, ev.key_line, reading.scope)
         body = sg.split_line(scan.line(ev.key_line)).body.strip()
@@ -526,6 +553,8 @@ def _note_findings(scan: Scan, budget: LoggedBudget) -> list[BootFinding]:
     """Info rules (fp8 announced, block size scaled, torchax path), one finding per rule."""
     out: dict[str, BootFinding] = {}
     for hit in scan.notes:
+        if looks_like_instruction(scan.line(hit.line)):
+            continue
         f = out.get(hit.sig.id)
         if f is None:
             f = _finding_at(scan, hit.line, sg.explain(hit.sig, hit.groups), when=None)
@@ -586,7 +615,8 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
 
     # Findings: failures (rules and the fallback), info rules, noise.
     ctx = _context(text, args, version.group(1) if version else None)
-    findings, weights_of = _failure_findings(scan, ctx)
+    suspected: list[int] = []
+    findings, weights_of = _failure_findings(scan, ctx, suspected)
     _point_wrappers(findings, weights_of)
     for f in findings:
         if f.id == "program-allocation-oom" and f.severity == "error":
@@ -714,6 +744,7 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
         beside=beside,
         unrecognised=sum(f.signature is None and f.kind == "failure" for f in findings),
         findings=findings,
+        suspected_injection=sorted(set(suspected))[:MAX_FINDING_LINES],
         noise={k: len(v) for k, v in scan.noise.items()},
         noise_lines={k: v[:MAX_FINDING_LINES] for k, v in scan.noise.items()},
     )

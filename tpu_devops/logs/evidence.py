@@ -215,7 +215,7 @@ def signature_hits(ranked: list[Ranked]) -> list[SignatureHit]:
     hits: dict[str, SignatureHit] = {}
     for r in ranked:
         sig, reading = r.signature, r.reading
-        if sig is None or reading is None:
+        if sig is None or reading is None or r.injection:  # a suspected injection is never a finding
             continue
         hit = hits.get(reading.id)
         if hit is None:

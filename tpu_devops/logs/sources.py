@@ -254,8 +254,15 @@ def _leaves(value: Any, path: tuple[Any, ...] = (), out: list[tuple[tuple[Any, .
     return out
 
 
+_DEEPER = "<nested deeper than 9 levels: not shown>"
+
+
 def _rebuilt(value: Any, replaced: dict[tuple[Any, ...], str], path: tuple[Any, ...] = ()) -> Any:
-    """``value`` with the string fields at the paths in ``replaced`` swapped for their new text."""
+    """``value`` with the string fields at the paths in ``replaced`` swapped for their new text; an object
+    or array below the levels `_leaves` reads is shown as `_DEEPER` (a payload nested thousands of levels
+    deep would end the read with a RecursionError here or in ``json.dumps``)."""
+    if len(path) > 9 and isinstance(value, dict | list):
+        return _DEEPER
     if isinstance(value, dict):
         return {k: _rebuilt(v, replaced, (*path, k)) for k, v in value.items()}
     if isinstance(value, list):

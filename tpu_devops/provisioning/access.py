@@ -148,20 +148,24 @@ async def detect_public_ip(settings: Settings) -> str:
     """
     import httpx
 
+    from tpu_devops.host.bounded import ReadLimitError, bounded_async_transport
+
     url = lookup_url(settings)
     fix = (
         "pass allowed_source_ranges (e.g. your address as 203.0.113.7/32), set ALLOWED_SOURCE_RANGES, or point "
         "PUBLIC_IP_LOOKUP_URL at a service that answers your public IPv4 as text"
     )
     try:
+        transport = bounded_async_transport(httpx.AsyncHTTPTransport(trust_env=False))
         async with httpx.AsyncClient(
-            timeout=LOOKUP_TIMEOUT_S, follow_redirects=False, trust_env=False
+            timeout=LOOKUP_TIMEOUT_S, follow_redirects=False, trust_env=False, transport=transport
         ) as client:
             response = await client.get(url)
             response.raise_for_status()
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, ReadLimitError) as exc:
+        why = exc.message if isinstance(exc, ReadLimitError) else type(exc).__name__
         raise ConfigError(
-            f"could not detect your public IPv4 from {url} ({type(exc).__name__})",
+            f"could not detect your public IPv4 from {url} ({why})",
             field="allowed_source_ranges", value=None, fix=fix,
         ) from None  # fmt: skip
     text = response.text.strip()[:64]

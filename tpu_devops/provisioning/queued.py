@@ -25,7 +25,8 @@ import anyio
 from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import CloudError, ConfigError, NotFoundError, TpuDevopsError
+from tpu_devops.errors import CloudError, ConfigError, DeadlineError, NotFoundError, TpuDevopsError
+from tpu_devops.host import deadline
 from tpu_devops.host.results import ToolResult
 from tpu_devops.planning.checkpoint import chat_checkpoint
 from tpu_devops.planning.fit import fit_gate
@@ -522,12 +523,24 @@ async def _create_under_lease(
             valid_until_duration_s=valid,
             labels=rig.labels(tool),
         )
-        request = create_call(zone, qr_id, body)
+        key = (settings.project or "", zone, qr_id)
+        earlier = _unanswered_creates.get(key)
+        # the same create again after a call that ran out of time: the same requestId, so Google answers
+        # with the earlier operation instead of making (or refusing) a second one
+        same = earlier is not None and earlier[1] == create_call(zone, qr_id, body, earlier[0]).text
+        request = create_call(zone, qr_id, body, earlier[0] if same and earlier else None)
     if section is not None:
         await section.sending(zone, qr_id)
     try:
-        op = await send_create(settings, request)
+        _unanswered_creates[key] = (request.request_id, request.text)
+        with deadline.in_flight(*_create_in_flight(request, model)):
+            try:
+                op = await send_create(settings, request)
+            except DeadlineError:
+                raise deadline.expired_in_flight(f"creating '{qr_id}' in {zone}") from None
+        _unanswered_creates.pop(key, None)
     except CloudError as exc:
+        _unanswered_creates.pop(key, None)
         # It did not exist a moment ago. If it exists now, the create may have been committed with only its
         # answer lost (a 503 after retries, or a retry without the requestId answered 409): ask Google.
         again = await get_queued(settings, zone, qr_id)
@@ -607,6 +620,28 @@ async def _rule_missing(settings: Settings, access: EndpointAccess | None) -> st
     if state.error is not None or (state.exists and state.ours):
         return None
     return state.name
+
+
+# Creates sent whose answer never came back within the call: (project, zone, id) -> (requestId, body
+# text), so the same create repeated re-sends the same requestId (Google's idempotency key, AIP-155).
+_unanswered_creates: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+
+def _create_in_flight(request: CreateCall, model: str) -> tuple[str, str]:
+    """What `deadline.in_flight` says of a create on its way: it may have been committed (and bill), its
+    request id, where to look, and that the same create repeated is safe."""
+    where = f"'{request.queued_resource_id}' in {request.zone}"
+    what = (
+        f"the create of {where} was on its way (requestId {request.request_id}): Google may have committed "
+        f"it, and a {model} TPU bills from then"
+    )
+    fix = (
+        f"look before anything else: describe_queued_resource queued_resource_id={request.queued_resource_id} "
+        f"zone={request.zone}; or repeat this create_queued_resource with the same arguments: it re-sends "
+        f"requestId {request.request_id}, so it reports the one that landed and makes no second; if you do "
+        "not want it, destroy_queued_resource"
+    )
+    return what, fix
 
 
 async def _made_by(settings: Settings, request: CreateCall, view: QueuedResourceView, tool: str) -> bool:

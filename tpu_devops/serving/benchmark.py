@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import dataclasses
 import json
 import logging
 import math
@@ -55,7 +54,7 @@ from tpu_devops.planning.pricing import (
 from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
 from tpu_devops.serving.errors import classify
 from tpu_devops.serving.models import choose_model
-from tpu_devops.serving.resolve import attributed, resolve_endpoint
+from tpu_devops.serving.resolve import Endpoint, attributed, resolve_endpoint
 from tpu_devops.serving.server_kind import LABELS
 from tpu_devops.serving.stream import stream_chat
 
@@ -766,14 +765,14 @@ async def start_benchmark(
     base_url: str | None = None,
     price: PriceQuote | None = None,
     replicas: int | None = None,
-    endpoint_key: str | None = None,
+    endpoint: Endpoint | None = None,
 ) -> BenchmarkStarted:
     """Validate, resolve the endpoint and model, then start the sweep as a job (returns at once).
 
     ``price`` and ``replicas`` describe a scaled-out deployment behind ``base_url`` (GKE Service, or the
     load balancer of a multi-engine host): $/M tokens then use the whole deployment's price, and the
-    result adds the mean per-replica throughput. ``endpoint_key``: the key of a deployment this server
-    owns, sent to ``base_url`` (the caller has checked that ``base_url`` is that deployment).
+    result adds the mean per-replica throughput. ``endpoint``: a deployment of ours the caller resolved (a
+    GKE Service, with its key) instead of ``base_url``.
 
     Raises:
         InputError: bad sweep values or results directory. ServingError: no endpoint / unreachable /
@@ -792,12 +791,7 @@ async def start_benchmark(
 
         # This rig's own endpoint: a multi-chip host serves one engine per chip behind its balancer.
         replicas = engines_per_host(settings) if engines_per_host(settings) > 1 else None
-    ep = await resolve_endpoint(settings, base_url)
-    if endpoint_key is not None:
-        # A deployment this server owns vouches for its own key (GKE: the Secret its pods read).
-        ep = dataclasses.replace(
-            ep, api_key=endpoint_key, key_source="the deployment's Secret", key_note=None
-        )
+    ep = endpoint or await resolve_endpoint(settings, base_url, sends="benchmark requests")
     with attributed(ep):
         choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
     out_dir = await asyncio.to_thread(results_dir, settings, results_dir_path)

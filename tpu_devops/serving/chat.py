@@ -226,7 +226,7 @@ async def query(
 
     _check_arguments(prompt, max_tokens, temperature)
     want_stats = stats or with_stats
-    ep = await resolve_endpoint(settings, base_url)
+    ep = await resolve_endpoint(settings, base_url, sends="prompts")
     with attributed(ep):
         choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
     messages = ([{"role": "system", "content": system}] if system else []) + [

@@ -8,7 +8,8 @@ Each client talks to its one endpoint only (`tpu_devops.serving.egress`): redire
 a request to another origin is refused, connections go only to checked addresses (never a metadata
 server or a link-local address), and proxy variables from the environment are ignored (a proxy would
 dial on our behalf, past that check). The API key is never a client default: each request that may
-carry it gets it from the resolved `Endpoint` (`tpu_devops.serving.resolve`).
+carry it gets it from the resolved `Endpoint` (`tpu_devops.serving.resolve`). Every response is read
+under the caps of `tpu_devops.host.bounded` (size, one stream line, time, decompression).
 
 A client belongs to the event loop it was made on: its pooled connections are that loop's transports,
 and using them from another loop fails with "Event loop is closed" (a script that calls `asyncio.run`
@@ -74,6 +75,7 @@ def http_client(base_url: str) -> httpx.AsyncClient:
     # none yet, closed, or made on another loop (whose connections are unusable here): a new one
     import httpx
 
+    from tpu_devops.host.bounded import bounded_async_transport
     from tpu_devops.serving.egress import pinned_transport
 
     limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
@@ -81,7 +83,7 @@ def http_client(base_url: str) -> httpx.AsyncClient:
         base_url=key,
         timeout=timeouts(),
         limits=limits,
-        transport=pinned_transport(httpx.URL(key), limits),
+        transport=bounded_async_transport(pinned_transport(httpx.URL(key), limits)),
         follow_redirects=False,
         trust_env=False,
     )

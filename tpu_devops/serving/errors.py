@@ -3,7 +3,7 @@ becomes a `ServingError` whose ``failure`` names the class with the fix.
 
 Classes: ``connection_refused``, ``unresolvable_host`` (DNS), ``booting`` (503), ``timeout``,
 ``unauthorized`` (401), ``not_found`` (404 on a path), ``model_mismatch``, ``redirect``,
-``refused_target``, ``tool_parser_missing``, ``context_overflow``, ``not_openai_api``, ``http_error``,
+``refused_target``, ``read_limit`` (a cap of `tpu_devops.host.bounded`), ``tool_parser_missing``, ``context_overflow``, ``not_openai_api``, ``http_error``,
 ``no_endpoint``. An error body quoted back is trimmed to one line of `ERROR_TEXT_CHARS` and redacted
 (it is the server's text, and a base_url may point anywhere).
 
@@ -71,10 +71,16 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
     import httpx
     import openai
 
+    from tpu_devops.host.bounded import ReadLimitError
     from tpu_devops.serving.egress import RefusedTarget
 
     if isinstance(exc, ServingError):
         return exc
+    capped = _cause(exc, ReadLimitError)
+    if capped is not None:  # before the transport classes: openai wraps it as a connection error
+        err = ServingError(capped.message, failure="read_limit", field="VLLM_URL", value=url, fix=capped.fix)
+        err.cap = capped.cap  # type: ignore[attr-defined]
+        return err
     refused = _cause(exc, RefusedTarget)
     if refused is not None:
         return ServingError(
@@ -82,7 +88,8 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             failure="refused_target",
             field="VLLM_URL",
             value=url,
-            fix="point it at the vLLM server itself (its node's IP, a tunnel on 127.0.0.1, or VLLM_URL)",
+            fix=refused.fix
+            or "point it at the vLLM server itself (its node's IP, a tunnel on 127.0.0.1, or VLLM_URL)",
         )
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         if isinstance(exc, httpx.ConnectTimeout) or _caused_by(exc, httpx.ConnectTimeout):
