@@ -18,6 +18,7 @@ BENCHMARKS = [
     ("serving", "scripts.bench_serving"),
     ("scaleout", "scripts.bench_scaleout"),
     ("logs", "scripts.bench_logs"),
+    ("tools", "scripts.bench_tools"),
     ("hosts", "scripts.bench_hosts"),
     ("warmboot", "scripts.bench_warmboot"),
 ]

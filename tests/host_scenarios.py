@@ -258,6 +258,7 @@ def _resolve(value: Any, values: dict[str, str]) -> Any:
 GEMINI_CLI_PER_TOOL_BYTES = 260
 DECLARATION_BUDGET = 30_000  # bytes of every toolset's declarations in one model request
 DEFAULT_DECLARATION_BUDGET = 20_000  # ... of the default toolsets' (what a server declares unless told)
+TOOL_LIMIT = 32  # tools with every toolset enabled
 
 
 def default_toolset_tools() -> set[str]:
@@ -286,6 +287,13 @@ def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:
         # the parameter joins the other properties, after a comma when there are any
         total += GEMINI_CLI_PER_TOOL_BYTES - (0 if t.input_schema.get("properties") else 1)
     return total
+
+
+def described_arguments(tools: list[Any]) -> tuple[int, int]:
+    """(arguments with a non-empty description, all arguments) over the top-level ``properties`` of
+    ``tools``' input schemas: what a model reads to choose an argument."""
+    props = [p for t in tools for p in (t.input_schema.get("properties") or {}).values()]
+    return sum(1 for p in props if str(p.get("description") or "").strip()), len(props)
 
 
 def _variants(value: Any) -> set[str] | None:

@@ -35,10 +35,12 @@ from pydantic import BaseModel, ConfigDict
 
 from tpu_devops import types
 from tpu_devops.catalog import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     PROVISIONING_MODELS,
     AcceleratorType,
     provisioning_model_name,
     resolve_accelerator_type,
+    safe_memory_utilization_advice,
 )
 from tpu_devops.errors import ConfigError
 
@@ -70,7 +72,7 @@ DEFAULTS: dict[str, str] = {
     "MAX_MODEL_LEN": "16384",
     "MAX_NUM_BATCHED_TOKENS": "",
     "LIMIT_MM_PER_PROMPT": "",
-    "GPU_MEMORY_UTILIZATION": "0.92",
+    "GPU_MEMORY_UTILIZATION": f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}",  # the measured ceiling (catalog)
     "VLLM_IMAGE": "vllm/vllm-tpu:v0.30.0",
     "VLLM_PORT": "8000",
     "TPU_NETWORK": "",
@@ -681,7 +683,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             "not a fraction between {} and {}".format(*GPU_MEMORY_UTILIZATION_RANGE),
             field="GPU_MEMORY_UTILIZATION",
             value=env["GPU_MEMORY_UTILIZATION"],
-            fix="use 0.92 on v5e (higher values fail ~14 min into boot)",
+            fix=f"use {safe_memory_utilization_advice()} (higher values fail ~14 min into boot)",
         )
     image = env["VLLM_IMAGE"].strip()
     if not _IMAGE.match(image):

@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tpu_devops.catalog import GENERATIONS, safe_memory_utilization_advice
+
 Kind = Literal["failure", "symptom", "wrapper", "warning", "info", "noise"]
 Scope = Literal["boot", "serving", "cloud", "autoscaling"]
 
@@ -107,7 +109,12 @@ def _rule(
     )
 
 
-_FIX_UTIL = "--gpu-memory-utilization 0.92 (v5e: leave ~1.26 GiB above the cap for compiled programs)"
+# The generation whose memory ceiling and GKE labels the fixes quote: the seed's (every fixture is v5e).
+_V5E = GENERATIONS["v5e"]
+_FIX_UTIL = (
+    f"--gpu-memory-utilization {_V5E.max_gpu_memory_utilization:g} "
+    "(v5e: leave ~1.26 GiB above the cap for compiled programs)"
+)
 
 SIGNATURES: tuple[Signature, ...] = (
     # ---- boot failures: memory --------------------------------------------------------------------
@@ -126,7 +133,8 @@ SIGNATURES: tuple[Signature, ...] = (
         ("Error loading program", "RuntimeProgramAllocationFailure", "error_0101"),
         "compiled program does not fit in HBM (after KV init)",
         "--gpu-memory-utilization too high: the KV pool filled the cap and the HBM left above it cannot hold "
-        "the compiled XLA programs (0.95 on v5e leaves 0.79 GiB; 0.92 leaves 1.26 GiB)",
+        "the compiled XLA programs (0.95 on v5e leaves 0.79 GiB; "
+        f"{_V5E.max_gpu_memory_utilization:g} leaves 1.26 GiB)",
         _FIX_UTIL,
         "XLA E0101 RuntimeProgramAllocationFailure (openxla.org/xla/errors/error_0101; older libtpu: "
         "'RESOURCE_EXHAUSTED: Error loading program ...: Attempting to reserve', with or without the program's "
@@ -155,7 +163,8 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         "KV cache smaller than one max-model-len request",
         "after the weights, the KV pool cannot hold even one request of --max-model-len tokens",
-        "lower --max-model-len to what the pool holds, or raise --gpu-memory-utilization (at most 0.92 on v5e), "
+        "lower --max-model-len to what the pool holds, or raise --gpu-memory-utilization "
+        f"(at most {safe_memory_utilization_advice()}), "
         "or use a larger slice",
         "vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (vLLM 0.9-0.11 'models's ... (X GiB'; "
         "later 'model's ... X GiB'); V0 'is larger than the maximum number of tokens that can be stored in KV "
@@ -1020,9 +1029,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "matches no node's labels, and the cluster autoscaler has no node pool it could grow to match "
         "(NotTriggerScaleUp): the pod stays Pending and vLLM never starts",
         "set the selector to the TPU pool's labels (v5e, one chip: cloud.google.com/gke-tpu-accelerator: "
-        "tpu-v5-lite-podslice, cloud.google.com/gke-tpu-topology: 1x1; see kubectl get nodes -L "
-        "cloud.google.com/gke-tpu-accelerator,cloud.google.com/gke-tpu-topology), or create a node pool "
-        "with those labels (machine type ct5lp-hightpu-1t)",
+        f"{_V5E.gke_accelerator}, cloud.google.com/gke-tpu-topology: {_V5E.gke_topologies[1]}; see kubectl "
+        "get nodes -L cloud.google.com/gke-tpu-accelerator,cloud.google.com/gke-tpu-topology), or create a "
+        f"node pool with those labels (machine type {_V5E.machine_types[1]})",
         "kube-scheduler NodeAffinity filter ('N node(s) didn't match Pod's node affinity/selector'; before "
         "1.22 'didn't match node selector'); cluster-autoscaler NotTriggerScaleUp ('pod didn't trigger "
         "scale-up: ...'); GKE TPU node labels (kubernetes-engine-samples ai-ml/vllm-tpu); "

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from tpu_devops.catalog import DEFAULT_GPU_MEMORY_UTILIZATION, safe_memory_utilization_advice
 from tpu_devops.host.untrusted import inline
 from tpu_devops.logs import failure_lines as fl
 from tpu_devops.logs.rules import BY_ID, MILESTONES, SIGNATURES, Milestone, Signature
@@ -389,7 +390,7 @@ def _r_program(r: Reading, ctx: Context) -> None:
     if util is not None:
         d["gpu_memory_utilization"] = str(util)
         try:
-            low = float(util) <= 0.92
+            low = float(util) <= DEFAULT_GPU_MEMORY_UTILIZATION
         except (TypeError, ValueError):
             low = False
         if low:
@@ -469,13 +470,17 @@ def _r_kv_small(r: Reading, ctx: Context) -> None:
     if est is not None and max_len:
         r.title = f"KV cache holds {est:,} tokens, less than one max-model-len request ({max_len:,})"
         r.fix = (
-            f"lower --max-model-len to {est:,} or less, or raise --gpu-memory-utilization (at most 0.92 on v5e), "
+            f"lower --max-model-len to {est:,} or less, or raise --gpu-memory-utilization "
+            f"(at most {safe_memory_utilization_advice()}), "
             "or use a larger slice"
         )
     elif est is None and max_len is None:
         r.title = "no HBM left for the KV cache"
         r.cause = "the weights (and activations) leave no memory for KV cache blocks"
-        r.fix = "use a larger slice or a smaller model; raise --gpu-memory-utilization only up to 0.92 on v5e"
+        r.fix = (
+            "use a larger slice or a smaller model; raise --gpu-memory-utilization only up to "
+            f"{safe_memory_utilization_advice()}"
+        )
     if d.get("needed") and d.get("available") and max_len:
         r.cause = (
             f"one request of {max_len:,} tokens needs {d['needed']} of KV cache; only {d['available']} is left "

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import resolve_accelerator_type
+from tpu_devops.catalog import DEFAULT_GPU_MEMORY_UTILIZATION, resolve_accelerator_type
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.planning import sizing
 from tpu_devops.planning.geometry import geometry_from_config
@@ -115,7 +115,7 @@ def check_fit(
     accelerator_type: str,
     *,
     tensor_parallel_size: int = 1,
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_model_len: int | None = None,
     found: tuple[dict[str, Any], str, Path | None] | None = None,
 ) -> FitVerdict:

@@ -21,7 +21,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import AcceleratorType, machine_type_mixup, resolve_accelerator_type
+from tpu_devops.catalog import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    AcceleratorType,
+    machine_type_mixup,
+    resolve_accelerator_type,
+    safe_memory_utilization_advice,
+)
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
@@ -147,7 +153,7 @@ FLAG_EXAMPLES = {
     "max-num-batched-tokens": "4096",
     "max-num-seqs": "256",
     "tensor-parallel-size": "1",
-    "gpu-memory-utilization": "0.92",
+    "gpu-memory-utilization": f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}",
     "port": "8000",
     "tool-call-parser": "gemma4",
     "reasoning-parser": "gemma4",
@@ -567,22 +573,23 @@ def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
                 what_happens="vLLM refuses to start",
                 why="the flag is a fraction of HBM in (0, 1]",
                 source="vLLM CacheConfig.gpu_memory_utilization",
-                fix="use 0.92 on v5e",
+                fix=f"use {safe_memory_utilization_advice()}",
             )
         )
-    elif ctx.gen == "v5e" and util > 0.92:
+    elif (ceiling := ctx.accel.generation.max_gpu_memory_utilization) is not None and util > ceiling:
+        row = ctx.accel.generation
         out.append(
             Finding(
-                id="memory-utilization-above-0.92",
+                id=f"memory-utilization-above-{ceiling:g}",
                 severity="error",
                 flag=flag,
                 value=value,
                 what_happens="boot fails ~14 min in, after KV init, with RuntimeProgramAllocationFailure loading a "
-                "compiled program (0.95: jit_structured_decode_fn wanted 384.11M, 346.77M free)",
+                f"compiled program ({row.memory_ceiling_failure})",
                 why="the KV pool grows to fill the cap, and compiled XLA programs live in the HBM above the cap, "
-                "which shrinks from 1.26 GiB (0.92) to 0.79 GiB (0.95)",
-                source=f"{_SEED}; fixtures/vllm-logs/v5e1-e2b-util095-program-oom.log",
-                fix="--gpu-memory-utilization 0.92",
+                f"which shrinks from {row.memory_ceiling_headroom}",
+                source=row.memory_ceiling_source,
+                fix=f"--gpu-memory-utilization {ceiling:g}",
             )
         )
     elif util > 0.95:
@@ -596,7 +603,8 @@ def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
                 what_happens="compiled programs may not fit above the cap (late RuntimeProgramAllocationFailure)",
                 why="HBM above the cap holds XLA programs; the flag does not govern it",
                 source=f"{_SEED} (v5e; not measured on {ctx.gen}); vllm-project/tpu-inference#2333 runs 0.98 on v6e-4",
-                fix="if the boot fails late with RuntimeProgramAllocationFailure, lower it to 0.92-0.95",
+                fix="if the boot fails late with RuntimeProgramAllocationFailure, lower it to "
+                f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}-0.95",
             )
         )
 
@@ -827,7 +835,8 @@ def rule_idle_chips(ctx: Context, out: list[Finding]) -> None:
     idle = ctx.accel.chips - used
     gen = ctx.accel.generation
     weights = _one_chip_weights_gib(ctx.spec.model, gen.name)
-    small = weights is not None and weights < gen.hbm_gib_visible * 0.92
+    util = gen.max_gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    small = weights is not None and weights < gen.hbm_gib_visible * util
     engines = f"{ctx.engines} engine(s)" if ctx.engines > 1 else "one engine"
     fix = (
         f"the model fits one chip ({weights:.2f} GiB of weights): serve {ctx.accel.chips} one-chip engines, one "

@@ -63,8 +63,6 @@ BUNDLED_CURVE_LABEL = (
     "bf16, 128 output tokens (xbill9/gemma4-dev tpu-vllm-v5e1-2b/benchmarks/runs/2026-08-06-vllm-sweep-v5e1)"
 )
 GKE_CLUSTER_FEE_USD_PER_HOUR = 0.10  # cloud.google.com/kubernetes-engine/pricing: per cluster, per hour
-# Inter-chip interconnect bandwidth per chip, GB/s: v5e 1,600 Gbps (cloud.google.com/tpu/docs/v5e).
-ICI_GB_PER_S = {"v5e": 200.0}
 MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs on TPU (sizing.DEFAULT_MAX_NUM_SEQS)
 MAX_NODES = 512
 MAX_STREAMS = 100_000
@@ -565,7 +563,7 @@ class _Ctx:
     def engine(self, tp: int) -> tuple[Engine, int, float, int]:
         """(engine model, KV tokens, replication, max streams) for a TP=tp engine."""
         tokens, replication = self.kv_pool(tp)
-        ici = ICI_GB_PER_S.get(self.gen.name)
+        ici = self.gen.ici_gb_per_s
         collective = 0.0
         if tp > 1 and ici:
             per_stream_bytes = 2 * self.geom.num_layers * self.hidden * ACTIVATION_BYTES * 2 * (tp - 1) / tp
@@ -954,8 +952,8 @@ async def plan_scale_out(
         "tensor parallelism divides device work only; host work per step and per stream stays with the one engine",
         "TP adds two all-reduces per layer of batch x hidden x 2 B over ICI"
         + (
-            f" at {ICI_GB_PER_S[one_chip.name]:g} GB/s per chip (cloud.google.com/tpu/docs/v5e)"
-            if one_chip.name in ICI_GB_PER_S
+            f" at {one_chip.ici_gb_per_s:g} GB/s per chip ({one_chip.ici_source})"
+            if one_chip.ici_gb_per_s is not None
             else " (not modelled for this generation: no ICI figure)"
         )
         + "; collective latency is not modelled (it would lower TP further)",

@@ -36,7 +36,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
+from tpu_devops.catalog import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    GIB,
+    AcceleratorType,
+    machine_type_mixup,
+    resolve_accelerator_type,
+    safe_memory_utilization_advice,
+)
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.host import files
@@ -496,7 +503,7 @@ def plan_from_geometry(
     *,
     weights_gib: float | None,
     weights_source: str,
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_model_len: int = 16384,
     tensor_parallel_size: int = 1,
     kv_dtype: str = "bfloat16",
@@ -514,7 +521,10 @@ def plan_from_geometry(
         InputError: utilization, lengths or TP out of range.
     """
     _check_number(
-        gpu_memory_utilization, "gpu_memory_utilization", *GPU_MEMORY_UTILIZATION_RANGE, "use 0.92 on v5e"
+        gpu_memory_utilization,
+        "gpu_memory_utilization",
+        *GPU_MEMORY_UTILIZATION_RANGE,
+        f"use {safe_memory_utilization_advice()}",
     )
     _check_number(max_model_len, "max_model_len", *MAX_MODEL_LEN_RANGE, "use e.g. 16384")
     if isinstance(tensor_parallel_size, bool) or tensor_parallel_size < 1:
@@ -537,9 +547,10 @@ def plan_from_geometry(
             f"max_model_len {max_model_len:,} exceeds the model's max_position_embeddings "
             f"{geom.max_position_embeddings:,}: vLLM refuses it unless overridden"
         )
-    if accel.generation.name == "v5e" and gpu_memory_utilization > 0.92:
+    ceiling = accel.generation.max_gpu_memory_utilization
+    if ceiling is not None and gpu_memory_utilization > ceiling:
         warnings.append(
-            "gpu_memory_utilization above 0.92 on v5e fails ~14 min into boot "
+            f"gpu_memory_utilization above {ceiling:g} on {accel.generation.name} fails ~14 min into boot "
             "(RuntimeProgramAllocationFailure: too little HBM left outside the cap for compiled programs)"
         )
     kv = kv_breakdown(geom, tensor_parallel_size=tensor_parallel_size, kv_dtype=kv_dtype)
@@ -691,7 +702,8 @@ def fitting_slices(
     the model, as (accelerator type, tensor-parallel size): the smallest of ``prefer``'s generation first,
     then of each other one, up to ``limit``. One engine spans one host here (the startup script runs
     an engine per host), and its chips must split the ``heads`` attention heads evenly (vLLM requires
-    num_attention_heads % tensor_parallel_size == 0). On v5e the utilisation is kept at or under 0.92."""
+    num_attention_heads % tensor_parallel_size == 0). The utilisation is kept at or under the generation's
+    measured ceiling (catalog ``max_gpu_memory_utilization``)."""
     from tpu_devops.catalog import GENERATIONS
 
     out: list[tuple[str, int]] = []
@@ -701,7 +713,8 @@ def fitting_slices(
             accel = resolve_accelerator_type(f"{gen.api_prefix}-{size}")
             if accel.chips > host or heads % accel.chips:
                 continue
-            u = min(util, 0.92) if gen.name == "v5e" else util
+            ceiling = gen.max_gpu_memory_utilization
+            u = min(util, ceiling) if ceiling is not None else util
             if fit_of(geom, accel, weights, accel.chips, u, max_model_len).fits:
                 out.append((accel.name, accel.chips))
                 break
@@ -730,7 +743,7 @@ def longest_that_fits(
 def plan_capacity(
     model: str,
     accelerator_type: str = "v5litepod-1",
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_model_len: int = 16384,
     tensor_parallel_size: int = 1,
     weights_gib: float | None = None,

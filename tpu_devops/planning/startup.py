@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import Field
 
 from tpu_devops import __version__
+from tpu_devops.catalog import safe_memory_utilization_advice
 from tpu_devops.config import (
     GPU_MEMORY_UTILIZATION_RANGE,
     MAX_MODEL_LEN_RANGE,
@@ -188,7 +189,7 @@ def apply_overrides(
                 f"not a fraction between {lo_u} and {hi_u}",
                 field="gpu_memory_utilization",
                 value=gpu_memory_utilization,
-                fix="use 0.92 on v5e",
+                fix=f"use {safe_memory_utilization_advice()}",
             )
         update["gpu_memory_utilization"] = gpu_memory_utilization
     if max_num_batched_tokens is not None:
