@@ -68,10 +68,11 @@ check-config: setup
 	$(PY) -m tpu_devops.main --check-config
 
 # In random order (pytest-randomly), a new one each run; the seed is printed at the end, and
-# `make test SEED=N` runs that order again.
+# `make test SEED=N` runs that order again. The 15 slowest tests are listed at the end: the suite's
+# time goes there first.
 SEED ?= default
 test: setup
-	$(PY) -m pytest -q -p randomly --randomly-seed=$(SEED)
+	$(PY) -m pytest -q -p randomly --randomly-seed=$(SEED) --durations=15
 
 # Issue #12's audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
 # through the MCP client against the fakes; prints each goal figure (make test runs its quick plan).
