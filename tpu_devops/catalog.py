@@ -222,7 +222,7 @@ class AcceleratorType:
     name: str
     generation: Generation
     chips: int
-    notice: str | None = None
+    notice = None
 
     @property
     def machine_type(self) -> str | None:
@@ -293,7 +293,7 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
             )
         size = per_host * gen.cores_per_chip
         canonical = f"{gen.api_prefix}-{size}"
-        notice = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
+        notice: str | None = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
         return AcceleratorType(canonical, gen, per_host, notice)
     m = _prose().match(text)
     if not m:
@@ -308,7 +308,7 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
             fix=f"pick one of: {', '.join(f'{gen.api_prefix}-{n}' for n in gen.sizes[:4])}, ...",
         )
     canonical = f"{gen.api_prefix}-{size}"
-    notice = None
+    notice: str | None = None
     if canonical != text:
         notice = (
             f"{raw!r} translated to the TPU API spelling {canonical!r} (gcloud and the API reject {raw!r})"

@@ -180,7 +180,7 @@ def check_image(image: str, model: str | None, config: dict[str, Any] | None = N
     ref = parse_image(image)
     row = support_for(config if config is not None else (local_model_config(model) or {}))
     version = str(ref.version) if ref.version else None
-    base = {"image": image, "model": model, "version": version}
+    base: dict[str, Any] = {"image": image, "model": model, "version": version}
     if ref.floating:
         return ImageCheck(
             **base, status="floating", required=row.min_version if row else None,

@@ -981,7 +981,7 @@ def rule_quantization(ctx: Context, out: list[Finding]) -> None:
     qwix = ((extra or {}).get("quantization") or {}).get("qwix") if isinstance(extra, dict) else None
     if not isinstance(qwix, dict):
         return
-    rules = qwix.get("rules") if isinstance(qwix.get("rules"), list) else []
+    rules = rules_ if isinstance(rules_ := qwix.get("rules"), list) else []
     int8 = any(isinstance(r, dict) and str(r.get("weight_qtype", "")).lower() == "int8" for r in rules)
     if ctx.is_gemma4 and int8 and qwix.get("use_abstract_model") is True:
         out.append(
