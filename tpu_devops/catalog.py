@@ -222,7 +222,7 @@ class AcceleratorType:
     name: str
     generation: Generation
     chips: int
-    notice = None
+    notice: str | None = None
 
     @property
     def machine_type(self) -> str | None:
@@ -308,7 +308,7 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
             fix=f"pick one of: {', '.join(f'{gen.api_prefix}-{n}' for n in gen.sizes[:4])}, ...",
         )
     canonical = f"{gen.api_prefix}-{size}"
-    notice: str | None = None
+    notice = None
     if canonical != text:
         notice = (
             f"{raw!r} translated to the TPU API spelling {canonical!r} (gcloud and the API reject {raw!r})"

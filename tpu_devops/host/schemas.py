@@ -230,8 +230,8 @@ def _in_words(schema: Any) -> Any:
     if bounds and not all(n in description for n in numbers):
         phrases.append(bounds)
     stated_default = "default" in out and ("default" in said or _default_phrase(out["default"]))
-    if "default" in out and "default" not in said and _default_phrase(out["default"]):
-        phrases.append(_default_phrase(out["default"]))
+    if "default" in out and "default" not in said and (default := _default_phrase(out["default"])):
+        phrases.append(default)
     if phrases:
         said_in = "; ".join(phrases)
         # "x (a, b)" reads as one more parenthesis; "x (a, b); default y" does not

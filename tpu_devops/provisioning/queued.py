@@ -791,7 +791,7 @@ def rig_subject(rig: list[QueuedResourceView], qr_id: str | None) -> QueuedResou
     None when there is none."""
     named = [q for q in rig if q.id == qr_id] if qr_id is not None else rig
     live = [q for q in named if q.live]
-    return next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
+    return next((q for q in live if q.state == "ACTIVE"), None) or next(iter(live or named), None)
 
 
 async def describe_queued_resource(
