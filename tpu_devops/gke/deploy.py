@@ -1,4 +1,4 @@
-"""Plan, apply and tear down the GKE deployment (issue 15 §3): the blast radius of DESIGN §2 on GKE.
+"""Plan, apply and tear down the GKE deployment: the blast radius of DESIGN §2 on GKE.
 
 - **Plan** renders and validates offline (`manifests.render`); given a kubeconfig it also runs every
   object through the API server's dry run (server-side apply with ``dryRun=All``) and reports, per

@@ -1,7 +1,7 @@
 """The vLLM image against the model: is the image's vLLM new enough to serve the model's architecture?
 
 An image older than the first vLLM release that supports the architecture pulls fine and then fails
-to load the model, minutes into a billed boot (issue 11 §3). `check_image` reads the vLLM version from
+to load the model, minutes into a billed boot. `check_image` reads the vLLM version from
 the image tag (``vllm/vllm-tpu:v0.30.0`` -> 0.30.0) and the architecture from the model's
 ``config.json`` (``model_type`` / ``architectures``; bundled or local copies only, never the network),
 and compares them with `FIRST_SUPPORT`, one row per architecture with its source.
