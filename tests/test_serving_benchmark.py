@@ -227,7 +227,7 @@ FIELD = Path(__file__).parent / "data" / "field-reports"
 
 
 async def test_import_accepts_max_concurrency_null(gcp: FakeGcp, tmp_path: Path) -> None:
-    # issue 13 §8: vllm bench serve --save-result writes max_concurrency null without --max-concurrency
+    # vllm bench serve --save-result writes max_concurrency null without --max-concurrency
     result = await benchmark.import_results(
         settings_for(gcp, tmp_path), str(FIELD / "B15-bench-no-max-concurrency.json"), write=False
     )
