@@ -74,7 +74,7 @@ SEED ?= default
 test: setup
 	$(PY) -m pytest -q -p randomly --randomly-seed=$(SEED) --durations=15
 
-# Issue #12's audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
+# The security audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
 # through the MCP client against the fakes; prints each goal figure (make test runs its quick plan).
 audit: setup
 	$(PY) -m tests.audit
