@@ -85,10 +85,12 @@ tools: setup
 snapshot: setup
 	$(PY) scripts/gen_tools.py --snapshots tests/data/toolsets
 
+# ruff, the import contracts, and mypy with the pydantic plugin over the package ([tool.mypy] in pyproject.toml).
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 format: setup
 	$(PY) -m ruff format .
