@@ -1,8 +1,8 @@
 """One time budget per tool call, enforced end to end.
 
 MCP hosts give up on a tool call after about 60 s (Claude Code, Gemini CLI and the Inspector default to
-60 s) and most send no progress; under 30 s, half that, a slow link still gets its answer. So every call runs
-inside one budget (`TOOL_BUDGET_S`, 25 s): the
+60 s) and most send no progress; a call held under 30 s, half of that, still answers over a slow link.
+So every call runs inside one budget (`TOOL_BUDGET_S`, 25 s): the
 registration wrapper opens it (`tool_call`), Google adapters and HTTP clients size each request's
 timeout and their retry deadline from what is left (`timeout`), loops over pages stop when it runs out
 (`check`), and the wrapper's hard limit turns an overrun into a `DeadlineError` with a fix instead of a
