@@ -74,7 +74,7 @@ SEED ?= default
 test: setup
 	$(PY) -m pytest -q -p randomly --randomly-seed=$(SEED) --durations=15
 
-# Issue #12's audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
+# The security audit: malformed calls over every tool, planted secrets, injected orders, faults and races,
 # through the MCP client against the fakes; prints each goal figure (make test runs its quick plan).
 audit: setup
 	$(PY) -m tests.audit
@@ -85,10 +85,12 @@ tools: setup
 snapshot: setup
 	$(PY) scripts/gen_tools.py --snapshots tests/data/toolsets
 
+# ruff, the import contracts, and mypy with the pydantic plugin over the package ([tool.mypy] in pyproject.toml).
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 format: setup
 	$(PY) -m ruff format .

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 TARGET = 1.20
-CALLS = {"get_help": {}, "check_setup": {}, "plan_queued_resource": {}}
+CALLS: dict[str, dict[str, object]] = {"get_help": {}, "check_setup": {}, "plan_queued_resource": {}}
 if os.environ.get("BENCH_TOOLS"):  # e.g. BENCH_TOOLS=get_help to measure one call with more runs
     CALLS = {t: CALLS[t] for t in os.environ["BENCH_TOOLS"].split(",")}
 
@@ -96,7 +96,9 @@ def run() -> list[str]:
         log = str(Path(home) / "dials.jsonl")
         base = base_env(home, log, str(Path(home) / "cache"))
         anyio.run(first_call, "get_help", base)  # writes the schema cache
-        scenarios = {"no metadata server configured": contextlib.nullcontext("")}
+        scenarios: dict[str, contextlib.AbstractContextManager[str]] = {
+            "no metadata server configured": contextlib.nullcontext("")
+        }
         scenarios["metadata host never answers"] = silent_port()
         scenarios["metadata host drops"] = dropping_port()
         for label, context in scenarios.items():
@@ -105,7 +107,8 @@ def run() -> list[str]:
                 if address:
                     env |= {"GCE_METADATA_HOST": address, "GCE_METADATA_IP": address}
                 for tool in CALLS:
-                    ref, got = [], []
+                    ref: list[float] = []
+                    got: list[float] = []
                     for i in range(RUNS):  # interleaved, in alternating order: noise hits both alike
                         pair = [(ref, {**base, "NO_GCE_CHECK": "true"}), (got, env)]
                         for into, run_env in pair if i % 2 == 0 else pair[::-1]:

@@ -1,4 +1,4 @@
-"""What hosts pay per model request and per answer, and whether Codex gets the tools (issues #17 §4, #18 §1-2).
+"""What hosts pay per model request and per answer, and whether Codex gets the tools.
 
 Declarations: the bytes of our function declarations as Gemini CLI sends them to the model on every
 turn (all tools, and the read-only set a headless run offers), against the 30,000-byte budget. Answers:

@@ -268,9 +268,7 @@ def default_toolset_tools() -> set[str]:
     return {name for ts in TOOLSETS if ts.default for name in ts.tools}
 
 
-RATIO_GOAL = (
-    1.3  # structured JSON / text characters of every tool's answer on the bundled inputs (issue #18 §1)
-)
+RATIO_GOAL = 1.3  # structured JSON / text characters of every tool's answer on the bundled inputs
 
 
 def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:

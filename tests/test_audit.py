@@ -1,4 +1,4 @@
-"""The quick plan of the issue #12 audit (`tests.audit`), in ``make test``: one server session over stdio
+"""The quick plan of the security audit (`tests.audit`), in ``make test``: one server session over stdio
 against the fakes. Each test asserts a goal figure that holds on main; ``make audit`` runs the full plan
 (every malformed call of the fuzz plan, listing faults, two servers racing) and prints every figure."""
 

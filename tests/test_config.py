@@ -122,7 +122,7 @@ def test_directories_expand_home_and_refuse_relative_paths(tmp_path: Path, monke
     assert var in str(err.value) and "relative/dir" in str(err.value) and "absolute path" in str(err.value)
 
 
-# ---- Starting with an invalid configuration (issue #11 §6) and the project from ADC (issue #17 §2) ----
+# ---- Starting with an invalid configuration (shown in the host) and the project from ADC -------------
 
 
 def test_every_variable_says_which_settings_it_sets() -> None:

@@ -1,4 +1,4 @@
-"""The field-report corpus (issue 13 "Done when"): every log of ../shared/fixtures/field-reports, the earlier
+"""The field-report corpus: every log of ../shared/fixtures/field-reports, the earlier
 fixtures, and new variants of each fault kind written from other public reports (tests/data/field-variants,
 sources in its README and in corpus.json) read right by `diagnose_vllm_boot`, `summarize_logs` and the
 deterministic path of `analyze_cloud_logging`: the class, the numbers read out, the fix, and the same

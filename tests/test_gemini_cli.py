@@ -1,4 +1,4 @@
-"""The real Gemini CLI (npm ``@google/gemini-cli``, installed by ``make setup``) as the agent host, issue #17.
+"""The real Gemini CLI (npm ``@google/gemini-cli``, installed by ``make setup``) as the agent host.
 
 Set up with only what the README says (``make gemini-extension``) in a throwaway HOME, driven headless
 (``gemini -p``, default approval mode) against a scripted fake of the Gemini API (`tests.fakes.gemini_api`;

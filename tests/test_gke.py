@@ -1,4 +1,4 @@
-"""GKE scale-out (issue 15 §3): manifests rendered from the one flag builder and validated offline against
+"""GKE scale-out: manifests rendered from the one flag builder and validated offline against
 the Kubernetes OpenAPI schemas; the node pool request checked against the container v1 discovery
 document; apply and teardown through the official kubernetes client against a fake API server and
 google-cloud-container against the fake GKE surface."""
@@ -312,7 +312,7 @@ async def test_teardown_deletes_only_what_carries_our_labels(
     ]  # fmt: skip
     assert not dry.executed and len(kube.objects) == 6 and dry.confirm_token in dry.next_call
     # confirm=true alone (what a prompt-injected model can say) deletes nothing on a host that cannot ask;
-    # the dry run's token, for exactly this plan, does (issue 12 §7, the rule of every destructive tool)
+    # the dry run's token, for exactly this plan, does (the rule of every destructive tool)
     for args in ({"dry_run": False}, {"confirm": True}, {"confirm": True, "confirm_token": "a" * 16}):
         with pytest.raises(ConfirmationError) as err:
             await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config, **args)

@@ -1,4 +1,4 @@
-"""What every host gets, through the official MCP client over stdio (issues #17, #18, #12 §8).
+"""What every host gets, through the official MCP client over stdio.
 
 Every tool is enumerated from ``tools/list``, so a tool added later is held to the same rules: its
 schemas stay inside the Gemini subset and bounded, its arguments are checked, both result forms lead

@@ -82,7 +82,7 @@ def test_memo_replays_the_counts_of_a_cached_value() -> None:
     assert r.counts == {"EMAIL": 2}
 
 
-# ---- every kind by its shape, wherever it sits (issue 12 §5) ----------------------------------------
+# ---- every kind by its shape, wherever it sits: a secret goes only where it belongs ----------------
 
 PEM_LINES = [
     "-----BEGIN PRIVATE KEY-----",

@@ -38,7 +38,7 @@ def test_invalid_value_through_make_names_the_fix() -> None:
 
 
 def test_bad_log_level_is_reported_and_the_server_still_serves() -> None:
-    """Issue #11 §6: an invalid setting is printed with its fix and the server starts anyway (INFO logging);
+    """An invalid setting is printed with its fix and the server starts anyway (INFO logging);
     with stdin closed it then exits cleanly."""
     out = subprocess.run(
         [str(ROOT / "mcp-run.sh")],

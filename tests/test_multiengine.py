@@ -1,4 +1,4 @@
-"""One host, one engine per chip (issue 15 §2): engine count and ports, per-engine TPU isolation
+"""One host, one engine per chip: engine count and ports, per-engine TPU isolation
 variables, the HAProxy configuration, and per-engine status through the balancer's routes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Endpoint access (issue 11 §4): the rig's firewall rule and API key, through the real
+"""Endpoint access: the rig's firewall rule and API key, through the real
 google-cloud-compute / secret-manager clients against the fakes (Compute's own error payloads)."""
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ async def test_a_refused_create_or_a_fruitless_sweep_leaves_no_rule_behind(fake_
 async def test_a_bad_setting_refuses_create_and_find_tpu_before_anything_is_made(
     fake_gcp, tmp_path, variable, value
 ) -> None:
-    """The server starts with an invalid tpu.env (issue 11 §6); create and the sweep must refuse with it
+    """The server starts with an invalid tpu.env (to show the error); create and the sweep must refuse with it
     before making the API key, the firewall rule or the bucket, not after (a half-done change)."""
     from tpu_devops.config import load_settings_or_errors
     from tpu_devops.provisioning.sweep import SweepOptions, start_sweep

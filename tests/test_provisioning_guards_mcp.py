@@ -187,7 +187,7 @@ def _adc(tmp_path: Any, who: str) -> str:
 
 
 async def test_ownership_is_this_servers_rig_never_the_id_passed(fake_gcp, tmp_path) -> None:
-    """Issue 12 §1, through the real client: another rig's TPU is refused whatever id or flags are
+    """Through the real client: another rig's TPU is refused whatever id or flags are
     passed (and its dry run never says "ours"); a create under another id is still this rig's, so the
     guard refuses it and status / teardown see it."""
     fake_gcp.secrets.put("hf-token", TOKEN)

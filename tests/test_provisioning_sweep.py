@@ -158,7 +158,7 @@ def test_sweep_options_are_checked_before_the_job(gcp_settings) -> None:
     assert err.value.field == "valid_until_duration_s"
 
 
-# ---- nothing orphaned, nothing blind (issue 12 §2, §3) ------------------------------------------
+# ---- nothing orphaned, nothing blind: no request left billing, no zone unread ------------------
 
 RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
 
@@ -309,7 +309,7 @@ async def test_a_cancelled_sweep_deletes_the_request_it_was_waiting_on(fake_gcp,
     assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
 
 
-# ---- a per-minute request quota on create (issue 13 §7): waited out in the same zone ---------------
+# ---- a per-minute request quota on create: waited out in the same zone, where the capacity is -----
 
 
 def _posts(fake_gcp, zone: str) -> int:

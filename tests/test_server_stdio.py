@@ -161,7 +161,7 @@ def test_stdout_carries_only_json_rpc() -> None:
 
 @pytest.mark.anyio
 async def test_an_invalid_setting_is_shown_inside_the_host_and_the_server_still_starts(tmp_path) -> None:
-    """Issue #11 §6: the server no longer exits before initialize; the error reaches the host."""
+    """The server does not exit before initialize (a bare "Disconnected"); the error reaches the host."""
     env_file = tmp_path / "tpu.env"
     env_file.write_text("GOOGLE_CLOUD_ZONE=europe-west4-a\nGOOGLE_CLOUD_REGION=us-west4\n")
     errlog = tmp_path / "stderr.log"

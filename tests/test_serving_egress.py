@@ -1,6 +1,6 @@
 """The rig's API key goes only to the rig's endpoint; serving requests never reach a metadata server or
 a link-local address; redirects are not followed; error bodies come back trimmed and redacted
-(issue 12 §4). Every server here is on 127.0.0.1; the blocked addresses are refused before any dial."""
+(no SSRF). Every server here is on 127.0.0.1; the blocked addresses are refused before any dial."""
 
 from __future__ import annotations
 

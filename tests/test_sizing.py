@@ -125,7 +125,7 @@ def test_weights_estimate_from_a_local_safetensors_index(tmp_path: Path) -> None
 
 
 def test_unknown_weights_still_give_every_weight_independent_figure(tmp_path) -> None:
-    # issue 13 §9: the plan was refused whole when the weights were unknown. They are now estimated from the
+    # The plan used to be refused whole when the weights were unknown. They are now estimated from the
     # config (test_fit.py); a config too partial to count them (no intermediate_size) still plans around them.
     cfg = json.loads((CONFIGS / "Llama-3.1-8B-Instruct.config.json").read_text())
     del cfg["intermediate_size"]

@@ -1,5 +1,5 @@
 """Teardown (`tpu_devops.provisioning.teardown`) against the fake: only this rig's resources, wherever they are, and
-only with a confirmation a prompt-injected host model cannot supply alone (issue 12 §1, §7; issue 11 §5).
+only with a confirmation a prompt-injected host model cannot supply alone.
 
 The confirmation outcomes are the SDK's own (`mcp.server.elicitation`): `NO_ELICITATION` is what the
 resolver gives on a host that cannot ask; the MCP-level tests (test_provisioning_guards_mcp) drive the
@@ -41,7 +41,7 @@ async def cleanup(settings, confirmation=NO_ELICITATION, **kw):
 
 
 async def test_another_rigs_resource_is_refused_whatever_id_is_passed(fake_gcp, gcp_settings) -> None:
-    """Issue 12 §1: ``queued_resource_id="other-rig"`` deleted another rig's node and request, and its dry
+    """``queued_resource_id="other-rig"`` used to delete another rig's node and request, and its dry
     run said "of ours". Ownership is this server's RESOURCE_ID label, never the id passed."""
     fake_gcp.tpu.add_foreign(ZONE, "other-rig", labels={"managed-by": "tpu-devops", "rig": "other-rig"})
     fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b-x", labels={"managed-by": "tpu-devops", "rig": "rig-b"})
@@ -58,8 +58,8 @@ async def test_another_rigs_resource_is_refused_whatever_id_is_passed(fake_gcp, 
 
 
 async def test_teardown_follows_the_tpu_to_any_zone_and_any_id(fake_gcp, gcp_settings) -> None:
-    """Issue 11 §5: find_tpu put the TPU in us-central1-a while the config says us-west4-a; a second TPU
-    made under another id (issue 12 §1) carries the rig label too."""
+    """find_tpu put the TPU in us-central1-a while the config says us-west4-a; a second TPU
+    made under another id carries the rig label too."""
     fake_gcp.tpu.add_foreign("us-central1-a", "gemma4-e2b", labels=RIG)
     fake_gcp.tpu.add_foreign("asia-east1-b", "gemma4-e2b-2", labels=RIG | {"created-by": "0123456789ab"})
     fake_gcp.tpu.add_foreign(ZONE, "neighbour", labels={"team": "x"})
@@ -269,7 +269,7 @@ async def test_a_zone_that_cannot_be_listed_is_named_loudly(fake_gcp, gcp_settin
 
 
 async def test_the_rigs_firewall_rule_goes_with_its_last_tpu(fake_gcp, gcp_settings) -> None:
-    """The rule endpoint access created with the TPU (issue 11 §4) is a step of the same plan: shown in the
+    """The rule endpoint access created with the TPU is a step of the same plan: shown in the
     dry run, bound by its token, deleted with the last TPU, and kept while another TPU of the rig lives."""
     from tpu_devops.provisioning.queued import create_queued_resource
 

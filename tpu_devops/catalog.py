@@ -293,7 +293,7 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
             )
         size = per_host * gen.cores_per_chip
         canonical = f"{gen.api_prefix}-{size}"
-        notice = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
+        notice: str | None = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
         return AcceleratorType(canonical, gen, per_host, notice)
     m = _prose().match(text)
     if not m:

@@ -11,7 +11,7 @@ checkout's own, ``~/.config/tpu-devops/tpu.env``). Every value remembers where i
 labelled correctly and a zone set more strongly than the region brings its own region (`_region`). A
 tpu.env key nothing reads is reported with the closest known key (`unknown_keys`) and ignored.
 
-The server itself starts even when the configuration is invalid (issue #11 §6: a server that exits
+The server itself starts even when the configuration is invalid (a server that exits
 before ``initialize`` shows up in an MCP host as a bare "Disconnected"): `load_settings_or_errors`
 records each invalid variable, loads the rest, and marks the settings fields that came from a bad
 variable (`VARIABLE_FIELDS`). Reading such a field raises its `ConfigError`, so a tool that depends on a

@@ -1,7 +1,7 @@
 """Entry point of the ``tpu-devops-mcp`` console script: the stdio MCP server.
 
 stdout carries JSON-RPC only; every log line goes to stderr. An invalid setting is printed to stderr
-with the variable, the value and the fix, and the server starts anyway (issue #11 §6): an MCP host then
+with the variable, the value and the fix, and the server starts anyway: an MCP host then
 shows the error through `get_help`, `check_setup` and every tool that needs the bad setting, instead of
 a bare "Disconnected" (`tpu_devops.config.load_settings_or_errors`). ``--check-config`` validates the
 settings the same way, prints them and exits, with exit code 2 when a setting, a tpu.env key or a toolset

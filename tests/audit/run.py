@@ -1,4 +1,4 @@
-"""The audit of issue #12: every fault and attack of the issue against the fakes, through the official MCP
+"""The security audit: every fault and attack it names against the fakes, through the official MCP
 client over stdio, measured and reported whatever the state of the code (`Figures`).
 
 Sections (each a function below): planted secrets, injected orders with an obedient model, files outside
@@ -532,7 +532,7 @@ def report(f: Figures) -> list[str]:
         ("server survived the whole plan", "yes" if f.survived else "no", f.survived, "yes", [f.crash] if f.crash else []),
     ]  # fmt: skip
     out = [
-        f"issue #12 audit: {f.tools} tools, {f.calls} calls ({f.fuzz_calls} fuzz), slowest {f.slowest_s:.1f} s"
+        f"security audit: {f.tools} tools, {f.calls} calls ({f.fuzz_calls} fuzz), slowest {f.slowest_s:.1f} s"
     ]
     for name, value, ok, goal, detail in rows:
         out.append(f"{'ok ' if ok else 'NO '} {name:<48} {value:<14} (goal {goal})")

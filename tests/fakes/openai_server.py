@@ -37,7 +37,7 @@ message; each generated token is one word (``" tok"``). Timing follows an absolu
 the first token at ``ttft_s`` after the request arrived, token *i* at ``ttft_s + i * itl_s``, so a busy
 event loop delays a chunk without shifting the ones after it.
 
-Scripting for the log analyst (issue 6): `FakeVllm.queue(ScriptedTurn(...))` queues assistant turns that
+Scripting for the log analyst: `FakeVllm.queue(ScriptedTurn(...))` queues assistant turns that
 are answered in order before the default generator; a turn may carry ``tool_calls`` (structured, as a
 vLLM tool parser returns them) or raw Gemma tool-call syntax in ``content`` (what the client sees when
 the server runs without ``--tool-call-parser gemma4``): ``<|tool_call>call:NAME{key:<|"|>v<|"|>}<tool_call|>``.

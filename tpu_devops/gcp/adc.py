@@ -14,6 +14,7 @@ legacy python27 runtime (which cannot run this server), then the metadata server
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 LOOKED = "GOOGLE_APPLICATION_CREDENTIALS is unset"
 
 
-def gcloud_config_dir(environ: dict[str, str] | None = None) -> Path:
+def gcloud_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     """gcloud's configuration directory: ``CLOUDSDK_CONFIG``, else ``~/.config/gcloud`` (``%APPDATA%\\gcloud``
     on Windows), as google-auth's ``_cloud_sdk.get_config_path`` finds it."""
     env = os.environ if environ is None else environ
@@ -35,12 +36,12 @@ def gcloud_config_dir(environ: dict[str, str] | None = None) -> Path:
     return Path.home() / ".config" / "gcloud"
 
 
-def well_known_file(environ: dict[str, str] | None = None) -> Path:
+def well_known_file(environ: Mapping[str, str] | None = None) -> Path:
     """The ADC file ``gcloud auth application-default login`` writes."""
     return gcloud_config_dir(environ) / "application_default_credentials.json"
 
 
-def credentials_file(environ: dict[str, str] | None = None) -> Path | None:
+def credentials_file(environ: Mapping[str, str] | None = None) -> Path | None:
     """The credentials file google-auth will read: ``GOOGLE_APPLICATION_CREDENTIALS`` when set (even if it
     names no file: google-auth then says so), else gcloud's ADC file when it exists, else None."""
     env = os.environ if environ is None else environ

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, PermissionError_
@@ -39,7 +40,7 @@ class SkuPrice:
     effective_time: str | None
 
 
-def _to_price(sku: object) -> SkuPrice | None:
+def _to_price(sku: Any) -> SkuPrice | None:  # a billing_v1.Sku (proto-plus message)
     info = list(getattr(sku, "pricing_info", []) or [])
     if not info:
         return None

@@ -52,7 +52,7 @@ class ObjectInfo:
 
 @functools.lru_cache(maxsize=4)
 def _client(endpoint: str, project: str) -> Any:
-    from google.cloud import storage
+    import google.cloud.storage as storage
 
     found = storage.Client(
         project=project,

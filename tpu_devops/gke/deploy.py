@@ -1,4 +1,4 @@
-"""Plan, apply and tear down the GKE deployment (issue 15 §3): the blast radius of DESIGN §2 on GKE.
+"""Plan, apply and tear down the GKE deployment: the blast radius of DESIGN §2 on GKE.
 
 - **Plan** renders and validates offline (`manifests.render`); given a kubeconfig it also runs every
   object through the API server's dry run (server-side apply with ``dryRun=All``) and reports, per
@@ -580,13 +580,6 @@ class GkeBenchmarkResult(ToolResult):
         return "\n".join([*lines, "", self.benchmark_text])
 
 
-def _service_url(service: dict[str, Any], port: int) -> str | None:
-    """``http://IP:port`` of a LoadBalancer Service with an ingress address, else None."""
-    ingress = (((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
-    host = (ingress[0].get("ip") or ingress[0].get("hostname")) if ingress else None
-    return f"http://{host}:{port}" if host else None
-
-
 async def _sweep_endpoint(
     settings: Settings, kube: Kube, namespace: str, service: dict[str, Any], base_url: str | None
 ) -> Any:
@@ -721,9 +714,9 @@ async def benchmark_gke_deployment(
         after = await common.run_blocking(_generated, kube, namespace, pods, settings.vllm_port)
         window = max(time.monotonic() - t0, 1e-6)
         deltas = {
-            p: after[p] - before[p]
+            p: end_count - start_count
             for p in pods
-            if isinstance(before[p], float) and isinstance(after[p], float)
+            if isinstance(start_count := before[p], float) and isinstance(end_count := after[p], float)
         }
         total = sum(deltas.values())
         replicas = [

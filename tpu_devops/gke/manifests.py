@@ -1,4 +1,4 @@
-"""The GKE deployment as data: a TPU v5e node pool request and the Kubernetes manifests (issue 15 §3).
+"""The GKE deployment as data: a TPU v5e node pool request and the Kubernetes manifests (past one host).
 
 Everything is rendered from `Settings` and `startup.vllm_serve_flags` (the one flag builder), so the
 GKE pods serve exactly what the startup script would on a TPU VM, at tensor-parallel size 1 (one chip
@@ -554,8 +554,8 @@ def render(
         "teardown deletes only what carries these labels",
         "autoscaling needs the Custom Metrics Stackdriver Adapter in the cluster (Google's GKE autoscaling guide) and "
         "Managed Service for Prometheus (on by default in GKE)",
-        "the compile cache is per pod (emptyDir): every new pod compiles again (~12 min on v5e); a shared cache is "
-        "issue 14's job",
+        "the compile cache is per pod (emptyDir): every new pod compiles again (~12 min on v5e); no cache is "
+        "shared between pods yet",
     ]
     if settings.provisioning_model == "flex-start":
         notes.append(

@@ -435,9 +435,19 @@ def bounded_adapter(caps: Caps = API, **adapter_kwargs: Any) -> Any:
     from requests.adapters import HTTPAdapter
 
     class BoundedAdapter(HTTPAdapter):
-        def send(self, request: Any, stream: bool = False, timeout: Any = None, **kwargs: Any) -> Any:
+        def send(
+            self,
+            request: Any,
+            stream: bool = False,
+            timeout: Any = None,
+            verify: Any = True,
+            cert: Any = None,
+            proxies: dict[str, str] | None = None,
+        ) -> Any:
             request.headers["Accept-Encoding"] = API_ACCEPT_ENCODING
-            response = super().send(request, stream=True, timeout=timeout, **kwargs)
+            response = super().send(
+                request, stream=True, timeout=timeout, verify=verify, cert=cert, proxies=proxies
+            )
             read_timeout = _read_timeout(timeout)
             try:
                 reader = BodyReader(

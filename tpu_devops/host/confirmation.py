@@ -1,4 +1,4 @@
-"""Confirmation tokens for destructive calls on hosts that cannot ask the user (issue 12 §7).
+"""Confirmation tokens for destructive calls on hosts that cannot ask the user.
 
 A prompt-injected host model can pass ``confirm=true`` by itself; it cannot pass a token it was never
 shown. A dry run issues a token bound to its exact plan (`plan_digest`: the tool, the action, the

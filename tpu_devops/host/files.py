@@ -48,10 +48,15 @@ BUNDLED_DIRS = (PACKAGE_ROOT / "tests" / "data", PACKAGE_ROOT / "tpu_devops" / "
 
 
 class FileSettings(Protocol):
-    """What this module reads of the server's settings (`tpu_devops.config.Settings` has both)."""
+    """What this module reads of the server's settings (`tpu_devops.config.Settings` has both).
 
-    state_dir: str
-    file_roots: tuple[str, ...]
+    Read-only properties, so a frozen settings model satisfies it."""
+
+    @property
+    def state_dir(self) -> str: ...
+
+    @property
+    def file_roots(self) -> tuple[str, ...]: ...
 
 
 # Directories never readable even inside a root: where credentials live.

@@ -19,6 +19,7 @@ delete and ends them with `JobRegistry.end`, whose reason becomes the job's mess
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextvars
 import itertools
 import logging
@@ -253,7 +254,8 @@ class JobRegistry:
         """Cancel a running job and wait briefly for it to stop; a finished job is returned unchanged."""
         return await self.end(self.get(job_id))
 
-    def bound(self, scope: str, target: str | None = None) -> list[JobRecord]:
+    # builtins.list: inside the class, `list` is the method above
+    def bound(self, scope: str, target: str | None = None) -> builtins.list[JobRecord]:
         """The running, listed jobs bound to ``scope`` (and to ``target`` when given), oldest first. A job
         whose event loop is not the running one (a loop that has ended: it will never run again) is not
         counted."""

@@ -39,13 +39,13 @@ import os
 import re
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CallToolResult,
@@ -130,10 +130,10 @@ class HostTool(Tool):
         except MCPError:
             raise
         except UnexpectedToolError as exc:
-            cause = exc.__cause__ or exc
-            if isinstance(cause, TpuDevopsError):  # a parameter group's own rule refused the arguments
-                raise ToolError(f"{self.name}: {cause}") from exc
-            raise ToolError(f"{self.name}: {self._crash(cause, args)}") from exc
+            raised = exc.__cause__ or exc
+            if isinstance(raised, TpuDevopsError):  # a parameter group's own rule refused the arguments
+                raise ToolError(f"{self.name}: {raised}") from exc
+            raise ToolError(f"{self.name}: {self._crash(raised, args)}") from exc
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
@@ -248,10 +248,13 @@ def build_tool(
     output = fm.output_model
     if not (isinstance(output, type) and issubclass(output, ToolResult)) or fm.output_schema is None:
         raise TypeError(f"tool {name} must be annotated to return a ToolResult subclass, not {output!r}")
-    strict = type(
-        fm.arg_model.__name__,
-        (fm.arg_model,),
-        {"model_config": ConfigDict(**fm.arg_model.model_config, extra="forbid"), "__module__": __name__},
+    strict = cast(  # type() builds a subclass of the SDK's argument model
+        "type[ArgModelBase]",
+        type(
+            fm.arg_model.__name__,
+            (fm.arg_model,),
+            {"model_config": ConfigDict(**fm.arg_model.model_config, extra="forbid"), "__module__": __name__},
+        ),
     )
     arg_schema = strict.model_json_schema(by_alias=True)
     fields = {k: getattr(base, k) for k in Tool.model_fields}

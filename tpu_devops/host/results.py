@@ -1,6 +1,6 @@
 """Base of every typed tool result, and the two forms a host receives: text and structured content.
 
-Hosts read one form each (issue #18): Gemini CLI gives its model only the text content, Claude Code only
+Hosts read one form each: Gemini CLI gives its model only the text content, Claude Code only
 the ``structuredContent`` when a tool declares an output schema. So each form must stand on its own:
 
 - both lead with the same human summary (`ToolResult.summary_text`: the headline, or more where a

@@ -1,7 +1,7 @@
 """The JSON schemas a host receives for each tool: compact input schemas, honest output schemas.
 
 Input schemas (``inputSchema``) are sent to the model on every turn (Gemini CLI passes them unchanged as
-``parametersJsonSchema``; issue #17 §4-5), so `input_schema` derives them from the tool's argument
+``parametersJsonSchema``), so `input_schema` derives them from the tool's argument
 model and:
 
 - drops what repeats or says nothing: ``title`` keywords, ``default: null`` (and ``false`` for a flag),
@@ -22,7 +22,7 @@ model and:
 
 `validation_schema` is the same schema plus what the published one leaves out for Gemini's sake
 (``additionalProperties: false``, exclusive bounds): arguments are checked against it before the tool
-runs, so unknown keys and ``true`` for a number are refused (issue #12 §8).
+runs, so unknown keys and ``true`` for a number are refused, never silently coerced.
 
 Output schemas (``outputSchema``) describe the structured form of `tpu_devops.host.results.ToolResult`:
 `wire_output_schema` adds the leading ``summary`` (and ``omitted``, present when a size cap cut the
@@ -230,8 +230,8 @@ def _in_words(schema: Any) -> Any:
     if bounds and not all(n in description for n in numbers):
         phrases.append(bounds)
     stated_default = "default" in out and ("default" in said or _default_phrase(out["default"]))
-    if "default" in out and "default" not in said and _default_phrase(out["default"]):
-        phrases.append(_default_phrase(out["default"]))
+    if "default" in out and "default" not in said and (default := _default_phrase(out["default"])):
+        phrases.append(default)
     if phrases:
         said_in = "; ".join(phrases)
         # "x (a, b)" reads as one more parenthesis; "x (a, b); default y" does not

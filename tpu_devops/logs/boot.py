@@ -346,8 +346,8 @@ class BootDiagnosis(UntrustedContent, ToolResult):
                 return f"boot OK ({version}{tokens}), but {what}: {a.title}{where}. Fix: {a.fix}"
             if beside:
                 return f"boot OK ({version}{tokens}), serving not affected; autoscaling fails: {beside}"
-            recovered = sum(f.when == "recovered" for f in self.findings)
-            note = f"; {recovered} earlier error(s) did not stop it" if recovered else ""
+            earlier = sum(f.when == "recovered" for f in self.findings)
+            note = f"; {earlier} earlier error(s) did not stop it" if earlier else ""
             return f"boot OK ({version}{tokens}){note}"
         progress = [
             p for p in self.phases if p.phase != "first log line" and not p.phase.startswith("failure")
@@ -787,6 +787,8 @@ def _cross_check(
             tensor_parallel_size=int(args.get("tensor_parallel_size") or 1),
         )
     except (TpuDevopsError, ValueError, TypeError):
+        return None
+    if plan.kv_tokens is None:  # not reached while the logged weights are passed in: nothing to compare
         return None
     deviation = (plan.kv_tokens - b.kv_tokens) / b.kv_tokens * 100
     implied = round(b.kv_avail_gib * 2**30 / b.kv_tokens, 1) if b.kv_avail_gib else None

@@ -126,20 +126,20 @@ def _read_template(
                     best = (sg.explain(sig, m.groupdict(), ctx), sig)
                 break
     if best is None and not t.exemplars:
-        sig = sg.match(t.template)
-        if sig is not None:
-            best = (sg.explain(sig, {}, ctx), sig)
+        rule = sg.match(t.template)
+        if rule is not None:
+            best = (sg.explain(rule, {}, ctx), rule)
     if best is not None:
         return best[0], best[1], best[1].weight
-    ex = t.exemplars[0] if t.exemplars else None
-    message = ex.message if ex else t.template
+    first = t.exemplars[0] if t.exemplars else None
+    message = first.message if first else t.template
     reason = None
-    if ex is not None and (following := ex.before if newest_first else ex.after):
+    if first is not None and (following := first.before if newest_first else first.after):
         continued, reason = sg.read_continued(message, following, ctx)
         if continued is not None and continued.rule is not None:
             return continued, sg.BY_ID[continued.rule], continued.weight
     parts = sg.split_line(message.splitlines()[0] if message else "")
-    if parts.level is None and SEVERITY_RANK.get(ex.severity if ex else t.severity, 0) >= ERROR_RANK:
+    if parts.level is None and SEVERITY_RANK.get(first.severity if first else t.severity, 0) >= ERROR_RANK:
         parts = sg.LineParts(parts.proc, "ERROR", parts.src, parts.body)  # the entry's own severity
     kind = sg.classify(parts)
     if kind == "traceback":

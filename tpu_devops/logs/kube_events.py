@@ -54,7 +54,7 @@ def _obj(ev: dict[str, Any]) -> dict[str, Any]:
 
 
 def _count(ev: dict[str, Any]) -> int:
-    series = ev.get("series") if isinstance(ev.get("series"), dict) else {}
+    series = series_ if isinstance(series_ := ev.get("series"), dict) else {}
     for value in (ev.get("count"), series.get("count")):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -75,8 +75,8 @@ def event_text(ev: dict[str, Any]) -> str:
 
 
 def _time(ev: dict[str, Any]) -> str:
-    series = ev.get("series") if isinstance(ev.get("series"), dict) else {}
-    meta = ev.get("metadata") if isinstance(ev.get("metadata"), dict) else {}
+    series = series_ if isinstance(series_ := ev.get("series"), dict) else {}
+    meta = meta_ if isinstance(meta_ := ev.get("metadata"), dict) else {}
     for value in (
         ev.get("lastTimestamp"),
         ev.get("eventTime"),
@@ -98,7 +98,7 @@ def severity_of(ev: dict[str, Any]) -> str:
 def entry_from_event(ev: dict[str, Any]) -> dict[str, Any]:
     """A LogEntry dict (as Cloud Logging would export it) for a bare Event object."""
     target = _obj(ev)
-    meta = ev.get("metadata") if isinstance(ev.get("metadata"), dict) else {}
+    meta = meta_ if isinstance(meta_ := ev.get("metadata"), dict) else {}
     kind = str(target.get("kind") or "object").lower()
     labels = {"namespace_name": str(target.get("namespace") or "")}
     if target.get("name"):

@@ -70,9 +70,10 @@ class Signature:
     @property
     def severity(self) -> Literal["error", "warning", "info", "noise"]:
         """The boot-diagnosis severity of a finding of this rule."""
-        if self.kind in ("failure", "symptom", "wrapper"):
-            return "error"
-        return self.kind
+        kind = self.kind
+        if kind == "warning" or kind == "info" or kind == "noise":
+            return kind
+        return "error"  # failure, symptom, wrapper
 
 
 _WEIGHT = {"symptom": 25, "warning": 20, "info": 0, "wrapper": -60, "noise": -100}

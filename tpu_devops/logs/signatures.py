@@ -806,7 +806,7 @@ def unrecognised(line: str, kind: LineClass, continuation: str | None = None) ->
             + " logged where nothing later shows progress"
         ),
         fix="read the line and the lines just before it; if it recurs, report it with the log so a rule can be added",
-        source="fallback for unexplained ERROR/CRITICAL, exception and traceback lines (issue 13 §1)",
+        source="fallback for unexplained ERROR/CRITICAL, exception and traceback lines",
         details=details,
     )
 

@@ -1090,7 +1090,7 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
         source.page_size = limit
     records = [r for page in source.pages() for r in page]
     views = [r.view() for r in records]
-    token = source.next_page_token if cloud else None
+    token = source.next_page_token if isinstance(source, CloudLoggingSource) else None
     notices: list[str] = []
     suspected = [r.insert_id for r in records if looks_like_instruction(r.message)]
     if suspected:
@@ -1106,7 +1106,7 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
         notices.append(notice)
     return LogsPage(
         source=source.describe(),
-        filter=source.filter_ if cloud else None,
+        filter=source.filter_ if isinstance(source, CloudLoggingSource) else None,
         returned=len(views),
         entries=views,
         next_page_token=token,

@@ -129,7 +129,7 @@ def check_fit(
             accelerator type.
     """
     accel = resolve_accelerator_type(accelerator_type)
-    base = {
+    base: dict[str, Any] = {
         "model": model, "accelerator_type": accel.name, "tensor_parallel_size": tensor_parallel_size,
         "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
     }  # fmt: skip
@@ -160,7 +160,7 @@ def check_fit(
         kv_bytes_per_token=fit.bytes_per_token, config_source=source,
     )  # fmt: skip
     if not fit.fits:
-        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        text = text_ if isinstance(text_ := cfg.get("text_config"), dict) else cfg
         heads = int(text.get("num_attention_heads") or 1)
         slices = sizing.fitting_slices(geom, heads, weights, gpu_memory_utilization, length, prefer=accel)
         out.fitting = [f"{a} (TENSOR_PARALLEL_SIZE={tp})" for a, tp in slices]

@@ -87,7 +87,7 @@ def geometry_from_config(cfg: dict[str, Any], *, model: str = "model") -> ModelG
         raise InputError(
             "config.json is not a JSON object", field="model", value=model, fix="pass a model config.json"
         )
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text = text_ if isinstance(text_ := cfg.get("text_config"), dict) else cfg
     model_type = str(text.get("model_type") or cfg.get("model_type") or "")
     is_gemma4 = model_type.startswith("gemma4") or str(cfg.get("model_type", "")).startswith("gemma4")
     layers = _need(text, "num_hidden_layers", model)

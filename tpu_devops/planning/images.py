@@ -1,7 +1,7 @@
 """The vLLM image against the model: is the image's vLLM new enough to serve the model's architecture?
 
 An image older than the first vLLM release that supports the architecture pulls fine and then fails
-to load the model, minutes into a billed boot (issue 11 §3). `check_image` reads the vLLM version from
+to load the model, minutes into a billed boot. `check_image` reads the vLLM version from
 the image tag (``vllm/vllm-tpu:v0.30.0`` -> 0.30.0) and the architecture from the model's
 ``config.json`` (``model_type`` / ``architectures``; bundled or local copies only, never the network),
 and compares them with `FIRST_SUPPORT`, one row per architecture with its source.
@@ -180,7 +180,7 @@ def check_image(image: str, model: str | None, config: dict[str, Any] | None = N
     ref = parse_image(image)
     row = support_for(config if config is not None else (local_model_config(model) or {}))
     version = str(ref.version) if ref.version else None
-    base = {"image": image, "model": model, "version": version}
+    base: dict[str, Any] = {"image": image, "model": model, "version": version}
     if ref.floating:
         return ImageCheck(
             **base, status="floating", required=row.min_version if row else None,

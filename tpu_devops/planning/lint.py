@@ -427,7 +427,7 @@ class Context:
     accel: AcceleratorType
     kv_heads: int | None
     health_check_path: str | None
-    engines: int = 1  # vLLM engines on the host; each runs this command (scale-out, issue 15)
+    engines: int = 1  # vLLM engines on the host; each runs this command (one engine per chip)
     env_origin: dict[str, str] = field(default_factory=dict)  # variable -> where it was set (for findings)
 
     @property
@@ -825,7 +825,7 @@ def _one_chip_weights_gib(model: str | None, generation: str) -> float | None:
 
 
 def rule_idle_chips(ctx: Context, out: list[Finding]) -> None:
-    """Chips paid for and idle: engines x TP below the chips of the accelerator type (issue 15)."""
+    """Chips paid for and idle: engines x TP below the chips of the accelerator type."""
     tp = _num(ctx, "tensor-parallel-size", out, int) or 1
     if tp < 1 or tp > ctx.accel.chips:
         return  # reported by rule_flag_values / rule_tensor_parallel
@@ -981,7 +981,7 @@ def rule_quantization(ctx: Context, out: list[Finding]) -> None:
     qwix = ((extra or {}).get("quantization") or {}).get("qwix") if isinstance(extra, dict) else None
     if not isinstance(qwix, dict):
         return
-    rules = qwix.get("rules") if isinstance(qwix.get("rules"), list) else []
+    rules = rules_ if isinstance(rules_ := qwix.get("rules"), list) else []
     int8 = any(isinstance(r, dict) and str(r.get("weight_qtype", "")).lower() == "int8" for r in rules)
     if ctx.is_gemma4 and int8 and qwix.get("use_abstract_model") is True:
         out.append(

@@ -88,7 +88,7 @@ def count_parameters(cfg: dict[str, Any], *, model: str = "model") -> ParameterC
             without a known default) or malformed.
     """
     geom = geometry_from_config(cfg, model=model)
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text = text_ if isinstance(text_ := cfg.get("text_config"), dict) else cfg
     defaults = TYPE_DEFAULTS.get(geom.model_type, {}) | TYPE_DEFAULTS.get(str(cfg.get("model_type")), {})
     notes: list[str] = []
 
@@ -189,7 +189,7 @@ def served_bytes_per_parameter(cfg: dict[str, Any]) -> tuple[float, str]:
             return bits / 8, f"{method or 'quantized'} {bits}-bit weights"
         if "fp8" in method:
             return 1.0, "fp8 weights"
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text = text_ if isinstance(text_ := cfg.get("text_config"), dict) else cfg
     dtype = str(text.get("torch_dtype") or cfg.get("torch_dtype") or text.get("dtype") or "bfloat16")
     return _SERVED_BYTES.get(dtype, 2.0), f"{dtype} checkpoint, 2 bytes per parameter"
 

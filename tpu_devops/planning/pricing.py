@@ -28,6 +28,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import Field
@@ -41,6 +42,9 @@ from tpu_devops.catalog import (
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, InputError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
+
+if TYPE_CHECKING:  # at run time the billing adapter is imported only when a live price is asked
+    from tpu_devops.gcp.billing import SkuPrice
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +103,7 @@ def description_pattern(generation: str, provisioning_model: str, region: str) -
 
 @dataclass
 class _Cache:
-    skus: list | None = None
+    skus: list[SkuPrice] | None = None
     fetched_at: float = 0.0
     error: str | None = None
     failed_at: float = 0.0
@@ -144,7 +148,7 @@ class PriceQuote(ToolResult):
         return "price given by the caller"
 
 
-async def _skus(settings: Settings) -> list:
+async def _skus(settings: Settings) -> list[SkuPrice]:
     from tpu_devops.gcp import billing
 
     key = settings.gcp_endpoint or "google"
@@ -250,7 +254,7 @@ async def get_price(
     gen = accel.generation.name
     region, region_notes = validate_region(region or settings.region)
     pm = _validate(provisioning_model or settings.provisioning_model)
-    base = dict(
+    base: dict[str, Any] = dict(
         accelerator_type=accel.name, generation=gen, chips=accel.chips, region=region, provisioning_model=pm
     )
     notes = ([accel.notice] if accel.notice else []) + region_notes
@@ -312,14 +316,14 @@ async def get_price(
 
 
 def match_sku(
-    skus: list, generation: str, provisioning_model: str, region: str
-) -> tuple[object, list[str]] | None:
+    skus: list[SkuPrice], generation: str, provisioning_model: str, region: str
+) -> tuple[SkuPrice, list[str]] | None:
     """The SKU for (generation, provisioning model, region): anchored description, region listed,
     hourly unit, price > 0. Returns (sku, notes) or None. Several priced matches: the highest price is
     taken (conservative) and noted."""
     pattern = description_pattern(generation, provisioning_model, region)
     notes: list[str] = []
-    found = []
+    found: list[SkuPrice] = []
     for s in skus:
         if not pattern.match(s.description.strip()) or region not in s.service_regions:
             continue

@@ -296,7 +296,15 @@ def _streamed_weight_bytes(cfg: dict[str, Any], geom: Any, weights_gib: float) -
     text = _text_config(cfg)
     hidden, inter, vocab = text.get("hidden_size"), text.get("intermediate_size"), text.get("vocab_size")
     heads = text.get("num_attention_heads")
-    if not all(isinstance(v, int) and v > 0 for v in (hidden, inter, vocab, heads)):
+    if (
+        not (
+            isinstance(hidden, int)
+            and isinstance(inter, int)
+            and isinstance(vocab, int)
+            and isinstance(heads, int)
+        )
+        or min(hidden, inter, vocab, heads) <= 0
+    ):
         return (
             weights_gib * GIB,
             f"all {weights_gib:.2f} GiB of weights (config lacks dense sizes: upper bound)",
@@ -624,7 +632,7 @@ def _option(
         "single-chip-nodes": f"GKE node pool of {hosts} x {accel.machine_type} (topology 1x1), one vLLM pod per node behind a Service",
         "tensor-parallel": f"one TPU VM, one vLLM engine with --tensor-parallel-size {tp}",
     }[shape]
-    base = dict(
+    base: dict[str, Any] = dict(
         shape=shape,
         title=SHAPE_TITLES[shape],
         accelerator_type=accel.name,
@@ -712,7 +720,7 @@ def size_shapes(
     """
     one_chip = resolve_accelerator_type(f"{gen.api_prefix}-{gen.cores_per_chip}")
     hosts = _multi_chip_types(gen)
-    kw = dict(streams=streams, target_tok_s=target_tok_s)
+    kw: dict[str, Any] = dict(streams=streams, target_tok_s=target_tok_s)
     if chips is not None:
         host = next(h for h in hosts if h.chips == chips)
         return [
@@ -887,6 +895,7 @@ async def plan_scale_out(
             tensor_parallel_size=tp,
         )
         replication = max((g.replication for g in plan.kv.groups), default=1.0)
+        assert plan.kv_tokens is not None  # weights_gib is known, so the KV pool is sized
         return plan.kv_tokens, replication
 
     warnings: list[str] = []

@@ -562,7 +562,7 @@ def plan_from_geometry(
     per_chip = accel.generation.hbm_gib_visible
     chips = tensor_parallel_size
     if chips < accel.chips:
-        # One engine over `chips` chips: the rest of the slice is billed and idle (issue 15).
+        # One engine over `chips` chips: the rest of the slice is billed and idle.
         warnings.append(
             f"this plan uses {chips} of the {accel.chips} chips of {accel.name}: one engine with "
             f"--tensor-parallel-size {chips} alone leaves {accel.chips - chips} chip(s) paid for and idle; the "

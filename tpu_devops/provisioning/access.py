@@ -1,5 +1,5 @@
 """Who can reach the rig's vLLM endpoint: its API key and its firewall rule, created with the TPU and
-deleted with it (issue 11 §4, DESIGN §3 "Endpoint access").
+deleted with it, so nothing it opened outlives it (DESIGN §3 "Endpoint access").
 
 Why: on the default VPC, tcp:8000 on a node's external IP is closed from the internet (the
 ``default-allow-internal`` rule admits only 10.128.0.0/9), so the endpoint times out from the user's

@@ -4,7 +4,7 @@ Two blast radii (DESIGN §2): creating touches only the id it was given and is n
 deleting lives in `tpu_devops.provisioning.teardown`. A queued resource is ours when its node carries
 ``managed-by=tpu-devops`` and ``rig=<RESOURCE_ID of this server>`` (`ownership`), whatever its id.
 
-One TPU per rig, failing closed (issue 12 §2): a create takes the rig lease (`store.acquire_rig_lease`,
+One TPU per rig, failing closed: a create takes the rig lease (`store.acquire_rig_lease`,
 shared with the sweep), lists every zone first and refuses when a listing fails, and after creating
 lists every zone again. If a concurrent create (another server, possibly with its own state
 directory) made another live request of the rig, the newer of the two deletes itself at once and says
@@ -791,7 +791,7 @@ def rig_subject(rig: list[QueuedResourceView], qr_id: str | None) -> QueuedResou
     None when there is none."""
     named = [q for q in rig if q.id == qr_id] if qr_id is not None else rig
     live = [q for q in named if q.live]
-    return next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
+    return next((q for q in live if q.state == "ACTIVE"), None) or next(iter(live or named), None)
 
 
 async def describe_queued_resource(

@@ -159,7 +159,7 @@ async def find_rig_node(settings: Settings) -> RigNode:
         node=node,
         url=f"http://{ip}:{settings.vllm_port}" if ip else None,
         # Two installations with one RESOURCE_ID are one rig: replacing the container of a node someone
-        # else created interrupts their serving, so say so before acting (issue 12 §1).
+        # else created interrupts their serving, so say so before acting.
         creator_warning=(
             f"WARNING: {q.where()} was created by someone else (created-by={q.created_by}; another "
             "installation with the same RESOURCE_ID shares this rig): reconfiguring replaces the container "

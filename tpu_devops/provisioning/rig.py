@@ -294,7 +294,7 @@ async def reservation_status(
             f"{len(unlisted)} zone(s) could not be listed ({', '.join(sorted(unlisted)[:5])}): TPUs of this rig "
             "there are not shown"
         )
-    extras = {
+    extras: dict[str, Any] = {
         "rig_queued_resources": [f"{q.id} in {q.zone}: {q.state}, {q.provisioning_model}" for q in rig],
         "several": len(live_rig) > 1,
         "warnings": warnings,

@@ -14,6 +14,7 @@ something about to be deleted, with the reason as their message.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import anyio
@@ -161,5 +162,5 @@ async def end_jobs(records: list[JobRecord], reason: str, wait_s: float = 45.0) 
     Returns those still running after the wait."""
     async with anyio.create_task_group() as tg:
         for record in records:
-            tg.start_soon(lambda r=record: JOBS.end(r, reason, wait_s=wait_s))
+            tg.start_soon(functools.partial(JOBS.end, record, reason, wait_s=wait_s))
     return [r for r in records if r.state == "running"]

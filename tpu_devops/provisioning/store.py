@@ -80,6 +80,12 @@ class Lease:
     expires_at: float
     held: bool = False
 
+    @classmethod
+    def from_row(cls, name: str, row: tuple[Any, ...], *, held: bool = False) -> Lease:
+        """The lease named ``name`` from a ``(owner, host, pid, job_id, acquired_at, expires_at)`` row."""
+        owner, host, pid, job_id, acquired_at, expires_at = row
+        return cls(name, owner, host, pid, job_id, acquired_at, expires_at, held)
+
 
 def _alive(host: str, pid: int) -> bool:
     """False only when ``pid`` on this host is known to be gone (another host: assume alive)."""
@@ -290,7 +296,7 @@ class ZoneStore:
                     (name,),
                 ).fetchone()
                 if row is not None:
-                    holder = Lease(name, *row, held=False)
+                    holder = Lease.from_row(name, row, held=False)
                     if holder.owner != owner and holder.expires_at > now and _alive(holder.host, holder.pid):
                         db.execute("COMMIT")
                         return holder
@@ -327,11 +333,11 @@ class ZoneStore:
             ).fetchone()
         if row is None:
             return None
-        lease = Lease(name, *row)
+        lease = Lease.from_row(name, row)
         if lease.expires_at <= time.time() or not _alive(lease.host, lease.pid):
             return None
         mine = lease.host == socket.gethostname() and lease.pid == os.getpid()
-        return Lease(name, *row, held=mine)
+        return Lease.from_row(name, row, held=mine)
 
     # ---- the rig's teardown fence (module docstring) ----
 

@@ -4,7 +4,7 @@ Uses `requests` to check arguments, `queued` to create / read / delete the rig's
 `failures` to decide how far a refusal reaches, `store` for the attempt history and the rig lease,
 and `tpu_devops.provisioning.quota` to pick the zones worth trying.
 
-Nothing is left billing or waiting forever (issue 12 §3): every request a sweep sends carries
+Nothing is left billing or waiting forever: every request a sweep sends carries
 ``queueingPolicy.validUntilDuration`` equal to its per-zone budget, so a request abandoned by a sweep
 that died (SIGKILL, cancel, disconnect) expires by itself; the next sweep adopts a live ``find_tpu``
 request of this rig (waits on it until it is ACTIVE or its own time is up, then deletes it) instead of

@@ -3,9 +3,9 @@
 - Only queued resources of this server's rig (labels ``managed-by=tpu-devops`` and
   ``rig=<RESOURCE_ID>``, `tpu_devops.provisioning.ownership`) are touched, whatever their id; a named
   resource of another rig or of no tpu-devops install is refused (`OwnershipError`) and left alone.
-- Teardown follows the TPU (issue 11 §5): without a zone every zone is searched, so a TPU that
+- Teardown follows the TPU, wherever it bills: without a zone every zone is searched, so a TPU that
   ``find_tpu`` placed in another zone than the configured one is found.
-- One obvious contract (issue 11 §5, issue 12 §7): a call deletes only when it says so (``confirm=true``
+- One contract for every deletion: a call deletes only when it says so (``confirm=true``
   or ``dry_run=false``) *and* the deletion is confirmed by something a prompt-injected host model cannot
   supply alone: the user's answer to an MCP elicitation when the host supports it, otherwise the
   confirmation token of a dry run of exactly this plan (`tpu_devops.host.confirmation`). Every answer that
@@ -392,7 +392,7 @@ async def _wait_node_gone(settings: Settings, zone: str, node_id: str) -> None:
         await anyio.sleep(2.0)
 
 
-# ---- endpoint access (added by helper endpoint-access; issue 11 §4) ------------------------------------
+# ---- endpoint access: the firewall rule and API key made with the TPU go with it ---------------------
 
 
 async def firewall_steps(

@@ -523,8 +523,14 @@ async def kv_pool(
             max_model_len=settings.max_model_len or 16384,
             tensor_parallel_size=settings.tensor_parallel_size,
         )
+        if plan.kv_tokens is None:
+            notes.append(
+                "KV-pool warning skipped: the weights of MODEL_NAME are unknown, so plan_capacity sizes no KV pool"
+                + (f" ({plan.weights_missing})" if plan.weights_missing else "")
+            )
+            return None, None, notes
         return (
-            int(plan.kv_tokens),
+            plan.kv_tokens,
             f"plan_capacity({settings.model_name}, {settings.accelerator_type})",
             notes,
         )

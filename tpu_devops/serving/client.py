@@ -106,12 +106,14 @@ def openai_client(base_url: str, api_key: str = "") -> AsyncOpenAI:
     entry = _openai.get(key)
     if entry is not None and entry[0] is loop and entry[1] is http:
         return entry[2]
+    # openai 3.x accepts the httpx 0.x client and timeout (it checks for them and converts them) while its
+    # annotations name only httpx2's classes.
     client = AsyncOpenAI(
         base_url=f"{key[0]}/v1",
         api_key=api_key or "EMPTY",
-        http_client=http,
+        http_client=http,  # type: ignore[arg-type]
         max_retries=0,
-        timeout=timeouts(),
+        timeout=timeouts(),  # type: ignore[arg-type]
     )
     _openai[key] = (loop, http, client)
     return client

@@ -2,7 +2,7 @@
 
 A ``base_url`` argument (or ``VLLM_URL``, or a discovered node) is a request this server makes on the
 caller's behalf, from wherever the server runs, possibly a VM whose metadata server hands out its
-service account's tokens. So, for every serving request whatever its source (issue 12 §4):
+service account's tokens. So, for every serving request whatever its source:
 
 - the URL must be plain ``http(s)://host[:port][/path]``: no userinfo (``http://a:b@host``, or the
   parser-confusion form ``http://127.0.0.1:8000@169.254.169.254/``), query, fragment, backslash,

@@ -41,7 +41,7 @@ from tpu_devops.serving.resolve import Endpoint, for_endpoint, resolve_endpoint
 from tpu_devops.serving.server_kind import LLAMA_CPP, UNKNOWN, VLLM, identify
 from tpu_devops.serving.stream import stream_chat
 
-PROBE_TOOL = {
+PROBE_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_current_time",

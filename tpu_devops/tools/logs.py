@@ -4,7 +4,7 @@ IPs, project numbers) before any of it leaves the process, and marked as untrust
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,14 @@ from tpu_devops.config import get_settings
 from tpu_devops.host.results import MAX_EVIDENCE_TOKENS
 from tpu_devops.host.toolsets import READ, Toolset
 from tpu_devops.tools.args import SANE, EndpointRef, LogQuery, LogWindow, Node, Since
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.gcp.common
+    import tpu_devops.logs.analyst
+    import tpu_devops.logs.boot
+    import tpu_devops.logs.evidence
+    import tpu_devops.logs.sources
+    import tpu_devops.planning.warmboot
 
 toolset = Toolset("logs", "read, summarize and diagnose logs; ask Gemma about them", default=True)
 tool = toolset.tool

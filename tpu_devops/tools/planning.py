@@ -3,7 +3,7 @@ startup script (or the same deployment as commands). No cloud account needed."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,12 @@ import tpu_devops
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.host.toolsets import READ, Toolset
 from tpu_devops.tools.args import SANE, AcceleratorType, ServingOverrides
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.planning.deployment
+    import tpu_devops.planning.lint
+    import tpu_devops.planning.sizing
+    import tpu_devops.planning.startup
 
 toolset = Toolset("plan", "size, lint and render a deployment before paying for it", default=True)
 tool = toolset.tool

@@ -4,7 +4,7 @@ configuration on the running TPU."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver.resolve import Resolve
@@ -27,6 +27,18 @@ from tpu_devops.tools.args import (
     ZoneOrAll,
     Zones,
 )
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.host.confirmation
+    import tpu_devops.provisioning.plan
+    import tpu_devops.provisioning.queued
+    import tpu_devops.provisioning.quota
+    import tpu_devops.provisioning.reconfigure
+    import tpu_devops.provisioning.requests
+    import tpu_devops.provisioning.rig
+    import tpu_devops.provisioning.sweep
+    import tpu_devops.provisioning.teardown
+    import tpu_devops.setup_check
 
 toolset = Toolset(
     "provision", "quota, plan, create, find, describe and tear down this rig's TPU", default=True
