@@ -58,6 +58,10 @@ def test_one_loop_shares_one_pool_per_endpoint(fake: FakeVllm) -> None:
 
 
 def test_a_closed_pool_is_replaced_with_its_openai_client(fake: FakeVllm) -> None:
+    from tpu_devops.serving import egress
+
+    egress.mark_owned(fake.url, "VLLM_URL")  # the OpenAI client's requests go only to the operator's endpoint
+
     async def run() -> None:
         http, ai = client.http_client(fake.url), client.openai_client(fake.url)
         await http.aclose()
