@@ -45,7 +45,9 @@ async def test_a_hung_google_call_ends_within_the_budget(fake_gcp, gcp_settings)
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("seconds", "shown"), [(0.2, "0.2 s"), (1.5, "1.5 s"), (12.0, "12 s"), (40.0, "40 s")])
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0.2, "0.2 s"), (1.5, "1.5 s"), (12.0, "12 s"), (40.0, "40 s")]
+)
 async def test_the_message_names_the_budget_the_call_ran_on(seconds: float, shown: str) -> None:
     async with deadline.tool_call("t", seconds=seconds):
         checked = deadline.expired("reading pages").message  # what check() / timeout() raise

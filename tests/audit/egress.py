@@ -66,7 +66,9 @@ async def _other_host(scope: Any, receive: Any, send: Any) -> None:
         body = {"object": "list", "data": [{"id": "google/gemma-4-E2B-it", "object": "model"}]}
         await JSONResponse(body)(scope, receive, send)
         return
-    await JSONResponse({"error": {"message": "no", "type": "NotFoundError"}}, status_code=404)(scope, receive, send)
+    await JSONResponse({"error": {"message": "no", "type": "NotFoundError"}}, status_code=404)(
+        scope, receive, send
+    )
 
 
 async def redirects_and_aliases() -> tuple[int, list[str]]:
@@ -101,7 +103,9 @@ async def redirects_and_aliases() -> tuple[int, list[str]]:
                          "TPU_DEVOPS_ENV_FILE": str(Path(tmp) / "none.env"), "GOOGLE_CLOUD_PROJECT": ""}
             )  # fmt: skip
 
-        async def case(name: str, vllm_url: str, base_url: str | None, owned_host: str) -> list[dict[str, Any]]:
+        async def case(
+            name: str, vllm_url: str, base_url: str | None, owned_host: str
+        ) -> list[dict[str, Any]]:
             nonlocal cases
             cases += 1
             egress.forget_owned()
@@ -109,7 +113,10 @@ async def redirects_and_aliases() -> tuple[int, list[str]]:
                 r.seen.clear()
             settings = settings_for(vllm_url)
             calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-                ("query", lambda: chat.query(settings, "CONFIDENTIAL prompt", max_tokens=4, base_url=base_url)),
+                (
+                    "query",
+                    lambda: chat.query(settings, "CONFIDENTIAL prompt", max_tokens=4, base_url=base_url),
+                ),
                 ("health", lambda: health.verify_health(settings, base_url=base_url)),
                 ("metrics", lambda: metrics.fetch_samples(base_url or vllm_url)),
             ]
@@ -145,7 +152,9 @@ async def redirects_and_aliases() -> tuple[int, list[str]]:
         with egress.use_resolver(resolver):
             control = await case("VLLM_URL itself (control)", rig_url, None, rig_host)
             if not any(r["body"] and AUDIT_KEY in r["authorization"] for r in control):
-                failures.append("control: the prompt and key did not reach VLLM_URL (the measure sees nothing)")
+                failures.append(
+                    "control: the prompt and key did not reach VLLM_URL (the measure sees nothing)"
+                )
             for port, whose in ((rig_port, "the rig"), (rogue_port, "another host")):
                 for spelling in (
                     "localhost", "localhost.", "127.1", "127.0.1", "0x7f000001", "2130706433", "0177.0.0.1",
@@ -163,7 +172,9 @@ async def redirects_and_aliases() -> tuple[int, list[str]]:
                 await case(f"VLLM_URL answering {code} to another host", redir_srv.url, None, redir_host)
                 await case(f"base_url answering {code} to another host", rig_url, redir_srv.url, rig_host)
                 target[0] = f"http://localhost:{rig_port}"
-                await case(f"VLLM_URL answering {code} to the rig as localhost", redir_srv.url, None, redir_host)
+                await case(
+                    f"VLLM_URL answering {code} to the rig as localhost", redir_srv.url, None, redir_host
+                )
                 target[0] = rogue_srv.url
             status[0] = 307
         egress.forget_owned()

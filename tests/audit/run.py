@@ -479,7 +479,7 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
                 figures.tools = len(tools)
                 await secrets_section(s, world, planted.log_file, stderr)
                 await injection_section(s, world, planted.log_file)
-                await _disguised(s, world, planted.log_file.parent)
+                await _disguised(s, world, planted.log_file)
                 await files_section(s, secret_file, state_dir / "logs" / "config.json")
                 await keys_section(s, tools, rogue)
                 await foreign_section(s, world)
@@ -510,10 +510,12 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
     return figures
 
 
-async def _disguised(s: Session, world: Any, log_dir: Path) -> None:
+async def _disguised(s: Session, world: Any, boot_log: Path) -> None:
     from tests.audit.injections import injection_variants_section
 
-    s.figures.disguised_injections, s.figures.disguised_failures = await injection_variants_section(s, world, log_dir)
+    s.figures.disguised_injections, s.figures.disguised_failures = await injection_variants_section(
+        s, world, boot_log
+    )
 
 
 async def _egress_and_create_deadline(f: Figures) -> None:

@@ -149,7 +149,9 @@ _NEW_RULES = (
     r"(?:" + _fold_words("system") + r"\s+)?(?:" + _RULES + r")\s*:"
 )
 # "the rules above", "las reglas de arriba": the earlier-ness said after the rules
-_AFTER = _fold_words("above earlier before given so far oben vorher arriba antes dessus avant sopra prima acima")
+_AFTER = _fold_words(
+    "above earlier before given so far oben vorher arriba antes dessus avant sopra prima acima"
+)
 _LATIN = re.compile(
     r"\b(?:" + _OVERRIDE + r")\b[^.\n]{0,40}\b(?:" + _PRIOR + r")\b[^.\n]{0,20}\b(?:" + _RULES + r")\b"
     r"|\b(?:" + _OVERRIDE + r")\b[^.\n]{0,40}\b(?:" + _RULES + r")\s+(?:(?:de|ci-)\s*)?(?:" + _AFTER + r")\b"
