@@ -104,6 +104,21 @@ async def test_deep_nesting_is_an_input_error(
     assert "nest" in text.lower(), text[:400]
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"textPayload": "INFO a"}\n' + '{"jsonPayload":' + '{"m":' * 5_000 + "1" + "}" * 5_000 + "}\n",
+     "[" * 50_000 + "]" * 50_000],
+)  # fmt: skip
+async def test_deep_nesting_in_a_log_text_argument_is_an_input_error_or_read(client: Any, text: str) -> None:
+    result = await client.call_tool("diagnose_vllm_boot", {"log_text": text})
+    shown = "\n".join(getattr(c, "text", "") for c in result.content)
+    assert "Traceback" not in shown and "RecursionError" not in shown and "does not handle" not in shown, (
+        shown[:400]
+    )
+    if result.is_error:
+        assert "log_text" in shown and "Fix" in shown, shown[:400]
+
+
 @pytest.mark.parametrize("kind", ["loop", "long", "deep-long", "dir"])
 @pytest.mark.parametrize(
     ("tool", "field"),
