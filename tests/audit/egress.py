@@ -5,8 +5,8 @@ is not the rig's; both record the ``Host`` each request was addressed to, its me
 body and its ``Authorization``. The rig may receive prompts and the API key only when it is addressed as
 ``VLLM_URL`` says (owned = scheme, host and port as written); every other spelling of it, and the other
 host under any spelling, gets probes only (GET without a key) or nothing. A third listener answers every
-request with a redirect (301, 302, 307, 308) to the other host: as ``VLLM_URL`` or ``base_url`` it must
-not carry anything there.
+request with a redirect (301, 302, 307, 308) to the other host: as ``VLLM_URL``, ``base_url`` or a GKE
+Service of ours (a benchmark sweep with the deployment's key) it must not carry anything there.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.responses import JSONResponse, RedirectResponse
 
 from tests.fakes.http_runner import ServerThread
@@ -71,6 +72,25 @@ async def _other_host(scope: Any, receive: Any, send: Any) -> None:
     )
 
 
+async def _service_sweep(settings: Any, service_url: str) -> Any:
+    """`start_benchmark` at a GKE Service as `tpu_devops.gke.deploy` resolves it (owned, with its key)."""
+    from tpu_devops.serving import benchmark, egress
+    from tpu_devops.serving.resolve import Endpoint
+
+    egress.mark_owned(service_url, "deployment")
+    ep = Endpoint(service_url, "deployment", AUDIT_KEY, "the deployment's Secret")
+    started = await benchmark.start_benchmark(
+        settings, concurrency=[1], prompt_lengths=[16], output_len=2, endpoint=ep
+    )
+    from tpu_devops.host.jobs import JOBS
+
+    job_id = getattr(started, "job_id", None)
+    with anyio.move_on_after(20):  # a sweep that did start: let it send what it would send
+        while job_id and JOBS.get(job_id).state == "running":
+            await anyio.sleep(0.05)
+    return started
+
+
 async def redirects_and_aliases() -> tuple[int, list[str]]:
     """(cases, failures): each case sends a prompt (`chat.query`), runs the health probes and reads the
     metrics; a failure is a body or the key reaching anything but the rig addressed as ``VLLM_URL``, or a
@@ -104,7 +124,7 @@ async def redirects_and_aliases() -> tuple[int, list[str]]:
             )  # fmt: skip
 
         async def case(
-            name: str, vllm_url: str, base_url: str | None, owned_host: str
+            name: str, vllm_url: str, base_url: str | None, owned_host: str, service: str | None = None
         ) -> list[dict[str, Any]]:
             nonlocal cases
             cases += 1
@@ -120,6 +140,8 @@ async def redirects_and_aliases() -> tuple[int, list[str]]:
                 ("health", lambda: health.verify_health(settings, base_url=base_url)),
                 ("metrics", lambda: metrics.fetch_samples(base_url or vllm_url)),
             ]
+            if service:  # a GKE Service of ours (its address from the Kubernetes API), with its Secret's key
+                calls = [("gke benchmark", lambda: _service_sweep(settings, service))]
             for what, call in calls:
                 try:
                     with deadline.budget(10.0):
@@ -176,6 +198,9 @@ async def redirects_and_aliases() -> tuple[int, list[str]]:
                     f"VLLM_URL answering {code} to the rig as localhost", redir_srv.url, None, redir_host
                 )
                 target[0] = rogue_srv.url
+                await case(
+                    f"GKE Service answering {code} to another host", rig_url, None, redir_host, redir_srv.url
+                )
             status[0] = 307
         egress.forget_owned()
     return cases, failures
