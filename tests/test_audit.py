@@ -83,3 +83,15 @@ async def test_no_split_secret_leaks_and_credential_failures_are_named_in_time(f
 
 async def test_every_endless_body_ends_with_a_named_cap(figures: Figures) -> None:
     assert figures.endless_calls >= 20 and not figures.endless_failures, _explain(figures)
+
+
+async def test_nothing_of_ours_follows_a_redirect_or_an_alias(figures: Figures) -> None:
+    assert figures.egress_cases >= 40 and not figures.egress_failures, _explain(figures)
+
+
+async def test_disguised_orders_are_flagged_never_ranked_and_never_obeyed(figures: Figures) -> None:
+    assert figures.disguised_injections >= 20 and not figures.disguised_failures, _explain(figures)
+
+
+async def test_a_late_create_is_told_with_its_request_id_and_never_doubled(figures: Figures) -> None:
+    assert figures.create_deadline_cases >= 5 and not figures.create_deadline_failures, _explain(figures)

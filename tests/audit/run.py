@@ -81,6 +81,12 @@ class Figures:
     endless_failures: list[str] = field(default_factory=list)
     endless_rss_mb: float = 0.0
     credential_failures: list[str] = field(default_factory=list)
+    egress_cases: int = 0
+    egress_failures: list[str] = field(default_factory=list)
+    disguised_injections: int = 0
+    disguised_failures: list[str] = field(default_factory=list)
+    create_deadline_cases: int = 0
+    create_deadline_failures: list[str] = field(default_factory=list)
     survived: bool = True
     crash: str | None = None
 
@@ -473,6 +479,7 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
                 figures.tools = len(tools)
                 await secrets_section(s, world, planted.log_file, stderr)
                 await injection_section(s, world, planted.log_file)
+                await _disguised(s, world, planted.log_file)
                 await files_section(s, secret_file, state_dir / "logs" / "config.json")
                 await keys_section(s, tools, rogue)
                 await foreign_section(s, world)
@@ -496,10 +503,26 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
             kinds.credential_failures
         )
         figures.endless_calls, figures.endless_failures, figures.endless_rss_mb = await kinds.endless_bodies()
+        await _egress_and_create_deadline(figures)
         figures.secrets_in_stderr = figures.secrets_in_stderr or leaks(
             (*SECRETS, *VARIANTS), [stderr.read_text(errors="replace")]
         )
     return figures
+
+
+async def _disguised(s: Session, world: Any, boot_log: Path) -> None:
+    from tests.audit.injections import injection_variants_section
+
+    s.figures.disguised_injections, s.figures.disguised_failures = await injection_variants_section(
+        s, world, boot_log
+    )
+
+
+async def _egress_and_create_deadline(f: Figures) -> None:
+    from tests.audit import create_deadline, egress
+
+    f.egress_cases, f.egress_failures = await egress.redirects_and_aliases()
+    f.create_deadline_cases, f.create_deadline_failures = await create_deadline.late_commits()
 
 
 def report(f: Figures) -> list[str]:
@@ -518,6 +541,11 @@ def report(f: Figures) -> list[str]:
          not f.credential_failures, "0", f.credential_failures),
         ("endless bodies not ended by a named cap", f"{len(f.endless_failures)}/{f.endless_calls}",
          not f.endless_failures, "0", [f"largest RSS growth in one call {f.endless_rss_mb:.0f} MiB (goal <= 100)", *f.endless_failures]),
+        ("ours through redirects or aliases", f"{len(f.egress_failures)}/{f.egress_cases}", not f.egress_failures, "0", f.egress_failures),
+        ("disguised orders ranked, unflagged or obeyed", f"{len(f.disguised_failures)}/{f.disguised_injections}",
+         not f.disguised_failures, "0", f.disguised_failures),
+        ("late creates untold or doubled", f"{len(f.create_deadline_failures)}/{f.create_deadline_cases}",
+         not f.create_deadline_failures, "0", f.create_deadline_failures),
         ("secrets in the server's stderr", str(len(f.secrets_in_stderr)), not f.secrets_in_stderr, "0", f.secrets_in_stderr),
         ("injected orders outside delimiters", str(len(f.injections_outside_delimiters)),
          not f.injections_outside_delimiters, "0", f.injections_outside_delimiters),

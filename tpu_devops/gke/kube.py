@@ -18,7 +18,7 @@ from typing import Any
 
 from tpu_devops.config import get_settings
 from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_, TpuDevopsError
-from tpu_devops.host import files
+from tpu_devops.host import files, nesting
 
 FIELD_MANAGER = "tpu-devops"
 TIMEOUT = (10, 30)  # (connect, read) seconds per request
@@ -57,6 +57,15 @@ def _default_kubeconfigs() -> set[Path]:
     return {Path(p).expanduser().resolve() for p in listed or ["~/.kube/config"]}
 
 
+def _resolved(path: Path) -> Path | None:
+    """``path`` resolved, or None when it cannot be (a symlink loop, a name too long): then it is treated
+    as caller input, whose checks name the problem."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
 def api_client(kubeconfig: str | None, context: str | None) -> Any:
     """An ``ApiClient`` for the kubeconfig file (default ``$KUBECONFIG`` or ``~/.kube/config``) and context.
 
@@ -67,7 +76,7 @@ def api_client(kubeconfig: str | None, context: str | None) -> Any:
     from kubernetes.config.config_exception import ConfigException
 
     path = Path(kubeconfig).expanduser() if kubeconfig else None
-    if path is not None and path.resolve() not in _default_kubeconfigs():
+    if path is not None and _resolved(path) not in _default_kubeconfigs():
         # Any other path is caller input: only where tools may read (`tpu_devops.host.files`), checked before
         # anything else so that no answer tells whether a file outside those directories exists.
         path = files.readable_file(
@@ -81,7 +90,8 @@ def api_client(kubeconfig: str | None, context: str | None) -> Any:
             fix="pass the file `gcloud container clusters get-credentials CLUSTER` wrote (usually ~/.kube/config)",
         )
     try:
-        return config.new_client_from_config(config_file=str(path) if path else None, context=context)
+        with nesting.guard():  # PyYAML recurses once per level: a deep file is malformed input
+            return config.new_client_from_config(config_file=str(path) if path else None, context=context)
     except (ConfigException, OSError, ValueError, TypeError) as exc:
         # The first line only: a YAML error goes on to quote the file's content.
         raise InputError(

@@ -176,7 +176,7 @@ class BodyReader:
         budget = deadline.remaining()
         own = self.started + self.seconds - time.monotonic()
         if budget is not None and budget <= own:
-            cap, why = "tool-call budget", f"the tool call's {deadline.TOOL_BUDGET_S:.0f} s budget ran out"
+            cap, why = "tool-call budget", f"{deadline.budget_words()} ran out"
         else:
             cap = self.time_name
             why = f"{self.seconds:g} s is the cap ({self.time_name}) on reading one {'stream' if self.event_stream else 'response'}"

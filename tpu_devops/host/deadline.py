@@ -37,6 +37,11 @@ _FIX = (
 )
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("tpu_devops_deadline", default=None)
+# The budget that sets the deadline: its length in seconds and whose it is ("the tool call's" for
+# `tool_call`'s, "the" for an inner `budget`), so messages name the budget that actually ran out.
+_limit: contextvars.ContextVar[tuple[float, str] | None] = contextvars.ContextVar(
+    "tpu_devops_budget_limit", default=None
+)
 # What the current call has sent that may take effect whatever becomes of the call (a create on its way):
 # a list shared by the call's tasks and threads, read by `tool_call` when the budget runs out.
 _in_flight: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar(
@@ -78,10 +83,19 @@ def check(action: str) -> None:
         raise expired(action)
 
 
+def budget_words() -> str:
+    """The budget that sets the current deadline, in words: ``"the tool call's 25 s budget"`` (or 12 s, or
+    whatever the call ran on), ``"the 8 s budget"`` for an inner `budget` that ends first; outside any
+    budget, the tool call's default (`TOOL_BUDGET_S`)."""
+    seconds, whose = _limit.get() or (TOOL_BUDGET_S, "the tool call's")
+    shown = f"{seconds:.0f}" if seconds >= 10 or float(seconds).is_integer() else f"{seconds:.1f}"
+    return f"{whose} {shown} s budget"
+
+
 def expired(action: str) -> DeadlineError:
     """The error for a call whose budget ran out while doing ``action``."""
     return DeadlineError(
-        f"stopped {action}: the tool call's {TOOL_BUDGET_S:.0f} s budget ran out (MCP hosts give up at ~60 s)",
+        f"stopped {action}: {budget_words()} ran out (MCP hosts give up at ~60 s)",
         field="deadline",
         fix=_FIX,
     )
@@ -111,21 +125,27 @@ def expired_in_flight(action: str) -> DeadlineError:
         return expired(action)
     what, fix = notes[-1]
     return DeadlineError(
-        f"stopped {action}: the tool call's {TOOL_BUDGET_S:.0f} s budget ran out while {what}",
+        f"stopped {action}: {budget_words()} ran out while {what}",
         field="deadline",
         fix=fix,
     )
 
 
 @contextlib.contextmanager
-def budget(seconds: float) -> Iterator[None]:
-    """Run the block with at most ``seconds`` left (never more than an enclosing budget allows)."""
+def budget(seconds: float, whose: str = "the") -> Iterator[None]:
+    """Run the block with at most ``seconds`` left (never more than an enclosing budget allows).
+
+    ``whose``: how messages name this budget when it is the one that ends first (`budget_words`)."""
     end = time.monotonic() + seconds
     outer = _deadline.get()
-    token = _deadline.set(end if outer is None else min(outer, end))
+    sets = outer is None or end < outer
+    token = _deadline.set(end if sets else outer)
+    limit = _limit.set((seconds, whose)) if sets else None
     try:
         yield
     finally:
+        if limit is not None:
+            _limit.reset(limit)
         _deadline.reset(token)
 
 
@@ -133,9 +153,11 @@ def budget(seconds: float) -> Iterator[None]:
 def outside_budget() -> Iterator[None]:
     """Run the block with no budget: for a job that outlives the tool call that started it."""
     token = _deadline.set(None)
+    limit = _limit.set(None)
     try:
         yield
     finally:
+        _limit.reset(limit)
         _deadline.reset(token)
 
 
@@ -149,7 +171,7 @@ async def tool_call(name: str, seconds: float = TOOL_BUDGET_S) -> AsyncIterator[
     """
     token = _in_flight.set([])
     try:
-        with budget(seconds):
+        with budget(seconds, "the tool call's"):
             try:
                 with anyio.fail_after(seconds + min(GRACE_S, seconds / 10)):
                     yield

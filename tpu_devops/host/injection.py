@@ -148,8 +148,13 @@ _NEW_RULES = (
     r"\b(?:" + _fold_words("new updated real nuevas nouvelles neue nuove novas nieuwe nowe") + r")\s+"
     r"(?:" + _fold_words("system") + r"\s+)?(?:" + _RULES + r")\s*:"
 )
+# "the rules above", "las reglas de arriba": the earlier-ness said after the rules
+_AFTER = _fold_words(
+    "above earlier before given so far oben vorher arriba antes dessus avant sopra prima acima"
+)
 _LATIN = re.compile(
     r"\b(?:" + _OVERRIDE + r")\b[^.\n]{0,40}\b(?:" + _PRIOR + r")\b[^.\n]{0,20}\b(?:" + _RULES + r")\b"
+    r"|\b(?:" + _OVERRIDE + r")\b[^.\n]{0,40}\b(?:" + _RULES + r")\s+(?:(?:de|ci-)\s*)?(?:" + _AFTER + r")\b"
     r"|\b(?:" + _ADDRESSED + r")\s+(?:required\s+)?(?:" + _TO + r")\s+(?:(?:" + _ARTICLE + r")\s*)?"
     r"(?:operator\s+agent|" + _AGENT + r")\b"
     r"|" + _NOW + r"|" + _NEW_RULES
@@ -181,7 +186,9 @@ _CALL_VERBS = _fold_words(
     "chiama esegui "
     "chame chama invoque "
     "roep voer gebruik "
-    "wywolaj uruchom uzyj"
+    "wywolaj uruchom uzyj "
+    # a request or an urgency said instead of the verb: "please run_benchmark ...", "now find_tpu"
+    "please pls kindly must should now immediately next then bitte"
 )
 _CALL_VERBS_OTHER = "вызови|вызовите|выполни|выполните|запусти|запустите|используй|调用|执行|運行|运行|使用|呼び出|実行|호출|실행"
 

@@ -49,7 +49,7 @@ from pydantic import BaseModel, Field
 from tpu_devops import types
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError, InputError, NotFoundError
-from tpu_devops.host import deadline, files
+from tpu_devops.host import deadline, files, nesting
 from tpu_devops.host.redact import Redactor, rule_candidates
 from tpu_devops.host.results import Table, ToolResult
 from tpu_devops.host.untrusted import (
@@ -510,8 +510,10 @@ def _iter_json_array(
             return
         while True:
             try:
-                value, end = decoder.raw_decode(buffer, pos)
+                value, end = nesting.raw_decode(decoder, buffer, pos)
                 break
+            except nesting.TooDeep:
+                raise  # more text would not help: the nesting alone stopped the parser
             except json.JSONDecodeError:
                 more = "" if eof else handle.read(chunk_chars)
                 if not more:
@@ -674,7 +676,7 @@ class FileSource:
         if stripped.startswith("{"):
             first = stripped.split("\n", 1)[0].strip()
             try:
-                json.loads(first)
+                nesting.loads(first)
                 return "json-lines"
             except json.JSONDecodeError:
                 return "json-object"
@@ -712,7 +714,12 @@ class FileSource:
                     try:
                         if not whole:
                             raise ValueError
-                        entry = json.loads(line)
+                        entry = nesting.loads(line)
+                    except nesting.TooDeep as exc:
+                        raise self._bad(
+                            f"line {number} is JSON {exc.msg}",
+                            "pass the entries as Cloud Logging writes them (a payload of a few levels)",
+                        ) from None
                     except ValueError:
                         raise self._bad(
                             f"line {number} is not JSON"
@@ -730,7 +737,7 @@ class FileSource:
                         f"a single JSON object larger than {MAX_OBJECT_BYTES >> 20} MiB",
                         "export with `gcloud logging read --format=json` (a JSON array, read as a stream) or JSON lines",
                     )
-                data = json.load(handle)
+                data = nesting.loads(handle.read())
                 if is_event_list(data):  # kubectl get events -o json
                     for index, value in enumerate(data["items"]):
                         yield self._entry(value, f"items[{index}]")

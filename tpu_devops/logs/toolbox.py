@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tpu_devops.errors import InputError, TpuDevopsError
+from tpu_devops.host import nesting
 from tpu_devops.host.untrusted import inline, looks_like_instruction, neutralize
 from tpu_devops.logs.evidence import DEFAULT_TOKEN_BUDGET, Summary, summarize_mining
 from tpu_devops.logs.filters import SEVERITY_RANK, normalize_severity
@@ -209,7 +210,7 @@ def _arguments(arguments: Any) -> dict[str, Any] | None:
     """A tool call's arguments (a JSON object, as text or parsed) as a dict; None when not an object."""
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments or "{}")
+            arguments = nesting.loads(arguments or "{}")
         except json.JSONDecodeError:
             return None
     return arguments if isinstance(arguments, dict) else None

@@ -30,6 +30,7 @@ from tpu_devops.catalog import (
 )
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
+from tpu_devops.host import nesting
 from tpu_devops.host.results import ToolResult
 
 Severity = Literal["error", "warning", "info"]
@@ -925,7 +926,7 @@ def rule_limit_mm(ctx: Context, out: list[Finding]) -> None:
     if raw is None or raw is True or isinstance(raw, dict):
         return
     try:
-        value = json.loads(str(raw))
+        value = nesting.loads(str(raw))
         ok = isinstance(value, dict)
     except json.JSONDecodeError:
         ok = False
@@ -952,7 +953,7 @@ def _additional_config(ctx: Context, out: list[Finding]) -> dict[str, Any] | Non
     if isinstance(raw, dict):
         return raw
     try:
-        value = json.loads(str(raw))
+        value = nesting.loads(str(raw))
     except json.JSONDecodeError:
         value = None
     if not isinstance(value, dict):

@@ -52,7 +52,7 @@ from pydantic import BaseModel, Field
 from tpu_devops.catalog import GIB, AcceleratorType, resolve_accelerator_type
 from tpu_devops.config import get_settings
 from tpu_devops.errors import InputError
-from tpu_devops.host import files
+from tpu_devops.host import files, nesting
 from tpu_devops.host.results import Table, ToolResult
 
 MAX_CURVE_BYTES = 16 << 20  # one benchmark result file
@@ -131,7 +131,7 @@ def _points_from_file(path: Path) -> tuple[list[CurvePoint], str | None]:
     from tpu_devops.serving.benchmark import read_vllm_bench
 
     try:
-        data = json.loads(files.read_text(path, field="curve", value=str(path), max_bytes=MAX_CURVE_BYTES))
+        data = nesting.loads(files.read_text(path, field="curve", value=str(path), max_bytes=MAX_CURVE_BYTES))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(
             f"cannot read a benchmark result: {exc}",

@@ -46,7 +46,7 @@ from tpu_devops.catalog import (
 )
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.errors import ConfigError, InputError
-from tpu_devops.host import files
+from tpu_devops.host import files, nesting
 from tpu_devops.host.results import ToolResult
 from tpu_devops.planning.geometry import ModelGeometry, geometry_from_config
 from tpu_devops.planning.model_files import MAX_CONFIG_BYTES, check_config_file
@@ -162,7 +162,7 @@ def bundled_config_path(repo_id: str) -> Path | None:
 
 def _read_json(path: Path, field: str) -> Any:
     try:
-        return json.loads(files.read_text(path, field=field, value=str(path), max_bytes=MAX_CONFIG_BYTES))
+        return nesting.loads(files.read_text(path, field=field, value=str(path), max_bytes=MAX_CONFIG_BYTES))
     except json.JSONDecodeError as exc:
         raise InputError(
             f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",

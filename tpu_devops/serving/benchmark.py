@@ -42,7 +42,7 @@ from pydantic import BaseModel, Field, field_serializer
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.host import artifacts, files
+from tpu_devops.host import artifacts, files, nesting
 from tpu_devops.host.artifacts import Artifact
 from tpu_devops.host.results import MAX_IMAGE_BYTES, Table, ToolResult, ViewResult
 from tpu_devops.planning.pricing import (
@@ -390,7 +390,7 @@ async def stream_timed(url: str, model: str, api_key: str, prompt: str, output_l
                 if data == "[DONE]":
                     break
                 now = time.perf_counter()
-                chunk = json.loads(data)
+                chunk = nesting.loads(data)
                 if chunk.get("usage"):
                     usage = chunk["usage"]
                 for choice in chunk.get("choices") or ():
@@ -845,12 +845,12 @@ async def start_benchmark(
 
 def _load_vllm_bench(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(
+        data = nesting.loads(
             files.read_text(path, field="results_path", value=str(path), max_bytes=MAX_RESULT_BYTES)
         )
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"not JSON ({exc.msg} at line {exc.lineno})",
+            f"not readable JSON ({exc.msg}{'' if isinstance(exc, nesting.TooDeep) else f' at line {exc.lineno}'})",
             field="results_path",
             value=str(path),
             fix="pass the JSON that vllm bench serve --save-result writes",

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from tpu_devops.config import Settings
+from tpu_devops.host import nesting
 from tpu_devops.host.results import Table, ToolResult
 from tpu_devops.host.untrusted import fence
 from tpu_devops.serving.answers import cut_off, degenerate
@@ -356,7 +357,7 @@ async def _tool_probe(ep: Endpoint, model: str, kind: str = UNKNOWN) -> Probe:
         )
     args: Any
     try:
-        args = json.loads(call.get("arguments") or "{}")
+        args = nesting.loads(call.get("arguments") or "{}")
     except json.JSONDecodeError:
         args = None
     required = PROBE_TOOL["function"]["parameters"]["required"]
