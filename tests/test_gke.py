@@ -306,21 +306,37 @@ async def test_teardown_deletes_only_what_carries_our_labels(
         ("HorizontalPodAutoscaler", "vllm-gemma4-e2b"), ("PodMonitoring", "vllm-gemma4-e2b"),
         ("Service", "vllm-gemma4-e2b"), ("Deployment", "vllm-gemma4-e2b"), ("NodePool", "tpu-devops-gemma4-e2b"),
     ]  # fmt: skip
-    assert not dry.executed and len(kube.objects) == 6 and dry.confirm_token in dry.next_call
-    # confirm=true alone (what a prompt-injected model can say) deletes nothing on a host that cannot ask;
-    # the dry run's token, for exactly this plan, does (issue 12 §7, the rule of every destructive tool)
-    for args in ({"dry_run": False}, {"confirm": True}, {"confirm": True, "confirm_token": "a" * 16}):
+    assert not dry.executed and len(kube.objects) == 6 and dry.confirm_token is None and dry.next_call is None
+    assert dry.how_to_delete == [
+        "gcloud container clusters get-credentials gemma --location=us-west4-a --project=demo-project && "
+        "kubectl -n default delete horizontalpodautoscaler.autoscaling/vllm-gemma4-e2b "
+        "podmonitoring.monitoring.googleapis.com/vllm-gemma4-e2b service/vllm-gemma4-e2b "
+        "deployment.apps/vllm-gemma4-e2b",
+        "gcloud container node-pools delete tpu-devops-gemma4-e2b --cluster=gemma --location=us-west4-a "
+        "--project=demo-project",
+    ]
+    # confirm=true (what a prompt-injected model can say) deletes nothing on a host that cannot ask, and
+    # without the operator's standing permission no token counts: the refusal says how the person deletes
+    unattended = gcp_settings.model_copy(update={"unattended_delete": True})
+    allowed = await deploy.teardown_gke_deployment(unattended, cluster=cluster, kubeconfig=config)
+    for args in ({"dry_run": False}, {"confirm": True}, {"confirm": True, "confirm_token": "a" * 16},
+                 {"confirm": True, "confirm_token": allowed.confirm_token}):  # fmt: skip
         with pytest.raises(ConfirmationError) as err:
             await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config, **args)
-        assert "nothing was deleted" in str(err.value) and "confirm_token=" in str(err.value)
+        text = str(err.value)
+        assert "nothing was deleted" in text and "confirm_token=" not in text
+        assert dry.how_to_delete[1] in text and "TPU_DEVOPS_UNATTENDED_DELETE=gemma4-e2b" in text
     assert len(kube.objects) == 6
+    # under the standing permission, the dry run's token for exactly this plan deletes
+    dry = await deploy.teardown_gke_deployment(unattended, cluster=cluster, kubeconfig=config)
+    assert dry.confirm_token in dry.next_call
     with pytest.raises(ConfirmationError):  # another namespace is another plan: the token does not fit
         await deploy.teardown_gke_deployment(
-            gcp_settings, cluster=cluster, kubeconfig=config, namespace="other", confirm=True,
+            unattended, cluster=cluster, kubeconfig=config, namespace="other", confirm=True,
             confirm_token=dry.confirm_token,
         )  # fmt: skip
     done = await deploy.teardown_gke_deployment(
-        gcp_settings, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
+        unattended, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
     )
     assert done.executed and all(s.done for s in done.steps)
     assert sorted(kube.objects) == [

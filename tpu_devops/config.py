@@ -82,6 +82,10 @@ DEFAULTS: dict[str, str] = {
     "TPU_DEVOPS_LOG_LEVEL": "INFO",
     "TPU_DEVOPS_FILE_ROOTS": "",
     "TPU_DEVOPS_BUCKET": "",
+    # Deletions (tpu_devops.host.confirmation): a standing permission for this rig, and whether the MCP
+    # host's answer to the server's question counts as a person's.
+    "TPU_DEVOPS_UNATTENDED_DELETE": "",
+    "TPU_DEVOPS_ELICITATION": "on",
 }
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -165,6 +169,8 @@ class Settings(BaseModel):
     cache_dir: str | None
     file_roots: tuple[str, ...] = ()  # more directories tools may read and write (`tpu_devops.host.files`)
     bucket: str = ""
+    unattended_delete: bool = False  # TPU_DEVOPS_UNATTENDED_DELETE names this rig
+    elicitation: bool = True  # TPU_DEVOPS_ELICITATION: a host's answer to the question counts
     env_file: str | None
     project_origin: str = ""  # "the environment" or "tpu.env (path)" when GOOGLE_CLOUD_PROJECT is set
     log_level: str = "INFO"
@@ -209,6 +215,13 @@ class Settings(BaseModel):
     def accelerator(self) -> AcceleratorType:
         """The catalog entry for `accelerator_type`."""
         return resolve_accelerator_type(self.accelerator_type)
+
+    def deletion_policy(self) -> Any:
+        """The standing configuration every destructive tool's confirmation reads
+        (`tpu_devops.host.confirmation.Policy`)."""
+        from tpu_devops.host.confirmation import Policy
+
+        return Policy(unattended=self.unattended_delete, ask=self.elicitation)
 
     @property
     def rig_labels(self) -> dict[str, str]:
@@ -534,6 +547,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             env, "TPU_DEVOPS_CACHE_DIR", Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         )
     bucket = _bucket(env, project)
+    unattended = _unattended(env, resource_id)
     return Settings(
         project=project,
         region=region,
@@ -569,6 +583,8 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         cache_dir=cache_dir,
         file_roots=file_roots,
         bucket=bucket,
+        unattended_delete=unattended,
+        elicitation=_bool(env, "TPU_DEVOPS_ELICITATION"),
         env_file=read_from,
         project_origin=_project_origin(project, environ, read_from),
         log_level=_log_level(env),
@@ -582,6 +598,31 @@ def _project_origin(project: str, environ: Mapping[str, str] | None, env_file: s
     if (os.environ if environ is None else environ).get("GOOGLE_CLOUD_PROJECT", "").strip():
         return "the environment (GOOGLE_CLOUD_PROJECT)"
     return f"tpu.env ({env_file})"
+
+
+def _unattended(env: Mapping[str, str], rig: str) -> bool:
+    """``TPU_DEVOPS_UNATTENDED_DELETE``: empty (no standing permission: deletions need a person), or this
+    rig's ``RESOURCE_ID`` (a dry run's token then completes a deletion without a person). Naming the rig
+    keeps a copied tpu.env from carrying the permission to another rig.
+
+    Raises:
+        ConfigError: any other value (a boolean, another rig's id); the server then starts without the
+            permission (`FAIL_CLOSED`).
+    """
+    raw = env["TPU_DEVOPS_UNATTENDED_DELETE"].strip()
+    if not raw:
+        return False
+    if raw == rig:
+        return True
+    raise ConfigError(
+        f"names rig '{raw}', but this server's RESOURCE_ID is '{rig}'"
+        if types.RESOURCE_ID_RE.match(raw)
+        else "not a rig id: the standing permission names the rig it is for",
+        field="TPU_DEVOPS_UNATTENDED_DELETE",
+        value=raw,
+        fix=f"set TPU_DEVOPS_UNATTENDED_DELETE={rig} to let a model delete this rig's resources with a dry "
+        "run's token, or leave it empty so that every deletion needs you",
+    )
 
 
 def _toolsets(env: Mapping[str, str]) -> tuple[str, ...]:
@@ -650,9 +691,16 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "TPU_DEVOPS_FILE_ROOTS": ("file_roots",),  # tools then refuse every path argument (tpu_devops.host.files)
     "TPU_DEVOPS_LOG_LEVEL": (),  # INFO
     "TPU_DEVOPS_BUCKET": ("bucket",),  # invalid: no bucket, every boot cold
+    "TPU_DEVOPS_UNATTENDED_DELETE": (),  # fails closed: no standing permission (FAIL_CLOSED)
+    "TPU_DEVOPS_ELICITATION": (),  # fails closed: a host's answers are not taken (FAIL_CLOSED)
 }
 # Variables replaced by a safe value instead of their default when invalid.
-FAIL_CLOSED = {"TPU_DEVOPS_READ_ONLY": "1", "TPU_DEVOPS_CACHE_DIR": "off"}
+FAIL_CLOSED = {
+    "TPU_DEVOPS_READ_ONLY": "1",
+    "TPU_DEVOPS_CACHE_DIR": "off",
+    "TPU_DEVOPS_UNATTENDED_DELETE": "",
+    "TPU_DEVOPS_ELICITATION": "off",
+}
 # Variables whose error may be the other's fault: both are reset together.
 _RESET_TOGETHER = {
     "GOOGLE_CLOUD_ZONE": ("GOOGLE_CLOUD_REGION",),

@@ -12,8 +12,9 @@
   will never start, and keeps waiting only while vLLM boots or nodes are coming.
 - **Teardown** finds what to delete by our labels only (``app.kubernetes.io/managed-by=tpu-devops``,
   ``tpu-devops/rig=<id>``; the node pool by its ``resourceLabels``), never by a name alone; it is a dry run
-  with a confirmation token unless ``confirm=true``, and deleting needs the user's answer or that token
-  (the rule of every destructive tool, `tpu_devops.host.confirmation`).
+  unless ``confirm=true``, and deleting needs a person (their answer when the host asks) or the operator's
+  standing permission with the dry run's token (the rule of every destructive tool,
+  `tpu_devops.host.confirmation`).
 """
 
 from __future__ import annotations
@@ -315,8 +316,9 @@ class GkeTeardownStep(BaseModel):
 
 class GkeTeardownResult(ToolResult):
     """What teardown deleted (or would delete), found by our labels only. ``confirm_token`` (dry runs with
-    something to delete): echo it in the deleting call, within ``confirm_token_expires_in_s`` seconds,
-    once; ``next_call`` is that exact call (`tpu_devops.host.confirmation`)."""
+    something to delete, only under the standing permission): echo it in the deleting call, within
+    ``confirm_token_expires_in_s`` seconds, once; ``next_call`` is that exact call; ``how_to_delete``: the
+    kubectl / gcloud commands a person runs instead (`tpu_devops.host.confirmation`)."""
 
     dry_run: bool
     executed: bool
@@ -325,6 +327,7 @@ class GkeTeardownResult(ToolResult):
     confirm_token: str | None = None
     confirm_token_expires_in_s: int | None = None
     next_call: str | None = None
+    how_to_delete: list[str] = Field(default_factory=list)
     message: str
 
     def headline(self) -> str:
@@ -398,8 +401,41 @@ async def plan_gke_teardown(
     deletion = confirmation.Deletion(
         tool="teardown_gke_deployment", action="delete", project=settings.project, rig=settings.resource_id,
         steps=[(f"delete {s.kind}", s.name, f"{cluster}/{namespace}") for s in steps], args=args,
+        commands=_teardown_commands(settings, cluster, where, namespace, steps),
     )  # fmt: skip
     return GkeTeardownPlan(steps, left, kube, namespace, pool_name, deletion)
+
+
+_KUBECTL_KINDS = {
+    "HorizontalPodAutoscaler": "horizontalpodautoscaler.autoscaling",
+    "PodMonitoring": "podmonitoring.monitoring.googleapis.com",
+    "Service": "service",
+    "Deployment": "deployment.apps",
+}
+
+
+def _teardown_commands(
+    settings: Settings, cluster: str, location: str, namespace: str, steps: list[GkeTeardownStep]
+) -> list[str]:
+    """The commands a person runs to delete exactly ``steps`` without this server: kubectl for the
+    objects (after gcloud's get-credentials), gcloud for the node pool. Both ask or show before acting."""
+    import shlex
+
+    q = shlex.quote
+    where = f"--location={q(location)} --project={q(settings.project)}"
+    objects = [f"{_KUBECTL_KINDS[s.kind]}/{q(s.name)}" for s in steps if s.kind in _KUBECTL_KINDS]
+    out = []
+    if objects:
+        out.append(
+            f"gcloud container clusters get-credentials {q(cluster)} {where} && "
+            f"kubectl -n {q(namespace)} delete {' '.join(objects)}"
+        )
+    out += [
+        f"gcloud container node-pools delete {q(s.name.rsplit('/', 1)[-1])} --cluster={q(cluster)} {where}"
+        for s in steps
+        if s.kind == "NodePool"
+    ]
+    return out
 
 
 def _gke_key(cluster: str, kubeconfig: str | None, context: str | None, location: str | None, namespace: str, delete_node_pool: bool) -> tuple[Any, ...]:  # fmt: skip
@@ -430,7 +466,8 @@ async def resolve_gke_teardown_confirmation(
 
     key = _gke_key(cluster, kubeconfig, context, location, namespace, delete_node_pool)
     wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
-    return await confirmation.resolve(ctx, key, wants, make, lambda plan: plan.deletion)
+    policy = get_settings().deletion_policy()
+    return await confirmation.resolve(ctx, key, wants, make, lambda plan: plan.deletion, policy)
 
 
 async def teardown_gke_deployment(
@@ -448,13 +485,13 @@ async def teardown_gke_deployment(
     confirm_token: str | None = None,
 ) -> GkeTeardownResult:
     """List our objects and node pool (`plan_gke_teardown`) and delete them under the confirmation rule of
-    every destructive tool (`tpu_devops.host.confirmation`): a dry run with a confirmation token unless the call
-    says ``confirm=true`` (or ``dry_run=false``); deleting needs the user's elicitation answer
-    (``outcome``, from `resolve_gke_teardown_confirmation`) or that token.
+    every destructive tool (`tpu_devops.host.confirmation`): a dry run unless the call says ``confirm=true``
+    (or ``dry_run=false``); deleting needs the person's elicitation answer (``outcome``, from
+    `resolve_gke_teardown_confirmation`) or the standing permission with the dry run's token.
 
     Raises:
-        ConfirmationError: a deletion asked for but not confirmed (nothing deleted; the fix is the exact
-            call with a fresh token). InputError / CloudError: kubeconfig or API failures.
+        ConfirmationError: a deletion asked for but not confirmed (nothing deleted; the fix says how the
+            person deletes). InputError / CloudError: kubeconfig or API failures.
     """
     from tpu_devops.gcp import container
 
@@ -473,13 +510,11 @@ async def teardown_gke_deployment(
             left_alone=left,
             message="nothing of ours to delete",
         )
+    policy = settings.deletion_policy()
     if not wants:
-        offered = confirmation.offer(settings.state_dir, plan.deletion)
-        return GkeTeardownResult(
-            dry_run=True, executed=False, steps=steps, left_alone=left, **offered,
-            message=confirmation.dry_run_message(offered),
-        )  # fmt: skip
-    via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
+        offered = confirmation.dry_run_fields(settings.state_dir, plan.deletion, policy, outcome)
+        return GkeTeardownResult(dry_run=True, executed=False, steps=steps, left_alone=left, **offered)
+    via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token, policy)
     for step in steps:
         if step.kind == "NodePool":
             await common.run_blocking(container.delete_node_pool, settings, plan.pool_name)

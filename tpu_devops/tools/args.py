@@ -240,10 +240,11 @@ class BenchmarkSweep(ParamGroup):
 
 
 class Confirmation(ParamGroup):
-    """How a deletion is confirmed: a dry run first, then confirm=true with the person's answer."""
+    """How a deletion is confirmed (`tpu_devops.host.confirmation`): a dry run first, then confirm=true, and a
+    person's answer when the host asks; a token only counts where the operator allowed unattended deletions."""
 
     dry_run: Annotated[bool | None, Field(description="list what would be deleted")] = None
-    confirm: Annotated[bool, Field(description="delete what the dry run listed")] = False
+    confirm: Annotated[bool, Field(description="delete now; a person confirms")] = False
     confirm_token: Annotated[
         str | None, Field(max_length=200, description="token from the dry run"), SANE
     ] = None

@@ -78,8 +78,9 @@ async def teardown_gke_deployment(
 
     Delete what apply_gke_deployment created, found by our labels only (managed-by=tpu-devops and this rig;
     the node pool by its resource labels), never by a name alone. Confirmed as destroy_queued_resource: a
-    dry run with a confirmation token unless confirm=true; deleting needs your answer when the host can ask
-    you, else that token (single use, 10 min, bound to that plan)."""
+    dry run unless confirm=true; deleting needs your answer when the host asks you, or the operator's
+    standing permission (TPU_DEVOPS_UNATTENDED_DELETE) with the dry run's token; otherwise the answer gives
+    the kubectl and gcloud commands that delete the plan."""
     return await tpu_devops.gke.deploy.teardown_gke_deployment(
         get_settings(),
         confirmation,
