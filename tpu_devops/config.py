@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tpu_devops import types
+from tpu_devops import names, types
 from tpu_devops.catalog import (
     PROVISIONING_MODELS,
     AcceleratorType,
@@ -65,6 +65,7 @@ DEFAULTS: dict[str, str] = {
     "LIMIT_MM_PER_PROMPT": "",
     "GPU_MEMORY_UTILIZATION": "0.92",
     "VLLM_IMAGE": "vllm/vllm-tpu:v0.30.0",
+    "VLLM_IMAGE_REPOSITORIES": "",  # more repositories the vLLM image may come from (tpu_devops.names)
     "VLLM_PORT": "8000",
     "TPU_NETWORK": "",
     "TPU_SUBNETWORK": "",
@@ -92,7 +93,6 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 _PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 # Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters of
 # lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit.
@@ -153,6 +153,7 @@ class Settings(BaseModel):
     limit_mm_per_prompt: dict[str, int] | None
     gpu_memory_utilization: float
     vllm_image: str
+    image_repositories: tuple[str, ...] = (names.DEFAULT_IMAGE_REPOSITORY,)  # allowed (tpu_devops.names)
     vllm_port: int
     network: str
     subnetwork: str
@@ -242,6 +243,7 @@ class Settings(BaseModel):
             ", ".join(data["file_roots"]) or "(none: the state directory and working directory only)"
         )
         data["toolsets"] = ", ".join(data["toolsets"]) or "(default)"
+        data["image_repositories"] = ", ".join(data["image_repositories"])
         if "project" not in self.invalid_fields:
             data["project"] = self.project
             data = {"project": data.pop("project"), "project_source": self.project_source, **data}
@@ -509,14 +511,9 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             value=env["GPU_MEMORY_UTILIZATION"],
             fix="use 0.92 on v5e (higher values fail ~14 min into boot)",
         )
+    repositories = names.repositories_setting(env["VLLM_IMAGE_REPOSITORIES"])
     image = env["VLLM_IMAGE"].strip()
-    if not _IMAGE.match(image):
-        raise ConfigError(
-            "not a container image reference",
-            field="VLLM_IMAGE",
-            value=image,
-            fix="use e.g. vllm/vllm-tpu:v0.30.0 or a @sha256: digest",
-        )
+    names.check_image(image, repositories, "VLLM_IMAGE")
     port = _int(env, "VLLM_PORT", lo=1, hi=65535)
     assert port is not None
     for var in ("TPU_NETWORK", "TPU_SUBNETWORK"):
@@ -552,7 +549,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         project=project,
         region=region,
         zone=zone,
-        model_name=env["MODEL_NAME"].strip(),
+        model_name=names.check_model_id(env["MODEL_NAME"].strip(), "MODEL_NAME"),
         accelerator_type=accel.name,
         runtime_version=runtime,
         tensor_parallel_size=tp,
@@ -567,6 +564,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         limit_mm_per_prompt=limit_mm,
         gpu_memory_utilization=util,
         vllm_image=image,
+        image_repositories=repositories,
         vllm_port=port,
         network=env["TPU_NETWORK"].strip(),
         subnetwork=env["TPU_SUBNETWORK"].strip(),
@@ -677,6 +675,7 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "LIMIT_MM_PER_PROMPT": ("limit_mm_per_prompt",),
     "GPU_MEMORY_UTILIZATION": ("gpu_memory_utilization",),
     "VLLM_IMAGE": ("vllm_image",),
+    "VLLM_IMAGE_REPOSITORIES": ("image_repositories",),  # invalid: only the default repository
     "VLLM_PORT": ("vllm_port",),
     "TPU_NETWORK": ("network",),
     "TPU_SUBNETWORK": ("subnetwork",),

@@ -502,8 +502,13 @@ def render(
     """
     import yaml
 
+    from tpu_devops import names as name_rules
+
     max_replicas = replicas if max_replicas is None else max_replicas
     _check(settings, replicas, max_replicas, namespace, service_type, source_ranges)
+    # the pods run the image with the Secret's token and key: only an allowed repository's, as on a VM
+    name_rules.check_image(settings.vllm_image, settings.image_repositories, "VLLM_IMAGE")
+    name_rules.check_model_id(settings.model_name, "MODEL_NAME")
     if not _K8S_NAME.match(cluster or "") or len(cluster) > 40:
         raise InputError(
             "not a GKE cluster name", field="cluster", value=cluster, fix="pass your cluster's name"
@@ -554,6 +559,8 @@ def render(
         "the compile cache is per pod (emptyDir): every new pod compiles again (~12 min on v5e); a shared cache is "
         "issue 14's job",
     ]
+    if image_source := name_rules.non_default_source(settings.vllm_image):
+        notes.insert(0, image_source)
     if settings.provisioning_model == "flex-start":
         notes.append(
             f"flex-start nodes come from the cluster autoscaler when pods wait and live at most "

@@ -55,6 +55,23 @@ def _provisioning_model(value: str | None) -> str | None:
     return None if value is None else types.check_provisioning_model(value)
 
 
+def _model_id(value: str | None) -> str | None:
+    from tpu_devops import names
+
+    return None if value is None else names.check_model_id(value, "model_name")
+
+
+def _vllm_image(value: str | None) -> str | None:
+    """An image of an allowed repository (`tpu_devops.names.check_image`, ``VLLM_IMAGE_REPOSITORIES``)."""
+    if value is None:
+        return None
+    from tpu_devops import names
+    from tpu_devops.config import get_settings
+
+    names.check_image(value, get_settings().image_repositories, "vllm_image")
+    return value
+
+
 def _time(field: str):  # type: ignore[no-untyped-def]
     def check(value: str | None) -> str | None:
         if value is not None:
@@ -144,7 +161,7 @@ class TpuRequest(ParamGroup):
 class ServingOverrides(ParamGroup):
     """vLLM settings for this call instead of tpu.env's (the same rules as the settings)."""
 
-    model_name: Annotated[str | None, Field(description="HF repo id")] = None
+    model_name: Annotated[str | None, AfterValidator(_model_id), Field(description="HF repo id")] = None
     max_model_len: Annotated[
         int | None,
         Field(
@@ -170,7 +187,9 @@ class ServingOverrides(ParamGroup):
         ),
         SANE,
     ] = None
-    vllm_image: Annotated[str | None, Field(description="pinned vLLM image")] = None
+    vllm_image: Annotated[str | None, AfterValidator(_vllm_image), Field(description="pinned vLLM image")] = (
+        None
+    )
 
 
 class EndpointRef(ParamGroup):
