@@ -338,13 +338,19 @@ def _secret_id(env: Mapping[str, str], var: str, example: str) -> str:
     return value
 
 
+_IPV4_CIDR = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}(?:/(?:[0-9]|[12][0-9]|3[0-2]))?$")
+
+
 def source_ranges_setting(raw: str, field: str = "ALLOWED_SOURCE_RANGES") -> tuple[str, ...]:
     """Comma- or space-separated IPv4 CIDR ranges (``203.0.113.7/32, 198.51.100.0/24``), normalised.
 
-    An address without a prefix length is read as ``/32``. Empty means "detect the caller's public
-    IPv4 at plan time" (`tpu_devops.provisioning.access`). IPv6 is refused: the rule's
-    ``sourceRanges`` take IPv4 and IPv6 may not be mixed in one rule, and a TPU node's external address
-    is IPv4 (Compute Engine firewall rules reference, ``sourceRanges``).
+    An address without a prefix length is read as ``/32``; host bits are cleared (``203.0.113.7/24`` is
+    ``203.0.113.0/24``). Empty means "detect the caller's public IPv4 at plan time"
+    (`tpu_devops.provisioning.access`). Refused: IPv6 (a firewall rule's ``sourceRanges`` may not mix
+    IPv4 and IPv6, and a TPU node's external address is IPv4: Compute Engine firewall rules reference),
+    and non-canonical spellings such as ``0.0.0.0/00``, ``10.0.0.0/08`` or ``010.0.0.0/8`` (read by some
+    parsers as another range than intended). The same rule serves the VM firewall and the GKE
+    LoadBalancer (`exposure`).
 
     Raises:
         ConfigError: a value that is not an IPv4 address or CIDR range (named, with the fix).
@@ -355,13 +361,15 @@ def source_ranges_setting(raw: str, field: str = "ALLOWED_SOURCE_RANGES") -> tup
     for item in re.split(r"[\s,]+", raw.strip()):
         if not item:
             continue
-        try:
-            net = ipaddress.ip_network(item, strict=False)
-        except ValueError:
-            net = None
+        net = None
+        if _IPV4_CIDR.match(item):
+            try:
+                net = ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                net = None
         if net is None or net.version != 4:
             raise ConfigError(
-                "not an IPv4 address or CIDR range",
+                "not an IPv4 address or CIDR range (no leading zeros, prefix /0-/32)",
                 field=field,
                 value=item,
                 fix="write ranges like 203.0.113.7/32 or 198.51.100.0/24, separated by commas",
@@ -369,6 +377,62 @@ def source_ranges_setting(raw: str, field: str = "ALLOWED_SOURCE_RANGES") -> tup
         if str(net) not in out:
             out.append(str(net))
     return tuple(out)
+
+
+# Exposure: more public IPv4 addresses than one /16 admitted by a set of ranges, taken together, is "open
+# to the internet" and needs an explicit open_to_internet. Not globally routable blocks (RFC 1918, CGNAT,
+# loopback, link-local, documentation, reserved: IANA IPv4 Special-Purpose Address Registry) do not count.
+OPEN_ADDRESSES = 1 << 16
+_NOT_PUBLIC = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+    "240.0.0.0/4",
+)  # fmt: skip
+
+
+def public_addresses(ranges: list[str] | tuple[str, ...]) -> int:
+    """How many public IPv4 addresses the ranges admit together (overlaps counted once, `_NOT_PUBLIC`
+    blocks left out)."""
+    import ipaddress
+
+    nets = list(ipaddress.collapse_addresses(ipaddress.ip_network(r) for r in ranges))
+    private = [ipaddress.ip_network(p) for p in _NOT_PUBLIC]
+    total = 0
+    for n in nets:
+        total += n.num_addresses - sum(
+            min(n, p, key=lambda x: x.num_addresses).num_addresses for p in private if n.overlaps(p)
+        )
+    return total
+
+
+def exposure(
+    ranges: list[str] | tuple[str, ...], *, open_to_internet: bool, field: str, what: str
+) -> list[str]:
+    """The one rule for who may reach an endpoint (the VM firewall rule, the GKE LoadBalancer): ranges
+    that together admit more than `OPEN_ADDRESSES` public addresses need ``open_to_internet``, and then
+    come with a loud warning. ``ranges``: normalised (`source_ranges_setting`); ``what``: the endpoint
+    in words (``tcp:8000``). Returns the warnings (none for a small set).
+
+    Raises:
+        ConfigError: a wide set without ``open_to_internet`` (field ``field``, the fix).
+    """
+    public = public_addresses(ranges)
+    if public <= OPEN_ADDRESSES:
+        return []
+    shown = ", ".join(ranges)
+    if not open_to_internet:
+        raise ConfigError(
+            f"{shown} would admit {public:,} public addresses (more than a /16) to {what}: a large part of "
+            "the internet",
+            field=field,
+            value=list(ranges),
+            fix="admit only your own address or network (e.g. 203.0.113.7/32), or pass open_to_internet=true "
+            "if you really mean it (the API key is then all that protects the endpoint)",
+        )
+    return [
+        f"WARNING: {what} OPEN TO THE INTERNET ({shown}: {public:,} public addresses, open_to_internet=true): "
+        "anyone can reach vLLM; only the API key stands between them and free inference on your TPU"
+    ]
 
 
 def merged_environment(

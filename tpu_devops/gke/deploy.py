@@ -148,10 +148,14 @@ class GkeApplyResult(ToolResult):
     service: str
     message: str
 
+    warnings: list[str] = Field(default_factory=list)
+
     def headline(self) -> str:
         return f"applied {len(self.applied)} object(s) in {self.namespace}" + (
             f", node pool {self.node_pool}" if self.node_pool else ""
-        ) + (f"; poll get_job('{self.job_id}') until the pods are ready" if self.job_id else "")  # fmt: skip
+        ) + (f"; poll get_job('{self.job_id}') until the pods are ready" if self.job_id else "") + "".join(
+            f". {w}" for w in self.warnings
+        )  # fmt: skip
 
 
 async def apply_gke_deployment(
@@ -303,6 +307,7 @@ async def apply_gke_deployment(
         namespace=namespace,
         service=plan.manifests[1].name,
         message="; ".join(lines),
+        warnings=[n for n in plan.notes if n.startswith("WARNING:")],
     )
 
 

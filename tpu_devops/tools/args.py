@@ -123,6 +123,7 @@ Until = Annotated[str | None, AfterValidator(_time("until")), Field(description=
 Severity = Annotated[str | None, Field(description="minimum severity, e.g. ERROR")]
 JobId = Annotated[str, Field(max_length=64, description="job_id a tool returned"), SANE]
 DryRun = Annotated[bool, Field(description="show the change, make none")]
+OpenToInternet = Annotated[bool, Field(description="allow ranges wider than /16")]
 
 
 # ---- parameter groups -----------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ class TpuRequest(ParamGroup):
         Field(max_length=32, description="IPv4 CIDRs that may reach vLLM"),
         SANE,
     ] = None
-    open_to_internet: Annotated[bool, Field(description="allow ranges wider than /16")] = False
+    open_to_internet: OpenToInternet = False
     allow_unsupported_image: Annotated[bool, Field(description="accept a too-old vLLM image")] = False
 
 
@@ -241,6 +242,7 @@ class GkeShape(ParamGroup):
     source_ranges: Annotated[
         list[str] | None, Field(max_length=32, description="CIDRs a LoadBalancer admits"), SANE
     ] = None
+    open_to_internet: OpenToInternet = False
 
 
 class BenchmarkSweep(ParamGroup):
