@@ -419,7 +419,7 @@ async def test_wrong_credentials_and_missing_kubeconfig_are_clear(
     config = kube.kubeconfig(tmp_path / "kubeconfig", token="wrong")
     with pytest.raises(PermissionError_) as err:
         await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config)
-    assert err.value.field == "kubeconfig"
+    assert err.value.field == "credentials"
     with pytest.raises(InputError) as err:
         await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=str(tmp_path / "none"))
     assert err.value.field == "kubeconfig"

@@ -43,6 +43,7 @@ STARTUP_MODULES = {
     "tpu_devops.config",
     "tpu_devops.errors",
     "tpu_devops.types",  # the shared value types the argument types check with
+    "tpu_devops.names",  # model ids, relative names, allowed images: the settings check with them
     "tpu_devops.host",
     "tpu_devops.host.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
     "tpu_devops.host.deadline",  # the per-call time budget the registration wrapper opens

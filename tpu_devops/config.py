@@ -87,6 +87,8 @@ DEFAULTS: dict[str, str] = {
     # host's answer to the server's question counts as a person's.
     "TPU_DEVOPS_UNATTENDED_DELETE": "",
     "TPU_DEVOPS_ELICITATION": "on",
+    # A kubeconfig the operator trusts: its exec / auth-provider plugins may run (tpu_devops.gke.connect).
+    "TPU_DEVOPS_KUBECONFIG": "",
 }
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -172,6 +174,7 @@ class Settings(BaseModel):
     bucket: str = ""
     unattended_delete: bool = False  # TPU_DEVOPS_UNATTENDED_DELETE names this rig
     elicitation: bool = True  # TPU_DEVOPS_ELICITATION: a host's answer to the question counts
+    kubeconfig: str = ""  # TPU_DEVOPS_KUBECONFIG: the operator's trusted kubeconfig (absolute path)
     env_file: str | None
     project_origin: str = ""  # "the environment" or "tpu.env (path)" when GOOGLE_CLOUD_PROJECT is set
     log_level: str = "INFO"
@@ -647,6 +650,13 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         bucket=bucket,
         unattended_delete=unattended,
         elicitation=_bool(env, "TPU_DEVOPS_ELICITATION"),
+        kubeconfig=_absolute(
+            env["TPU_DEVOPS_KUBECONFIG"],
+            "TPU_DEVOPS_KUBECONFIG",
+            "use an absolute path, e.g. /home/me/.kube/config",
+        )
+        if env["TPU_DEVOPS_KUBECONFIG"].strip()
+        else "",
         env_file=read_from,
         project_origin=_project_origin(project, environ, read_from),
         log_level=_log_level(env),
@@ -756,6 +766,7 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "TPU_DEVOPS_BUCKET": ("bucket",),  # invalid: no bucket, every boot cold
     "TPU_DEVOPS_UNATTENDED_DELETE": (),  # fails closed: no standing permission (FAIL_CLOSED)
     "TPU_DEVOPS_ELICITATION": (),  # fails closed: a host's answers are not taken (FAIL_CLOSED)
+    "TPU_DEVOPS_KUBECONFIG": ("kubeconfig",),  # GKE tools that need it refuse; the GKE API path still works
 }
 # Variables replaced by a safe value instead of their default when invalid.
 FAIL_CLOSED = {

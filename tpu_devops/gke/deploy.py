@@ -1,8 +1,10 @@
 """Plan, apply and tear down the GKE deployment (issue 15 §3): the blast radius of DESIGN §2 on GKE.
 
-- **Plan** renders and validates offline (`manifests.render`); given a kubeconfig it also runs every
-  object through the API server's dry run (server-side apply with ``dryRun=All``) and reports, per
-  object, whether it would be created, updated (ours) or refused (exists, not ours). Nothing is stored.
+- **Plan** renders and validates offline (`manifests.render`), then runs every object through the API
+  server's dry run (server-side apply with ``dryRun=All``) and reports, per object, whether it would be
+  created, updated (ours) or refused (exists, not ours). Nothing is stored. The API server is reached
+  through the GKE API with the server's Google credentials, or a kubeconfig read as data
+  (`tpu_devops.gke.connect`): no program a kubeconfig names ever runs.
 - **Apply** checks before it changes anything: the Secret the pods read exists with its two keys; no
   object or node pool of the same name exists without our labels; the dry run passes for all four
   objects; a new node pool's Compute Engine quota covers ``replicas`` (`tpu_devops.gke.quota`). Then it
@@ -39,7 +41,8 @@ from tpu_devops.errors import (
 )
 from tpu_devops.gcp import common
 from tpu_devops.gke import manifests
-from tpu_devops.gke.kube import KINDS, Kube, api_client
+from tpu_devops.gke.connect import api_client
+from tpu_devops.gke.kube import KINDS, Kube
 from tpu_devops.gke.quota import ComputeQuotaCheck, node_pool_quota
 from tpu_devops.gke.rollout import observe, stuck_error
 from tpu_devops.host import confirmation
@@ -115,10 +118,12 @@ def _dry_run(kube: Kube, settings: Settings, plan: manifests.GkePlan) -> tuple[l
 async def plan_gke_deployment(
     settings: Settings, *, kubeconfig: str | None = None, context: str | None = None, **shape: Any
 ) -> manifests.GkePlan:
-    """Render, validate offline, price, and (with a kubeconfig or context) dry-run on the API server.
+    """Render, validate offline, price, and dry-run on the cluster's API server (reached through the GKE API,
+    or a kubeconfig read as data: `tpu_devops.gke.connect`); a cluster that does not exist yet leaves the
+    plan validated offline, and says so.
 
     ``shape``: the keyword arguments of `manifests.render` (cluster, location, replicas, max_replicas,
-    namespace, service_type, source_ranges, queue_target).
+    namespace, service_type, source_ranges, queue_target, open_to_internet).
 
     Raises:
         InputError: bad arguments or kubeconfig. CloudError / PermissionError_: the API server refused.
@@ -126,16 +131,26 @@ async def plan_gke_deployment(
     plan = manifests.render(settings, **shape)
     plan.usd_per_hour, plan.price = await _price(settings, plan.replicas, plan.max_replicas)
     plan.compute_quota = await _quota(settings, plan)
-    if kubeconfig or context:
-        kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
-        lines, refused = await common.run_blocking(_dry_run, kube, settings, plan)
-        plan.server_dry_run = lines
-        plan.notes.extend(refused)
-    else:
-        plan.notes.append(
-            "no kubeconfig given: validated offline only (pass kubeconfig for the API server's dry run)"
-        )
+    try:
+        kube = await _kube(settings, plan.cluster, plan.location, kubeconfig, context)
+    except NotFoundError as exc:  # the plan is still worth having before the cluster exists
+        plan.notes.append(f"validated offline only, no server-side dry run: {exc.message}")
+        return plan
+    lines, refused = await common.run_blocking(_dry_run, kube, settings, plan)
+    plan.server_dry_run = lines
+    plan.notes.extend(refused)
     return plan
+
+
+async def _kube(
+    settings: Settings, cluster: str | None, location: str | None, kubeconfig: str | None, context: str | None
+) -> Kube:
+    """The Kubernetes API of ``cluster`` (`tpu_devops.gke.connect`: the GKE API unless a kubeconfig or a
+    context is named; nothing in a kubeconfig handed in is run)."""
+    client = await common.run_blocking(
+        api_client, settings, cluster=cluster, location=location, kubeconfig=kubeconfig, context=context
+    )
+    return Kube(client)
 
 
 class GkeApplyResult(ToolResult):
@@ -188,7 +203,7 @@ async def apply_gke_deployment(
         )
     plan = manifests.render(settings, **shape)
     namespace, replicas, cluster = plan.namespace, plan.replicas, plan.cluster
-    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    kube = await _kube(settings, cluster, plan.location, kubeconfig, context)
     secret = manifests.names(settings)["secret"]
     keys = await common.run_blocking(kube.secret_keys, namespace, secret)
     missing = [k for k in SECRET_KEYS if keys is None or k not in keys]
@@ -376,7 +391,7 @@ async def plan_gke_teardown(
 
     manifests.render(settings, cluster=cluster, namespace=namespace)  # validates the names
     where = manifests.check_location(settings, location)  # where the nodes went does not matter here
-    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    kube = await _kube(settings, cluster, where, kubeconfig, context)
     selector = manifests.selector(settings)
     steps: list[GkeTeardownStep] = []
     for kind in TEARDOWN_ORDER:
@@ -653,7 +668,7 @@ async def benchmark_gke_deployment(
     from tpu_devops.serving.benchmark import start_benchmark
 
     n = manifests.names(settings)
-    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    kube = await _kube(settings, cluster, location, kubeconfig, context)
     objs = {}
     for kind, name in (("Deployment", n["deployment"]), ("Service", n["service"])):
         obj = await common.run_blocking(kube.read, kind, namespace, name)

@@ -221,12 +221,15 @@ class LogQuery(LogWindow):
 
 
 class GkeTarget(ParamGroup):
-    """Which GKE cluster and namespace a call works in."""
+    """Which GKE cluster and namespace a call works in. The cluster is reached through the GKE API; a
+    kubeconfig, when given, is data (`tpu_devops.gke.connect`: exec and auth-provider are refused)."""
 
     cluster: Annotated[str, Field(max_length=100, description="GKE cluster"), SANE]
     location: Annotated[str | None, Field(description="cluster's region or zone")] = None
     namespace: Annotated[str, Field(max_length=63, description="namespace"), SANE] = "default"
-    kubeconfig: Annotated[str | None, Field(max_length=4096, description="kubeconfig file"), SANE] = None
+    kubeconfig: Annotated[
+        str | None, Field(max_length=4096, description="kubeconfig (data only); default GKE API"), SANE
+    ] = None
     context: Annotated[str | None, Field(description="kubeconfig context")] = None
 
 
