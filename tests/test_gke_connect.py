@@ -7,12 +7,12 @@ YAML trick; the operator's own kubeconfig (``TPU_DEVOPS_KUBECONFIG``) is the one
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
+from tests.audit.kubeconfigs import config_for, hostile_kubeconfigs, marker_program
 from tests.fakes.kube_api import TOKEN, FakeKube
 from tpu_devops.errors import CloudError, ConfigError, InputError, NotFoundError
 from tpu_devops.gke import connect, deploy
@@ -138,112 +138,13 @@ def test_the_fake_gke_cluster_matches_the_discovery_document_and_the_client_libr
 # ---- hostile kubeconfigs: data only -----------------------------------------------------------------
 
 
-def _marker_program(marker: Path) -> dict:
-    """An exec plugin that creates ``marker`` (and would hand out a valid token)."""
-    credential = json.dumps(
-        {
-            "apiVersion": "client.authentication.k8s.io/v1beta1",
-            "kind": "ExecCredential",
-            "status": {"token": TOKEN},
-        }
-    )
-    code = f"open({str(marker)!r}, 'w').write('ran'); print({credential!r})"
-    return {
-        "apiVersion": "client.authentication.k8s.io/v1beta1",
-        "command": sys.executable,
-        "args": ["-c", code],
-    }
-
-
-def _config(
-    kube: FakeKube, users: list[dict], *, contexts: list[dict] | None = None, current: str = "fake"
-) -> dict:
-    import base64
-
-    ca = base64.b64encode(kube.ca_pem.encode()).decode()
-    return {
-        "apiVersion": "v1", "kind": "Config", "current-context": current,
-        "clusters": [{"name": "fake", "cluster": {"server": kube.url, "certificate-authority-data": ca}}],
-        "users": users,
-        "contexts": contexts or [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-    }  # fmt: skip
-
-
-def hostile_kubeconfigs(
-    kube: FakeKube, tmp: Path, marker: Path, outside: Path
-) -> dict[str, tuple[str, str | None]]:
-    """name -> (file text, context): every way a kubeconfig could make the server run a program or read
-    what it must not."""
-    exec_user = {"exec": _marker_program(marker)}
-    provider = {"auth-provider": {"name": "gcp", "config": {"cmd-path": sys.executable,
-                                                            "cmd-args": f"-c open({str(marker)!r},'w')"}}}  # fmt: skip
-    two_contexts = [
-        {"name": "fake", "context": {"cluster": "fake", "user": "fake"}},
-        {"name": "evil", "context": {"cluster": "fake", "user": "evil"}},
-    ]
-    clean_and_evil = [{"name": "fake", "user": {"token": TOKEN}}, {"name": "evil", "user": exec_user}]
-    program = _marker_program(marker)
-    configs: dict[str, tuple[str, str | None]] = {
-        "exec": (json.dumps(_config(kube, [{"name": "fake", "user": exec_user}])), None),
-        "auth-provider": (json.dumps(_config(kube, [{"name": "fake", "user": provider}])), None),
-        "exec beside a token": (json.dumps(_config(kube, [{"name": "fake", "user": {"token": TOKEN, **exec_user}}])), None),
-        "exec in a non-current context, selected": (
-            json.dumps(_config(kube, clean_and_evil, contexts=two_contexts)), "evil"),
-        "exec as the current context of two": (
-            json.dumps(_config(kube, clean_and_evil, contexts=two_contexts, current="evil")), None),
-        "a user named twice (clean, then exec)": (
-            json.dumps(_config(kube, [{"name": "fake", "user": {"token": TOKEN}}, {"name": "fake", "user": exec_user}])),
-            None),
-        "a key twice (users, then users with exec)": (
-            '{"apiVersion": "v1", "current-context": "fake", "users": [{"name": "fake", "user": {"token": "t"}}],'
-            f' "users": [{{"name": "fake", "user": {json.dumps(exec_user)}}}],'
-            ' "clusters": [{"name": "fake", "cluster": {"server": "https://127.0.0.1:1"}}],'
-            ' "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]}', None),
-        "an alias to an exec block": (
-            "current-context: fake\n"
-            f"x-evil: &evil\n  exec: {json.dumps(program)}\n"
-            "users:\n- name: fake\n  user: *evil\n"
-            f"clusters:\n- name: fake\n  cluster: {{server: '{kube.url}'}}\n"
-            "contexts:\n- name: fake\n  context: {cluster: fake, user: fake}\n", None),
-        "a merge key bringing exec in": (
-            "current-context: fake\n"
-            f"users:\n- name: fake\n  user:\n    <<: {{exec: {json.dumps(program)}}}\n    token: t\n"
-            f"clusters:\n- name: fake\n  cluster: {{server: '{kube.url}'}}\n"
-            "contexts:\n- name: fake\n  context: {cluster: fake, user: fake}\n", None),
-        "a python tag": (f"!!python/object/apply:os.system ['touch {marker}']\n", None),
-        "two documents, exec in the second": (
-            json.dumps(_config(kube, [{"name": "fake", "user": {"token": TOKEN}}])) + "\n---\n"
-            + json.dumps(_config(kube, [{"name": "fake", "user": exec_user}])), None),
-        "billion laughs": ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
-                           "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c]\n", None),
-        "nested too deep": ("[" * 50_000 + "]" * 50_000, None),
-        "a token file outside the roots": (
-            json.dumps(_config(kube, [{"name": "fake", "user": {"tokenFile": str(outside)}}])), None),
-        "a token file that never ends": (
-            json.dumps(_config(kube, [{"name": "fake", "user": {"tokenFile": "/dev/zero"}}])), None),
-        "a CA file outside the roots": (
-            json.dumps({**_config(kube, [{"name": "fake", "user": {"token": TOKEN}}]),
-                        "clusters": [{"name": "fake", "cluster": {"server": kube.url,
-                                                                  "certificate-authority": str(outside)}}]}), None),
-        "a client key": (json.dumps(_config(kube, [{"name": "fake", "user": {"client-key-data": "eA=="}}])), None),
-        "impersonation": (json.dumps(_config(kube, [{"name": "fake", "user": {"token": TOKEN, "as": "admin"}}])), None),
-        "a proxy": (json.dumps({**_config(kube, [{"name": "fake", "user": {"token": TOKEN}}]),
-                                "clusters": [{"name": "fake", "cluster": {"server": kube.url,
-                                                                          "proxy-url": "http://127.0.0.1:9"}}]}), None),
-        "a token over plain http to another host": (
-            json.dumps({**_config(kube, [{"name": "fake", "user": {"token": TOKEN}}]),
-                        "clusters": [{"name": "fake", "cluster": {"server": "http://203.0.113.9"}}]}), None),
-    }  # fmt: skip
-    return configs
-
-
 async def test_no_hostile_kubeconfig_runs_a_program_or_reads_outside_the_roots(
     gcp_settings, fake_gcp, kube, cluster, tmp_path
 ) -> None:
     marker = tmp_path / "MARKER-never-created"
     outside = Path("/etc/hostname") if Path("/etc/hostname").exists() else Path("/etc/passwd")
     refused = {}
-    for name, (text, context) in hostile_kubeconfigs(kube, tmp_path, marker, outside).items():
+    for name, (text, context) in hostile_kubeconfigs(kube, marker, outside).items():
         path = tmp_path / f"kubeconfig-{len(refused)}"
         path.write_text(text)
         for tool in ("plan", "apply", "teardown", "benchmark"):
@@ -284,10 +185,10 @@ async def test_an_exec_in_a_context_nobody_selects_is_never_looked_at(
            {"name": "evil", "context": {"cluster": "fake", "user": "evil"}}]  # fmt: skip
     users = [
         {"name": "fake", "user": {"token": TOKEN}},
-        {"name": "evil", "user": {"exec": _marker_program(marker)}},
+        {"name": "evil", "user": {"exec": marker_program(marker)}},
     ]
     path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps(_config(kube, users, contexts=two)))
+    path.write_text(json.dumps(config_for(kube, users, contexts=two)))
     plan = await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=str(path))
     assert plan.server_dry_run and not marker.exists()
 
@@ -301,7 +202,7 @@ async def test_the_operators_own_kubeconfig_is_the_one_whose_plugin_runs(
     marker = tmp_path / "MARKER-operator"
     trusted = tmp_path / "operator-kubeconfig"
     trusted.write_text(
-        json.dumps(_config(kube, [{"name": "fake", "user": {"exec": _marker_program(marker)}}]))
+        json.dumps(config_for(kube, [{"name": "fake", "user": {"exec": marker_program(marker)}}]))
     )
     settings = load_settings(environ=gcp_environ(fake_gcp, tmp_path, TPU_DEVOPS_KUBECONFIG=str(trusted)))
     plan = await deploy.plan_gke_deployment(settings, cluster=cluster, kubeconfig=str(trusted))

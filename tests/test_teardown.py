@@ -154,7 +154,7 @@ async def test_a_person_confirms_by_typing_the_rig_name_a_host_answering_alone_d
         assert ("without the rig's name" in text) if not typed.strip() else (repr(typed.strip()) in text)
     assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "ACTIVE"
     done = await destroy(gcp_settings, person(" GEMMA4-E2B "), dry_run=False)
-    assert done.executed and "you typed the rig's name" in done.message
+    assert done.executed and "with the rig's name typed" in done.message
     assert fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None
 
 

@@ -359,7 +359,7 @@ def decide(
     answer = getattr(outcome, "data", None)
     asked = isinstance(outcome, AcceptedElicitation) and isinstance(answer, Confirmation)
     if asked and _typed(answer, deletion.rig):
-        return "confirmed by you when asked (you typed the rig's name)"
+        return "confirmed by you when asked, with the rig's name typed"
     if isinstance(outcome, DeclinedElicitation):
         if confirm_token:
             with contextlib.suppress(ConfirmationError):  # spent, so the declined deletion cannot be replayed
