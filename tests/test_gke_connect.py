@@ -236,3 +236,22 @@ def test_the_strict_loader_keeps_plain_kubeconfigs(tmp_path) -> None:
             connect.parse_kubeconfig(Path(kube.kubeconfig(tmp_path / "k")).read_text(), "k")["kind"]
             == "Config"
         )
+
+
+async def test_kubectls_own_file_is_data_too_and_a_link_out_of_the_roots_is_refused(
+    gcp_settings, kube, cluster, tmp_path, monkeypatch
+) -> None:
+    """A context alone reads kubectl's file ($KUBECONFIG, else ~/.kube/config) as data: its exec plugin
+    (gcloud's get-credentials writes one) is refused with the fix, not run."""
+    marker = tmp_path / "MARKER-kubectl"
+    own = tmp_path / "kubectl-config"
+    own.write_text(json.dumps(config_for(kube, [{"name": "fake", "user": {"exec": marker_program(marker)}}])))
+    monkeypatch.setenv("KUBECONFIG", str(own))
+    with pytest.raises(InputError) as err:
+        await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, context="fake")
+    assert "'exec'" in err.value.message and "GKE API" in (err.value.fix or "") and not marker.exists()
+    link = tmp_path / "link-kubeconfig"
+    link.symlink_to("/etc/passwd")
+    with pytest.raises(InputError) as err:
+        await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=str(link))
+    assert "outside the directories" in err.value.message
