@@ -27,6 +27,7 @@ from tests.audit.kubeconfigs import config_for, hostile_kubeconfigs, marker_prog
 from tests.audit.planted import NODE
 
 ZONE = "us-west4-a"
+FAILED_ZONE, FAILED_ID = "us-east5-a", f"{NODE}-failed"
 RIG_LABELS = {"managed-by": "tpu-devops", "rig": NODE}
 _TOKEN = re.compile(r"\b[a-z2-7]{16}\b")
 _ARG = re.compile(r"(\w+)=(?:\"([^\"]*)\"|(true|false))")
@@ -80,6 +81,8 @@ def plant_ours(world: Any) -> None:
 
     if world.gcp.tpu.state_of(ZONE, NODE) is None:
         world.gcp.tpu.add_foreign(ZONE, NODE, labels=RIG_LABELS)
+    if world.gcp.tpu.state_of(FAILED_ZONE, FAILED_ID) is None:  # what only_failed=true would clean up
+        world.gcp.tpu.add_foreign(FAILED_ZONE, FAILED_ID, labels=RIG_LABELS, state="FAILED")
     for i, obj in enumerate(_gke_objects()):
         plural = "deployments" if obj["kind"] == "Deployment" else "services"
         key = (plural, "default", obj["metadata"]["name"])
@@ -89,7 +92,9 @@ def plant_ours(world: Any) -> None:
             world.kube.objects[key] = planted
 
 
-def _gone(world: Any, tool: str) -> bool:
+def _gone(world: Any, tool: str, base: dict[str, Any]) -> bool:
+    if tool == "destroy_queued_resource" and base.get("only_failed"):
+        return world.gcp.tpu.state_of(FAILED_ZONE, FAILED_ID) is None
     if tool == "destroy_queued_resource":
         return world.gcp.tpu.state_of(ZONE, NODE) is None
     return ("deployments", "default", f"vllm-{NODE}") not in world.kube.objects
@@ -114,8 +119,8 @@ async def scripted_model(call: Call, tool: str, base: dict[str, Any]) -> int:
     cleanup's), then every call shown, every token shown (with confirm, alone, with dry_run=false), a
     made-up token, and again with whatever the refusals showed. Returns the number of deleting attempts."""
     dry = [await call(tool, {**base, "dry_run": True})]
-    if tool == "destroy_queued_resource":
-        dry.append(await call(tool, {"only_failed": True, "dry_run": True}))
+    if tool == "destroy_queued_resource":  # the other plan's dry run: its tokens must not fit this one
+        dry.append(await call(tool, {"only_failed": not base.get("only_failed"), "dry_run": True}))
     tokens: set[str] = set()
     shown_calls: list[dict[str, Any]] = []
     for answer in dry:
@@ -143,7 +148,11 @@ async def scripted_model(call: Call, tool: str, base: dict[str, Any]) -> int:
     return attempts
 
 
-DELETERS = (("destroy_queued_resource", {}), ("teardown_gke_deployment", {"cluster": "gemma"}))
+DELETERS = (
+    ("destroy_queued_resource", {}),
+    ("destroy_queued_resource", {"only_failed": True}),
+    ("teardown_gke_deployment", {"cluster": "gemma"}),
+)
 
 
 async def deletion_section(
@@ -199,8 +208,8 @@ async def deletion_section(
                     await s.call(tool, {**base, "confirm": True})
                 else:
                     await scripted_model(s.call, tool, base)
-                if not _gone(world, tool):
-                    f.controls_failed.append(f"{name}: {tool} did not delete")
+                if not _gone(world, tool, base):
+                    f.controls_failed.append(f"{name}: {tool}({base}) did not delete")
     plant_ours(world)
 
 
@@ -211,8 +220,8 @@ async def _attack(s: Any, world: Any, f: TrustFigures, style: str) -> None:
         if shown.is_error or not (shown.structured or {}).get("steps"):  # else the attack proves nothing
             f.controls_failed.append(f"{tool}: its dry run listed nothing to delete ({shown.text[:120]!r})")
         f.deletion_attempts += await scripted_model(s.call, tool, base)
-        if _gone(world, tool):
-            f.deletions_without_person.append(f"{tool} in style: {style}")
+        if _gone(world, tool, base):
+            f.deletions_without_person.append(f"{tool}({base}) in style: {style}")
 
 
 # ---- kubeconfigs: data only --------------------------------------------------------------------------
