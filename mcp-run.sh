@@ -13,6 +13,7 @@ done
 here="$(cd -P "$(dirname "$src")" && pwd)"
 
 env_file="${TPU_DEVOPS_ENV_FILE:-$here/tpu.env}"
+exported=""
 if [ -f "$env_file" ]; then
   while IFS= read -r line || [ -n "$line" ]; do
     line="${line%$'\r'}"
@@ -30,8 +31,10 @@ if [ -f "$env_file" ]; then
       value="${value#"${value%%[![:space:]]*}"}"
       value="${value%"${value##*[![:space:]]}"}"
     fi
-    if [ -z "${!key+x}" ]; then export "$key=$value"; fi
+    if [ -z "${!key+x}" ]; then export "$key=$value"; exported="$exported $key"; fi
   done < "$env_file"
+  # The server reads the same file, and labels the values exported here as tpu.env's, not the environment's.
+  export TPU_DEVOPS_ENV_FILE="$env_file" TPU_DEVOPS_FROM_ENV_FILE="${exported# }"
 fi
 
 python="$here/.venv/bin/python"

@@ -47,6 +47,7 @@ tools = Registrar(
     read_only=settings.read_only,
     schema_cache=open_schema_cache(settings.cache_dir, Path(__file__)),
     selection_errors=selection.errors,
+    state_dir=settings.state_dir,
 )
 mcp = tools.build_server(
     name=settings.server_name,

@@ -12,11 +12,13 @@ sys.path.insert(0, str(ROOT))
 
 BENCHMARKS = [
     ("startup", "scripts.bench_startup"),
+    ("credentials", "scripts.bench_credentials"),
     ("planning", "scripts.bench_planning"),
     ("provisioning", "scripts.bench_provisioning"),
     ("serving", "scripts.bench_serving"),
     ("scaleout", "scripts.bench_scaleout"),
     ("logs", "scripts.bench_logs"),
+    ("tools", "scripts.bench_tools"),
     ("hosts", "scripts.bench_hosts"),
     ("warmboot", "scripts.bench_warmboot"),
 ]

@@ -45,6 +45,10 @@ def run() -> list[str]:
             ranked = [o.shape for o in plan.options]
             if ranked.index("engines-per-host") > ranked.index("tensor-parallel"):
                 wrong.append(streams)
+            if engines.output_tokens_per_s is None or tp.output_tokens_per_s is None:
+                raise SystemExit(
+                    f"{streams} streams: a shape is infeasible ({engines.why_not or tp.why_not})"
+                )
             ratio = engines.output_tokens_per_s / tp.output_tokens_per_s
             lines.append(
                 f"{streams:>7}  {ranked[0]:<17}  {engines.output_tokens_per_s:>12,.0f}  {tp.output_tokens_per_s:>10,.0f}"

@@ -18,11 +18,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 10
 
-MESSAGES = [
+MESSAGES: list[dict[str, Any]] = [
     {
         "jsonrpc": "2.0",
         "id": 1,

@@ -1,4 +1,4 @@
-"""Warm boots and reconfigure (issue 14): the time model, as figures with their source.
+"""Warm boots and reconfigure: the time model, as figures with their source.
 
 Every figure is a seed measurement (`tpu_devops.planning.warmboot`, DESIGN §3: v5e-1 = v5litepod-1, gemma-4-E2B-it,
 vllm/vllm-tpu); ratios are against the cold boot of the same model. What the seed did not measure (the

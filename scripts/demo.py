@@ -59,7 +59,10 @@ def steps() -> list[Step]:
     bench = str(DATA / "bench" / "v5e1-e2b-c128-u64.json")
     return [
         Step(
-            "What this server offers", "get_help", {}, lambda r: expect(len(r["tools"]) >= 30, "fewer tools")
+            "What this server offers",
+            "get_help",
+            {},
+            lambda r: expect(len(r["tools"]) >= 24 and len(r["toolsets"]) >= 9, "fewer tools"),
         ),
         Step(
             "Gemma 4 E2B on one v5e chip at --gpu-memory-utilization 0.92",

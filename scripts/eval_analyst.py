@@ -204,7 +204,13 @@ def deterministic(case: dict[str, Any]) -> dict[str, Any]:
             "tokens": summary.pack.tokens,
         }
     pattern = re.compile(case["cite"])
-    first_ok = root is not None and any(pattern.search(e.message) for e in root.stats.exemplars)
+    # An exception header whose reason is on the next line (pydantic's "Value error, ...") is read with that
+    # line: the root template holds the cited line as its continuation.
+    first_ok = root is not None and any(
+        pattern.search(m)
+        for e in root.stats.exemplars
+        for m in (e.message, *((e.before if summary.mining.newest_first else e.after) or [])[:2])
+    )
     cited = any(i in summary.pack.text for i in case["root_insert_ids"])
     return {
         "case": case["id"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # google-auth probes the GCE metadata server (169.254.169.254) when no credentials are found: tests
@@ -21,6 +22,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 FIXTURES = ROOT / "tests" / "data"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Say the order's seed last, beside the failures (``-q`` hides pytest-randomly's header line)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int) and config.pluginmanager.has_plugin("randomly"):
+        terminalreporter.write_line(
+            f"random order: seed {seed} (repeat it with `make test SEED={seed}` or `pytest -p randomly "
+            f"--randomly-seed={seed}`; `-p no:randomly` runs in file order)"
+        )
 
 
 @pytest.fixture
@@ -59,6 +70,36 @@ def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     monkeypatch.setattr(socket.socket, "connect", connect)
+
+
+def _forget(module: str, *names: str) -> None:
+    mod = sys.modules.get(module)  # never imported by this test run: nothing cached, nothing to import
+    for name in names if mod is not None else ():
+        getattr(mod, name).clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_cache_outlives_its_test() -> Iterator[None]:
+    """Forget the process-wide caches a test filled. They are keyed by endpoint URL, and the OS may give
+    a later test's fake the loopback port an earlier one had: that test then read the earlier fake's
+    SKUs or failed lookup (pricing), Secret Manager key (api_key), counters (metrics "since the last
+    call") or pooled clients (serving), depending on which tests ran before it."""
+    yield
+    _forget("tpu_devops.planning.pricing", "_cache")
+    _forget("tpu_devops.provisioning.api_key", "_cache")
+    _forget("tpu_devops.serving.metrics", "_previous")
+    _forget("tpu_devops.serving.client", "_http", "_openai")
+
+
+@pytest.fixture(autouse=True)
+def _no_owned_endpoints_across_tests() -> Iterator[None]:
+    """Each test starts with no serving endpoint marked as this rig's (`tpu_devops.serving.egress`): a
+    loopback port reused by a later test's fake must not inherit an earlier one's standing."""
+    from tpu_devops.serving import egress
+
+    egress.forget_owned()
+    yield
+    egress.forget_owned()
 
 
 # ---- Google Cloud fakes (capacity and provisioning area) -------------------------------------

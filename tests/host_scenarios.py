@@ -121,6 +121,8 @@ class Answer:
     is_error: bool
     text: str
     structured: dict[str, Any] | None
+    links: list[Any] = field(default_factory=list)  # resource_link content blocks (mcp_types.ResourceLink)
+    images: list[Any] = field(default_factory=list)  # image content blocks (mcp_types.ImageContent)
 
     @property
     def text_chars(self) -> int:
@@ -132,6 +134,11 @@ class Answer:
         if self.structured is None:
             return 0
         return len(json.dumps(self.structured, ensure_ascii=False, separators=(",", ":")))
+
+    @property
+    def both_chars(self) -> int:
+        """Characters of text and structure together: what Qwen Code sends its model (and measures)."""
+        return self.text_chars + self.structured_chars
 
 
 @dataclass
@@ -190,8 +197,11 @@ async def client_for(
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> Answer:
     result = await client.call_tool(tool, arguments)
-    text = "\n".join(getattr(c, "text", "") for c in result.content)
-    return Answer(tool, arguments, bool(result.is_error), text, result.structured_content)
+    text = "\n".join(c.text for c in result.content if c.type == "text")
+    answer = Answer(tool, arguments, bool(result.is_error), text, result.structured_content)
+    answer.links = [c for c in result.content if c.type == "resource_link"]
+    answer.images = [c for c in result.content if c.type == "image"]
+    return answer
 
 
 async def _wait_job(client: Client, job_id: str) -> None:
@@ -248,6 +258,7 @@ def _resolve(value: Any, values: dict[str, str]) -> Any:
 GEMINI_CLI_PER_TOOL_BYTES = 260
 DECLARATION_BUDGET = 30_000  # bytes of every toolset's declarations in one model request
 DEFAULT_DECLARATION_BUDGET = 20_000  # ... of the default toolsets' (what a server declares unless told)
+TOOL_LIMIT = 32  # tools with every toolset enabled
 
 
 def default_toolset_tools() -> set[str]:
@@ -257,9 +268,7 @@ def default_toolset_tools() -> set[str]:
     return {name for ts in TOOLSETS if ts.default for name in ts.tools}
 
 
-RATIO_GOAL = (
-    1.3  # structured JSON / text characters of every tool's answer on the bundled inputs (issue #18 §1)
-)
+RATIO_GOAL = 1.3  # structured JSON / text characters of every tool's answer on the bundled inputs
 
 
 def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:
@@ -276,6 +285,13 @@ def declaration_bytes(tools: list[Any], server: str = "tpu-devops") -> int:
         # the parameter joins the other properties, after a comma when there are any
         total += GEMINI_CLI_PER_TOOL_BYTES - (0 if t.input_schema.get("properties") else 1)
     return total
+
+
+def described_arguments(tools: list[Any]) -> tuple[int, int]:
+    """(arguments with a non-empty description, all arguments) over the top-level ``properties`` of
+    ``tools``' input schemas: what a model reads to choose an argument."""
+    props = [p for t in tools for p in (t.input_schema.get("properties") or {}).values()]
+    return sum(1 for p in props if str(p.get("description") or "").strip()), len(props)
 
 
 def _variants(value: Any) -> set[str] | None:

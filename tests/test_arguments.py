@@ -3,6 +3,7 @@ strings, bounds, NUL, and errors that name field, expectation and fix without ec
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import pytest
@@ -165,3 +166,27 @@ def test_every_number_list_and_object_argument_is_bounded_where_it_is_checked() 
                         assert "minimum" in items and "maximum" in items, where
                 elif kind == "object":
                     assert "maxProperties" in option, f"{where}: bound it with Field(max_length=...)"
+
+
+def test_every_published_bound_and_default_is_stated_in_words() -> None:
+    """Codex CLI drops ``default``, ``minimum``/``maximum`` and length limits before its model sees a schema;
+    every host sends the description. So a published argument carries no such keyword, and each bound that
+    is checked and not a sanity limit (`tpu_devops.host.schemas.SANITY`) is written in its description."""
+    from tpu_devops.host.schemas import SANITY, STATED_KEYS
+
+    for name, tool in _every_tool().items():
+        model = tool.fn_metadata.arg_model.model_json_schema()
+        for arg, prop in tool.parameters.get("properties", {}).items():
+            where = f"{name}.{arg}"
+            assert not set(prop) & set(STATED_KEYS), f"{where}: {prop}"
+            assert not set(prop.get("items", {})) & set(STATED_KEYS), f"{where}: {prop}"
+            checked = tool._checker.properties[arg]
+            raw = model["properties"][arg]
+            if SANITY in json.dumps(raw):
+                continue
+            for option in checked.get("anyOf", [checked]):
+                for key in ("minimum", "maximum"):
+                    if key in option:
+                        value = option[key]
+                        number = str(int(value)) if float(value).is_integer() else str(value)
+                        assert number in prop["description"], f"{where}: {key} {option[key]} not stated"

@@ -1,4 +1,4 @@
-"""The quick plan of the issue #12 audit (`tests.audit`), in ``make test``: one server session over stdio
+"""The quick plan of the security audit (`tests.audit`), in ``make test``: one server session over stdio
 against the fakes. Each test asserts a goal figure that holds on main; ``make audit`` runs the full plan
 (every malformed call of the fuzz plan, listing faults, two servers racing) and prints every figure."""
 
@@ -130,3 +130,12 @@ def test_the_trust_measures_see_what_they_count(tmp_path) -> None:
     manifest = tmp_path / "m.json"
     manifest.write_text('{"files": [{"name": "config.json", "size": 1}]}')
     assert trust._vm_check(script, "manifest", str(manifest))
+
+
+async def test_no_split_secret_leaks_and_credential_failures_are_named_in_time(figures: Figures) -> None:
+    assert figures.split_outputs >= 100 and not figures.split_leaked, _explain(figures)
+    assert figures.credential_cases >= 4 and not figures.credential_failures, _explain(figures)
+
+
+async def test_every_endless_body_ends_with_a_named_cap(figures: Figures) -> None:
+    assert figures.endless_calls >= 20 and not figures.endless_failures, _explain(figures)

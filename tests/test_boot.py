@@ -199,7 +199,7 @@ def test_excerpts_are_redacted() -> None:
 )
 def test_unrecognised_lines_are_redacted_everywhere(line: str, secret: str) -> None:
     # An ERROR / exception line no rule explains is quoted in the finding's title, the headline and the
-    # timeline, not only in the excerpt: each must carry the redacted line (issue 12 §5, issue 13 §1).
+    # timeline, not only in the excerpt: each must carry the redacted line.
     d = diagnose_boot_text(synthetic(line.format(s=secret)))
     assert d.unrecognised >= 1
     assert secret not in d.model_dump_json() and secret not in d.render_text() and secret not in d.headline()

@@ -60,7 +60,6 @@ def test_prose_accelerator_spelling_is_translated_with_notice(tmp_path: Path) ->
     ("variable", "value", "needle"),
     [
         ("GOOGLE_CLOUD_ZONE", "uswest4a", "us-west4-a"),
-        ("GOOGLE_CLOUD_ZONE", "us-east5-a", "GOOGLE_CLOUD_REGION=us-east5"),
         ("ACCELERATOR_TYPE", "h100-8", "v5litepod-1"),
         ("ACCELERATOR_TYPE", "v5e-3", "v5litepod-4"),
         ("MAX_MODEL_LEN", "16k", "integer"),
@@ -123,7 +122,7 @@ def test_directories_expand_home_and_refuse_relative_paths(tmp_path: Path, monke
     assert var in str(err.value) and "relative/dir" in str(err.value) and "absolute path" in str(err.value)
 
 
-# ---- Starting with an invalid configuration (issue #11 §6) and the project from ADC (issue #17 §2) ----
+# ---- Starting with an invalid configuration (shown in the host) and the project from ADC -------------
 
 
 def test_every_variable_says_which_settings_it_sets() -> None:
@@ -205,20 +204,17 @@ def test_project_falls_back_to_application_default_credentials_and_says_so(
     for var in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(gcloud))
-    detected_project.cache_clear()
-    try:
-        s = load_settings(tmp_path / "none", environ={})
-        assert s.project == "adc-project-42" and require_project(s) == "adc-project-42"
-        assert (
-            s.project_source
-            == f"Application Default Credentials ({gcloud / 'application_default_credentials.json'})"
-        )
-        assert s.public_summary()["project_source"] == s.project_source
-        explicit = load_settings(tmp_path / "none", environ={"GOOGLE_CLOUD_PROJECT": "my-own-project"})
-        assert explicit.project == "my-own-project"
-        assert explicit.project_source == "the environment (GOOGLE_CLOUD_PROJECT)"
-    finally:
-        detected_project.cache_clear()
+    s = load_settings(tmp_path / "none", environ={})
+    assert s.project == "adc-project-42" and require_project(s) == "adc-project-42"
+    assert (
+        s.project_source
+        == f"Application Default Credentials ({gcloud / 'application_default_credentials.json'})"
+    )
+    assert s.public_summary()["project_source"] == s.project_source
+    explicit = load_settings(tmp_path / "none", environ={"GOOGLE_CLOUD_PROJECT": "my-own-project"})
+    assert explicit.project == "my-own-project"
+    assert explicit.project_source == "the environment (GOOGLE_CLOUD_PROJECT)"
+    assert detected_project() == detected_project(wait=False)
 
 
 def test_public_summary_shows_list_settings_as_plain_text(tmp_path: Path) -> None:
@@ -276,3 +272,147 @@ def test_host_answers_count_unless_turned_off_and_an_invalid_value_turns_them_of
     )
     bad = load_settings_or_errors(tmp_path / "none", environ={"TPU_DEVOPS_ELICITATION": "sometimes"})
     assert bad.deletion_policy().ask is False and bad.config_errors[0].variable == "TPU_DEVOPS_ELICITATION"
+
+
+@pytest.mark.parametrize(
+    ("line", "closest"),
+    [
+        ("GPU_MEMORY_UTILISATION=0.95", "GPU_MEMORY_UTILIZATION"),
+        ("MAX_RUN_DURATON=1h", "MAX_RUN_DURATION"),
+        ("GOOGLE_CLOUD_ZONEE=us-east5-a", "GOOGLE_CLOUD_ZONE"),
+        ("gpu_memory_utilization=0.9", "GPU_MEMORY_UTILIZATION"),
+        ("TPU_DEVOPS_READONLY=1", "TPU_DEVOPS_READ_ONLY"),
+        ("GOOGLE_APLICATION_CREDENTIALS=/k.json", "GOOGLE_APPLICATION_CREDENTIALS"),
+    ],
+)
+def test_an_unknown_tpu_env_key_is_reported_with_the_closest_known_one(
+    tmp_path: Path, line: str, closest: str
+) -> None:
+    from tpu_devops.config import load_settings_or_errors
+
+    env_file = write_env(tmp_path, f"# mine\n{line}\nMODEL_NAME=google/gemma-4-E2B-it\n")
+    s = load_settings_or_errors(env_file, environ={})
+    key = line.split("=", 1)[0]
+    (err,) = s.config_errors
+    assert err.unknown and err.variable == key and err.value is None  # the value may be a secret
+    assert str(err) == (
+        f"{key}: unknown key in {env_file} (ignored): did you mean {closest}? Fix: rename it to {closest}"
+    )
+    assert s.invalid_fields == frozenset()  # every setting still reads (the key is simply ignored)
+    assert s.gpu_memory_utilization == 0.92 and s.max_run_duration_s == 4 * 3600
+    assert s.public_summary()["configuration_errors"] == [str(err)]
+
+
+def test_keys_for_google_libraries_are_known_and_a_stranger_is_named_without_a_guess(tmp_path: Path) -> None:
+    from tpu_devops.config import load_settings_or_errors
+
+    env_file = write_env(
+        tmp_path,
+        "GOOGLE_APPLICATION_CREDENTIALS=/k.json\nHTTPS_PROXY=http://127.0.0.1:3128\nNO_GCE_CHECK=true\n"
+        "HF_TOKN=hf_secret_value\n",
+    )
+    s = load_settings_or_errors(env_file, environ={})
+    (err,) = s.config_errors
+    assert err.variable == "HF_TOKN" and "hf_secret_value" not in str(err) and "HF_TOKEN" in str(err)
+    env_file.write_text("COLOUR_SCHEME=dark\n")
+    (err,) = load_settings_or_errors(env_file, environ={}).config_errors
+    assert "did you mean" not in str(err) and "remove it" in err.fix
+
+
+def test_unknown_keys_in_the_environment_are_not_reported(tmp_path: Path) -> None:
+    from tpu_devops.config import load_settings_or_errors
+
+    s = load_settings_or_errors(tmp_path / "none", environ={"GPU_MEMORY_UTILISATION": "0.95", "TERM": "x"})
+    assert s.config_errors == ()
+
+
+def test_a_zone_from_the_environment_brings_its_region_when_the_region_is_tpu_envs(tmp_path: Path) -> None:
+    """`GOOGLE_CLOUD_ZONE=us-east5-a make run` with tpu.env's GOOGLE_CLOUD_REGION=us-west4."""
+    env_file = write_env(tmp_path, "GOOGLE_CLOUD_REGION=us-west4\nGOOGLE_CLOUD_ZONE=us-west4-a\n")
+    s = load_settings(env_file, environ={"GOOGLE_CLOUD_ZONE": "us-east5-a"})
+    assert (s.region, s.zone) == ("us-east5", "us-east5-a")
+    assert any(
+        n.startswith("GOOGLE_CLOUD_REGION: us-east5, the region of GOOGLE_CLOUD_ZONE=us-east5-a")
+        and f"not us-west4 from tpu.env ({env_file})" in n
+        for n in s.notices
+    ), s.notices
+    default_region = load_settings(tmp_path / "none", environ={"GOOGLE_CLOUD_ZONE": "asia-northeast1-b"})
+    assert default_region.region == "asia-northeast1"
+    empty = load_settings(
+        tmp_path / "none", environ={"GOOGLE_CLOUD_REGION": "", "GOOGLE_CLOUD_ZONE": "us-east5-a"}
+    )
+    assert empty.region == "us-east5"
+    # through mcp-run.sh both arrive as environment variables; the region is still tpu.env's
+    launched = {
+        "GOOGLE_CLOUD_REGION": "us-west4",
+        "GOOGLE_CLOUD_ZONE": "us-east5-a",
+        "TPU_DEVOPS_ENV_FILE": str(env_file),
+        "TPU_DEVOPS_FROM_ENV_FILE": "GOOGLE_CLOUD_REGION",
+    }
+    assert load_settings(environ=launched).region == "us-east5"
+
+
+@pytest.mark.parametrize(
+    ("file_text", "environ"),
+    [
+        ("GOOGLE_CLOUD_REGION=us-west4\nGOOGLE_CLOUD_ZONE=us-east5-a\n", {}),  # one file, two regions
+        ("", {"GOOGLE_CLOUD_REGION": "us-west4", "GOOGLE_CLOUD_ZONE": "us-east5-a"}),  # both set by hand
+        ("GOOGLE_CLOUD_ZONE=us-east5-a\n", {"GOOGLE_CLOUD_REGION": "us-west4"}),  # the region is the stronger
+    ],
+)
+def test_a_zone_and_region_set_as_strongly_must_agree(tmp_path: Path, file_text: str, environ: dict) -> None:
+    env_file = write_env(tmp_path, file_text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(env_file, environ=environ)
+    assert err.value.field == "GOOGLE_CLOUD_ZONE" and "GOOGLE_CLOUD_REGION=us-east5" in err.value.fix
+
+
+def test_tpu_env_is_found_at_its_documented_places(tmp_path: Path, monkeypatch) -> None:
+    from tpu_devops.config import env_file_places, read_environment
+
+    cwd, config = tmp_path / "work", tmp_path / "xdg"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    user = config / "tpu-devops" / "tpu.env"
+    places = env_file_places({"XDG_CONFIG_HOME": str(config)})
+    assert places[0] == cwd / "tpu.env" and places[-1] == user
+    user.parent.mkdir(parents=True)
+    user.write_text("MAX_MODEL_LEN=8192\n")
+    environ = {"XDG_CONFIG_HOME": str(config)}
+    checkout = places[1] if len(places) == 3 else None  # running from this checkout: its tpu.env
+    assert read_environment(environ=environ).env_file == str(checkout or user)
+    (cwd / "tpu.env").write_text("MAX_MODEL_LEN=4096\n")
+    assert load_settings(environ=environ).max_model_len == 4096  # ./tpu.env first
+    explicit = tmp_path / "mine.env"
+    explicit.write_text("MAX_MODEL_LEN=2048\n")
+    assert load_settings(environ={**environ, "TPU_DEVOPS_ENV_FILE": str(explicit)}).max_model_len == 2048
+    off = load_settings(environ={**environ, "TPU_DEVOPS_ENV_FILE": "none"})
+    assert off.env_file is None and off.max_model_len == 16384
+    missing = load_settings(environ={**environ, "TPU_DEVOPS_ENV_FILE": str(tmp_path / "gone.env")})
+    assert missing.env_file is None
+    assert any("gone.env, which is not a file" in n for n in missing.notices)
+
+
+def test_the_user_config_directory_is_read_by_an_installed_server(tmp_path: Path, monkeypatch) -> None:
+    """An installed wheel has no checkout: ~/.config/tpu-devops/tpu.env is read from any directory."""
+    from tpu_devops import config
+
+    monkeypatch.setattr(config, "checkout_env_file", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "xdg" / "tpu-devops").mkdir(parents=True)
+    (tmp_path / "xdg" / "tpu-devops" / "tpu.env").write_text("GOOGLE_CLOUD_PROJECT=user-project-1\n")
+    s = load_settings(environ={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    assert s.project == "user-project-1"
+    assert s.project_source == f"tpu.env ({tmp_path / 'xdg' / 'tpu-devops' / 'tpu.env'})"
+
+
+def test_google_library_variables_in_tpu_env_reach_the_process_environment(tmp_path: Path) -> None:
+    from tpu_devops.config import export_passthrough, read_environment
+
+    env_file = write_env(
+        tmp_path, "GOOGLE_APPLICATION_CREDENTIALS=/k.json\nCLOUDSDK_CONFIG=/g\nMODEL_NAME=x\n"
+    )
+    target = {"CLOUDSDK_CONFIG": "/mine"}
+    names = export_passthrough(read_environment(env_file, environ={}), target)
+    assert names == ["GOOGLE_APPLICATION_CREDENTIALS"]
+    assert target == {"CLOUDSDK_CONFIG": "/mine", "GOOGLE_APPLICATION_CREDENTIALS": "/k.json"}

@@ -1,4 +1,4 @@
-"""One time budget per tool call (issue 12 §6): requests sized from what is left, overruns become errors."""
+"""One time budget per tool call: requests sized from what is left, overruns become errors."""
 
 from __future__ import annotations
 

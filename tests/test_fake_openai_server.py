@@ -11,6 +11,7 @@ import pytest
 from openai import AsyncOpenAI, BadRequestError
 
 from tests.fakes.openai_server import TOOL_PARSER_MISSING, FakeVllm, ScriptedTurn, gemma_tool_call_text
+from tpu_devops.serving import egress
 from tpu_devops.serving.stream import stream_chat
 
 pytestmark = pytest.mark.anyio
@@ -54,6 +55,7 @@ async def test_streamed_tool_call_is_assembled_from_fragments() -> None:
                 tool_calls=[{"name": "search_logs", "arguments": {"q": "RuntimeProgramAllocationFailure"}}]
             )
         )
+        egress.mark_owned(fake.url, "VLLM_URL")  # the operator's endpoint (a call below resolve_endpoint)
         answer = await stream_chat(fake.url, fake.model, [{"role": "user", "content": "look"}], tools=[TOOL])
     (call,) = answer.tool_calls
     assert call["name"] == "search_logs"

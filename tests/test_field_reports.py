@@ -1,4 +1,4 @@
-"""The field-report corpus (issue 13 "Done when"): every log of ../shared/fixtures/field-reports, the earlier
+"""The field-report corpus: every log of ../shared/fixtures/field-reports, the earlier
 fixtures, and new variants of each fault kind written from other public reports (tests/data/field-variants,
 sources in its README and in corpus.json) read right by `diagnose_vllm_boot`, `summarize_logs` and the
 deterministic path of `analyze_cloud_logging`: the class, the numbers read out, the fix, and the same
@@ -30,15 +30,17 @@ def _path(case: dict) -> str:
 
 
 def _cause(d: BootDiagnosis, case: dict) -> BootFinding | None:
-    return d.after_start if case["when"] == "after start" else d.root_cause
+    return {"after start": d.after_start, "beside": d.beside}.get(case["when"], d.root_cause)
 
 
 def test_the_corpus_covers_every_field_report_and_fault_kind() -> None:
-    shared = {p.name for p in (DATA / "field-reports").glob("B*")}
+    shared = {p.name for p in (DATA / "field-reports").glob("[BC]*")}
     covered = {Path(c["file"]).name for c in CORPUS} | {
         "B11-lint-gemma4-31b-v6e4-maintainer.txt",  # tests/test_lint.py
         "B13-gcp-quota-metric-rate-limit.txt",  # below (log rule) and the sweep's classifier (cloud-core)
         "B15-bench-no-max-concurrency.json",  # tests/test_serving_benchmark.py
+        "C08-lint-xla-cache-disabled.txt",  # tests/test_lint.py
+        "C17-llamacpp-per-slot-context.json",  # tests/test_serving_chat.py (a llama-server-like fake)
     }
     assert shared <= covered
     variants = {p.name for p in (DATA / "field-variants").iterdir() if p.name != "README.md"}
@@ -57,6 +59,21 @@ def test_the_corpus_covers_every_field_report_and_fault_kind() -> None:
         "program-allocation-oom",
         "hbm-oom",
         "smem-oom",
+        # round three: Kubernetes events, signals, causes on the next line, wording variants, versions
+        "k8s-node-selector-mismatch",
+        "k8s-insufficient-tpu",
+        "k8s-scale-up-quota",
+        "k8s-hpa-no-custom-metrics",
+        "k8s-hpa-metric-missing",
+        "killed-by-startup-probe",
+        "killed-by-liveness-probe",
+        "quantization-unsupported-on-platform",
+        "parser-tokens-missing",
+        "transformers-per-layer-attribute",
+        "transformers-unknown-model-type",
+        "torchax-tensor-elem",
+        "container-name-conflict",
+        "port-in-use",
     ):
         assert kind in roots, kind
     assert all(c["source"] for c in CORPUS)
@@ -68,9 +85,9 @@ def test_diagnosis_reads_the_class_the_numbers_and_the_fix(case: dict) -> None:
     assert d.status == case["status"], d.headline()
     cause = _cause(d, case)
     if case["root"] is None:
-        assert d.root_cause is None and d.after_start is None and d.headline().startswith("boot OK"), (
-            d.headline()
-        )
+        expected = "boot OK" if case["status"] == "ready" else "boot incomplete"
+        assert d.root_cause is None and d.after_start is None and d.beside is None, d.headline()
+        assert d.headline().startswith(expected), d.headline()
         return
     assert cause is not None and cause.id == case["root"], d.headline()
     for key, value in case["read_out"].items():
@@ -83,6 +100,9 @@ def test_diagnosis_reads_the_class_the_numbers_and_the_fix(case: dict) -> None:
         assert cause.exception_type == case["exception_type"]
     if case["when"] == "after start":
         assert "but" in d.headline() and "boot FAILED" not in d.headline()
+    elif case["when"] == "beside":  # around a server that serves: never a boot failure
+        assert "boot FAILED" not in d.headline() and "serving not affected" in d.headline()
+        assert cause.title in d.headline() and cause.fix in d.headline()
     else:
         assert d.headline().startswith("boot FAILED") and f"(line {cause.first_line})" in d.headline()
 
@@ -200,3 +220,76 @@ def test_b13_rate_limit_line_is_transient_not_a_chip_quota() -> None:
     line = (DATA / "field-reports" / "B13-gcp-quota-metric-rate-limit.txt").read_text().split("|", 1)[1]
     reading = read_line(line)
     assert reading is not None and reading.id == "api-rate-limited" and "back off" in reading.fix
+
+
+# ---- one reading, whatever the tool: every log fixture in tests/data ----------------------------------
+
+NOT_LOGS = {
+    "corpus.json",  # the expectations, not a log
+    "eval_set.json",  # the analyst evaluation set
+    "B15-bench-no-max-concurrency.json",  # a benchmark result
+    "C17-llamacpp-per-slot-context.json",  # an HTTP answer (tests/test_serving_chat.py)
+}
+FIXTURE_LOGS = sorted(
+    p
+    for folder in ("field-reports", "field-variants", "vllm-logs", "logs")
+    for p in (DATA / folder).iterdir()
+    if p.suffix in (".log", ".json", ".jsonl") and p.name not in NOT_LOGS
+)
+
+
+@pytest.mark.parametrize("path", FIXTURE_LOGS, ids=[p.stem for p in FIXTURE_LOGS])
+def test_diagnosis_and_summary_agree_on_every_fixture(path: Path) -> None:
+    """The headline finding of diagnose_vllm_boot (boot failure, failure after start or beside serving)
+    is the summary's root cause: the same rule, or the same unrecognised line."""
+    d = diagnose_vllm_boot(path=str(path))
+    s = summarize_source(FileSource(str(path)))
+    shown = d.root_cause or d.after_start or d.beside
+    if shown is None:
+        assert s.root_cause is None, (d.headline(), s.headline())
+        return
+    rc = s.root_cause
+    assert rc is not None, (d.headline(), s.headline())
+    assert (rc.signature or "unrecognised-failure") == shown.id, (d.headline(), s.headline())
+    if shown.id == "unrecognised-failure":
+        assert rc.line and rc.line.strip().endswith(shown.details["line"][-60:].strip())
+        assert rc.details.get("cause") == shown.details.get("cause")  # the reason on the next line, both
+    else:
+        assert rc.fix == shown.fix, (rc.fix, shown.fix)
+
+
+@pytest.mark.parametrize("path", FIXTURE_LOGS, ids=[p.stem for p in FIXTURE_LOGS])
+def test_the_scan_sees_every_line_the_classifier_calls_a_failure(path: Path) -> None:
+    """One definition of a failure line (`logs.failure_lines`): a line the fallback classifies as a
+    failure, or a rule explains, is a candidate of the boot scan's anchor pass."""
+    from tpu_devops.logs import signatures as sg
+    from tpu_devops.logs.scan import candidate_lines
+
+    text = _text(str(path))
+    seen = {n for n, _, _ in candidate_lines(text)}
+    for number, line in enumerate(text.split("\n"), 1):
+        if sg.classify(sg.split_line(line)) in sg.FALLBACK or sg.match_line(line):
+            assert number in seen, (number, line[:120])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "KeyboardInterrupt: terminated",
+        "SystemExit: 1",
+        "concurrent.futures._base.TimeoutError: ",
+        "torchax.tensor.OperatorNotFound: aten::foo",
+        "RuntimeProgramAllocationFailure: program x",
+        "startup-script: FAILED to start the container",
+        "startup-script: Permission DENIED",
+        "E0807 12:00:01.123456  123 tpu_client.cc:42] device halted",
+        "F0807 12:00:01.123456  123 tpu_client.cc:42] check failed",
+        "container exited with code 137",
+    ],
+)
+def test_fallback_signals_are_anchored(line: str) -> None:
+    from tpu_devops.logs import signatures as sg
+    from tpu_devops.logs.scan import candidate_lines
+
+    assert sg.classify(sg.split_line(line)) in sg.FALLBACK, line
+    assert candidate_lines(f"INFO ok\n{line}\nINFO ok") == [(2, 8, 8 + len(line))]

@@ -1,4 +1,4 @@
-"""Bounded, rooted file access (issue 12 §6): only allowed directories, regular files, bounded sizes."""
+"""Bounded, rooted file access: only allowed directories, regular files, bounded sizes."""
 
 from __future__ import annotations
 

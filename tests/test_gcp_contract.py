@@ -24,10 +24,10 @@ from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.queued import (
     describe_queued_resource,
     list_queued_resources,
-    reservation_status,
     send_create,
 )
 from tpu_devops.provisioning.requests import build_request, create_call
+from tpu_devops.provisioning.rig import reservation_status
 
 pytestmark = pytest.mark.anyio
 ZONE = "us-west4-a"

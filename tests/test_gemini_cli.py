@@ -1,4 +1,4 @@
-"""The real Gemini CLI (npm ``@google/gemini-cli``, installed by ``make setup``) as the agent host, issue #17.
+"""The real Gemini CLI (npm ``@google/gemini-cli``, installed by ``make setup``) as the agent host.
 
 Set up with only what the README says (``make gemini-extension``) in a throwaway HOME, driven headless
 (``gemini -p``, default approval mode) against a scripted fake of the Gemini API (`tests.fakes.gemini_api`;
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 from tests.conftest import PROJECT
 from tests.fakes.gcp import FakeGcp
 from tests.fakes.gemini_api import FakeGeminiApi, Turn, declarations, function_responses
-from tests.host_scenarios import DECLARATION_BUDGET, GEMINI_CLI_PER_TOOL_BYTES, declaration_bytes
+from tests.host_scenarios import DEFAULT_DECLARATION_BUDGET, GEMINI_CLI_PER_TOOL_BYTES, declaration_bytes
 from tests.mcp_session import ROOT, TEST_CACHE_DIR, mcp_client
 
 GEMINI = ROOT / "node_modules" / ".bin" / "gemini"
@@ -52,12 +53,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "(ignored)" not in out.stdout + out.stderr  # make's "Error 1 (ignored)": a clean run says none
     assert (home / ".gemini" / "policies" / "tpu-devops-read-only.toml").is_file()
     return home
 
 
 def run_gemini(
-    home: Path, api: FakeGeminiApi, state: Path, prompt: str, **env: str
+    home: Path, api: FakeGeminiApi, state: Path, prompt: str, cwd: Path | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
     """``gemini -p PROMPT`` in default approval mode; the server it starts reads ``env`` (tpu.env path, fake
     Google endpoint), as the CLI passes a sanitized copy of its own environment to MCP servers."""
@@ -73,7 +75,7 @@ def run_gemini(
     }
     return subprocess.run(
         [str(GEMINI), "-p", prompt, "-m", "gemini-2.5-flash", "--skip-trust"],
-        cwd=state,
+        cwd=cwd or state,
         env=full,
         capture_output=True,
         text=True,
@@ -103,7 +105,8 @@ def env_file(tmp_path: Path, text: str) -> str:
 
 @pytest.mark.anyio
 async def test_headless_run_offers_the_read_only_tools_and_calls_one(home: Path, tmp_path: Path) -> None:
-    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path)) as client:
+    # what a server with the default toolsets lists (the CLI passes no TPU_DEVOPS_TOOLSETS)
+    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path), TPU_DEVOPS_TOOLSETS="") as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
     read_only = {n for n, t in listed.items() if t.annotations.read_only_hint}
     with FakeGeminiApi() as api:
@@ -121,7 +124,7 @@ async def test_headless_run_offers_the_read_only_tools_and_calls_one(home: Path,
     sent = sum(
         len(json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()) for d in offered.values()
     )
-    assert sent == declaration_bytes([listed[n] for n in offered]) <= DECLARATION_BUDGET
+    assert sent == declaration_bytes([listed[n] for n in offered]) <= DEFAULT_DECLARATION_BUDGET
     wait = offered["plan_capacity"]["parametersJsonSchema"]["properties"]["wait_for_previous"]
     assert len(',"wait_for_previous":' + json.dumps(wait, separators=(",", ":"))) == GEMINI_CLI_PER_TOOL_BYTES
     [response] = function_responses(api.requests[1])
@@ -171,3 +174,37 @@ async def test_an_invalid_tpu_env_is_visible_through_the_cli(home: Path, tmp_pat
     assert ours(api.requests[0]), "the server must start and list its tools despite the bad setting"
     assert "The tool says: CONFIGURATION ERROR" in out.stdout
     assert "GOOGLE_CLOUD_ZONE = 'europe-west4-a'" in out.stdout and "Fix:" in out.stdout
+
+
+@pytest.mark.anyio
+async def test_files_in_the_users_workspace_are_read_by_relative_and_absolute_path(
+    home: Path, tmp_path: Path
+) -> None:
+    """The extension starts the server in the user's workspace (``${workspacePath}``) and Gemini CLI declares
+    it as a root: a relative path is read from there, and an absolute one inside it is allowed."""
+    workspace, state = tmp_path / "workspace", tmp_path / "state"
+    (workspace / "logs").mkdir(parents=True)
+    state.mkdir()
+    shutil.copy(
+        ROOT / "tests" / "data" / "vllm-logs" / "v5e1-e2b-util095-program-oom.log", workspace / "boot.log"
+    )
+    shutil.copy(ROOT / "tests" / "data" / "vllm-logs" / "v6e1-e2b-boot-ok.log", workspace / "logs" / "ok.log")
+    with FakeGeminiApi() as api:
+        api.script(
+            Turn(function=f"{OURS}diagnose_vllm_boot", args={"path": "boot.log"}),
+            Turn(function=f"{OURS}diagnose_vllm_boot", args={"path": str(workspace / "logs" / "ok.log")}),
+            Turn(text=lambda body: "answers: " + json.dumps(function_responses(body))[:2000]),
+        )
+        out = run_gemini(
+            home, api, state, "Why did vLLM not boot?", cwd=workspace, TPU_DEVOPS_ENV_FILE=env_file(state, "")
+        )
+    assert out.returncode == 0, out.stderr
+    [relative] = function_responses(api.requests[1])
+    [absolute] = function_responses(api.requests[2])
+    assert "program-allocation" in json.dumps(relative) or "RuntimeProgramAllocationFailure" in json.dumps(
+        relative
+    )
+    assert "no such file" not in json.dumps(relative) and "outside the directories" not in json.dumps(
+        absolute
+    )
+    assert "boot OK" in json.dumps(absolute) or "Application startup complete" in json.dumps(absolute)

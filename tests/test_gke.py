@@ -1,4 +1,4 @@
-"""GKE scale-out (issue 15 §3): manifests rendered from the one flag builder and validated offline against
+"""GKE scale-out: manifests rendered from the one flag builder and validated offline against
 the Kubernetes OpenAPI schemas; the node pool request checked against the container v1 discovery
 document; apply and teardown through the official kubernetes client against a fake API server and
 google-cloud-container against the fake GKE surface."""
@@ -11,8 +11,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.conftest import gcp_environ
 from tests.fakes.gcp import discovery
 from tests.fakes.kube_api import FakeKube
+from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError, InputError, OwnershipError, PermissionError_
 from tpu_devops.gke import deploy, manifests
 from tpu_devops.host.confirmation import ConfirmationError
@@ -262,11 +264,11 @@ async def test_apply_checks_first_then_creates_and_waits(
     stored = kube.objects[("deployments", "default", "vllm-gemma4-e2b")]
     assert stored["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tpu-devops"
     job = JOBS.get(result.job_id)
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         while job.message == "started" or "0/2" not in job.message:
             await anyio.sleep(0.02)
     kube.mark_ready("default", "vllm-gemma4-e2b")
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         while job.state == "running":
             await anyio.sleep(0.02)
     assert job.state == "succeeded" and job.result["ready_pods"] == 2
@@ -343,8 +345,8 @@ async def test_teardown_deletes_only_what_carries_our_labels(
 ) -> None:
     config = kube.kubeconfig(tmp_path / "kubeconfig")
     kube.add_secret("default", "vllm-gemma4-e2b-secrets", {"hf_token": "hf_x", "api_key": "k"})
-    await deploy.apply_gke_deployment(
-        gcp_settings, cluster=cluster, kubeconfig=config, poll_interval_s=0.05, wait_timeout_s=5
+    applied = await deploy.apply_gke_deployment(
+        gcp_settings, cluster=cluster, kubeconfig=config, poll_interval_s=0.05, wait_timeout_s=600
     )
     kube.add_object("services", "default", "unrelated", labels={"app.kubernetes.io/managed-by": "tpu-devops"})
     kube.add_object(
@@ -354,7 +356,9 @@ async def test_teardown_deletes_only_what_carries_our_labels(
         labels={**manifests.labels(gcp_settings), "tpu-devops/rig": "other"},
     )
     dry = await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config)
+    # a teardown during the apply: the job waiting for these pods is ended first, and the dry run says so
     assert [(s.kind, s.name) for s in dry.steps] == [
+        ("Job", f"{applied.job_id} (GKE apply)"),
         ("HorizontalPodAutoscaler", "vllm-gemma4-e2b"), ("PodMonitoring", "vllm-gemma4-e2b"),
         ("Service", "vllm-gemma4-e2b"), ("Deployment", "vllm-gemma4-e2b"), ("NodePool", "tpu-devops-gemma4-e2b"),
     ]  # fmt: skip
@@ -387,10 +391,19 @@ async def test_teardown_deletes_only_what_carries_our_labels(
             unattended, cluster=cluster, kubeconfig=config, namespace="other", confirm=True,
             confirm_token=dry.confirm_token,
         )  # fmt: skip
+    assert JOBS.get(applied.job_id).state == "running" and "would end job(s)" in dry.headline()
+    # the TPU teardown does not end it (it deletes no GKE object) but names it as left running
+    from tpu_devops.provisioning.teardown import plan_destroy
+
+    tpu_plan = await plan_destroy(gcp_settings, zone=None, queued_resource_id=None)
+    assert not [s for s in tpu_plan.steps if s.action == "end_job"]
+    assert any(applied.job_id in line and "teardown_gke_deployment" in line for line in tpu_plan.left_running)
     done = await deploy.teardown_gke_deployment(
         unattended, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
     )
     assert done.executed and all(s.done for s in done.steps)
+    job = JOBS.get(applied.job_id)
+    assert job.state == "cancelled" and "torn down" in job.message, job.snapshot()
     assert sorted(kube.objects) == [
         ("deployments", "default", "other-rig"),
         ("services", "default", "unrelated"),
@@ -449,20 +462,25 @@ async def test_benchmark_at_the_service_prices_the_deployment_and_measures_each_
         await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config)
     assert err.value.field == "replicas"
     kube.mark_ready("default", "vllm-gemma4-e2b")
-    with pytest.raises(ConfigError) as err:  # ClusterIP: reach it through a port-forward
+    with pytest.raises(ConfigError) as err:  # ClusterIP: reach it through a port-forward VLLM_URL names
         await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config)
-    assert err.value.field == "base_url" and "port-forward" in err.value.fix
-    # the pods require the key from their Secret ("k"): it goes to a local port-forward, never elsewhere
-    assert deploy._is_loopback("http://127.0.0.1:8000") and deploy._is_loopback("http://localhost:8000")
-    assert not deploy._is_loopback("http://10.0.0.5:8000") and not deploy._is_loopback(
-        "http://[fe80::1]:8000"
-    )
+    assert err.value.field == "base_url" and "port-forward" in err.value.fix and "VLLM_URL" in err.value.fix
     with FakeVllm(ttft_s=0.005, itl_s=0.001, api_key="k") as pod0, FakeVllm() as pod1:
+        # the pods require the key from their Secret ("k"): a loopback port no one configured is not the
+        # Service (any process may listen there), in any spelling: neither the key nor the load goes there
+        port = pod0.url.rsplit(":", 1)[1]
+        for alias in (pod0.url, f"http://localhost:{port}", f"http://[::1]:{port}", f"http://0.0.0.0:{port}",
+                      f"http://2130706433:{port}", f"http://0x7f000001:{port}", f"http://localhost.:{port}"):  # fmt: skip
+            with pytest.raises(InputError) as err:
+                await deploy.benchmark_gke_deployment(gcp_settings, kubeconfig=config, base_url=alias)
+            assert err.value.field == "base_url" and "VLLM_URL" in err.value.fix
+        assert pod0.auth_headers_seen == [] and pod1.auth_headers_seen == []
         # a port-forward reaches one pod: pod 0 serves the whole sweep, pod 1 stays idle
         kube.pod_backends[("default", "vllm-gemma4-e2b-0")] = pod0.url
         kube.pod_backends[("default", "vllm-gemma4-e2b-1")] = pod1.url
+        operator = load_settings(environ={**gcp_environ(fake_gcp, tmp_path), "VLLM_URL": pod0.url})
         started = await deploy.benchmark_gke_deployment(
-            gcp_settings, kubeconfig=config, base_url=pod0.url, concurrency=[2], prompt_lengths=[16],
+            operator, kubeconfig=config, base_url=pod0.url, concurrency=[2], prompt_lengths=[16],
             output_len=4, requests_per_cell=2,
         )  # fmt: skip
         job = JOBS.get(started.job_id)

@@ -1,4 +1,4 @@
-"""What every host gets, through the official MCP client over stdio (issues #17, #18, #12 §8).
+"""What every host gets, through the official MCP client over stdio.
 
 Every tool is enumerated from ``tools/list``, so a tool added later is held to the same rules: its
 schemas stay inside the Gemini subset and bounded, its arguments are checked, both result forms lead
@@ -24,6 +24,7 @@ from tests.host_scenarios import (
     HF_TOKEN,
     RATIO_GOAL,
     Transcript,
+    call,
     client_for,
     declaration_bytes,
     default_toolset_tools,
@@ -33,7 +34,12 @@ from tests.host_scenarios import (
 )
 from tests.mcp_session import mcp_client, server_env
 from tests.test_schemas import gemini_subset_problems
-from tpu_devops.host.results import MAX_EVIDENCE_TOKENS, MAX_RESULT_CHARS
+from tpu_devops.host.results import (
+    HOST_COMBINED_LIMIT,
+    HOST_TEXT_LIMIT,
+    MAX_EVIDENCE_TOKENS,
+    MAX_RESULT_CHARS,
+)
 
 pytestmark = pytest.mark.anyio
 RIG_LABELS = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
@@ -68,7 +74,44 @@ async def test_both_forms_lead_with_the_same_summary_and_fit_the_host_limit(tran
             f"text starts {a.text[:120]!r}, summary {summary!r}"
         )
         assert list(a.structured)[0] == "summary", a.tool
-        assert a.text_chars <= MAX_RESULT_CHARS and a.structured_chars <= MAX_RESULT_CHARS, a.tool
+        # every host takes it whole: Gemini CLI / Claude Code read one form, Qwen Code both (25,000)
+        assert a.text_chars <= HOST_TEXT_LIMIT and a.both_chars <= HOST_COMBINED_LIMIT, (
+            f"{a.tool}: text {a.text_chars:,}, text + structured {a.both_chars:,} characters (limits "
+            f"{HOST_TEXT_LIMIT:,} / {HOST_COMBINED_LIMIT:,}): write a large artifact as a file "
+            "(tpu_devops.host.artifacts) and answer with its summary, size, path and URI"
+        )
+        assert "left out to fit" not in a.text, f"{a.tool}: cut with default arguments on the bundled inputs"
+
+
+async def test_a_file_an_answer_links_to_is_described_and_served_only_as_ours(tmp_path: Path) -> None:
+    """The full startup script is a file: its answer names size, path and URI, the resource_link is
+    readable with resources/read (whole), and nothing else is."""
+    async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path)) as client:
+        assert client.server_capabilities.resources is not None
+        answer = await call(client, "render_startup_script", {})
+        [link] = answer.links
+        file = answer.structured["file"]
+        assert link.uri == file["uri"] and link.size == file["bytes"] == answer.structured["bytes"]
+        assert link.mime_type == "text/x-shellscript" and Path(file["path"]).parent == tmp_path / "artifacts"
+        for fact in (file["path"], file["uri"], f"{file['bytes']:,} bytes"):
+            assert fact in answer.text
+        read = (await client.read_resource(link.uri)).contents[0]
+        assert read.text == Path(file["path"]).read_text() and read.text.startswith("#!/bin/bash")
+        assert len(read.text.encode()) == file["bytes"] and answer.structured["settings_block"] in read.text
+        assert [r.uri for r in (await client.list_resources()).resources] == [link.uri]
+        outside = tmp_path / "secret.txt"
+        outside.write_text("not for the model")
+        (tmp_path / "artifacts" / "linked-000000000000.txt").symlink_to(outside)
+        for uri in (
+            f"file://{outside}",
+            "tpu-devops://artifacts/../secret.txt",
+            "tpu-devops://artifacts/linked-000000000000.txt",  # a link planted in the directory
+            "tpu-devops://artifacts/startup-script-000000000000.sh",  # well formed, not there
+            link.uri + "x",
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.read_resource(uri)
+            assert refused.value.error.code == -32002 and "not for the model" not in str(refused.value), uri
 
 
 async def test_the_text_carries_the_key_facts_of_the_structured_form(transcript: Transcript) -> None:
@@ -115,14 +158,18 @@ async def test_no_form_exceeds_the_cap_at_the_largest_allowed_arguments(tmp_path
     )
     for a in biggest.answers:
         assert not a.is_error, (a.tool, a.text[:300])
-        assert a.text_chars <= MAX_RESULT_CHARS and a.structured_chars <= MAX_RESULT_CHARS, (
+        assert a.text_chars <= HOST_TEXT_LIMIT and a.both_chars <= HOST_COMBINED_LIMIT <= MAX_RESULT_CHARS, (
             a.tool,
             a.text_chars,
             a.structured_chars,
         )
     cut = [a for a in biggest.answers if "omitted" in (a.structured or {})]
-    for a in cut:  # what a cap left out is said, with how to get it, in both forms
+    assert cut, "the largest arguments must produce an answer that has to be cut"
+    for a in cut:  # what a cap left out is said, with how to get it, in both forms, and the whole is a file
         assert a.structured["omitted"][-1].startswith("to see it, ") and "left out" in a.text
+        [whole] = [link for link in a.links if link.mime_type == "text/plain"]
+        assert whole.uri in a.text and whole.uri in a.structured["omitted"][-1]
+        assert whole.size > HOST_TEXT_LIMIT
 
 
 async def test_schemas_are_in_the_gemini_subset_and_every_input_is_bounded(transcript: Transcript) -> None:
@@ -173,15 +220,18 @@ async def test_declarations_fit_the_per_request_budget(transcript: Transcript) -
 async def test_get_help_is_always_loaded_and_only_tools_are_advertised(tmp_path: Path) -> None:
     async with mcp_client(TPU_DEVOPS_STATE_DIR=str(tmp_path)) as client:
         caps = client.server_capabilities
-        assert caps.tools is not None and caps.prompts is None and caps.resources is None
+        # resources: only the files answers link to (read, listed; no subscriptions), never prompts
+        assert caps.tools is not None and caps.prompts is None
+        assert caps.resources is not None and not caps.resources.subscribe and not caps.resources.list_changed
         tools = {t.name: t for t in (await client.list_tools()).tools}
         help_tool = tools["get_help"]
         assert (help_tool.meta or {}).get("anthropic/alwaysLoad") is True
         assert "tpu-devops" in help_tool.description and "start here" in help_tool.description.lower()
-        for method in (client.list_prompts, client.list_resources):
-            with pytest.raises(MCPError) as raised:
-                await method()
-            assert raised.value.error.code == -32601
+        with pytest.raises(MCPError) as raised:
+            await client.list_prompts()
+        assert raised.value.error.code == -32601
+        assert (await client.list_resources()).resources == []  # nothing written yet
+        assert (await client.list_resource_templates()).resource_templates == []
 
 
 async def test_every_tool_refuses_unknown_keys_and_true_for_a_number(

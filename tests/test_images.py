@@ -113,3 +113,23 @@ async def test_plan_warns_and_create_and_sweep_refuse_an_old_image(fake_gcp, tmp
     created = await create_queued_resource(settings, allow_unsupported_image=True)
     assert created.created and any(w.startswith("UNSUPPORTED IMAGE") for w in created.warnings)
     assert "UNSUPPORTED IMAGE" in created.headline()
+
+
+def test_known_version_traps_are_warnings_for_plan_create_and_the_sweep() -> None:
+    from tpu_devops.planning.images import image_traps
+    from tpu_devops.planning.version_traps import VERSION_TRAPS, traps_for
+
+    (warning,) = image_gate("vllm/vllm-tpu:v0.27.1", E2B)
+    assert warning.startswith("KNOWN VERSION TRAP") and "0.28.0" in warning and "5.15" in warning
+    assert image_gate("vllm/vllm-tpu:v0.27.1", E2B, dry_run=True) == [warning]  # never a refusal
+    assert image_gate("vllm/vllm-tpu:v0.28.0", E2B) == []
+    assert image_traps("vllm/vllm-tpu:v0.27.0-tpu", "google/gemma-4-31B-it")  # by the model id
+    assert not image_traps("vllm/vllm-tpu:v0.27.1", "Qwen/Qwen3-8B")
+    assert not image_traps("vllm/vllm-tpu@sha256:" + "a" * 64, E2B)  # a digest names no version
+    # a dev build of 0.27.1 is 0.27.1
+    assert traps_for(E2B, "0.27.1.dev364+gabcdef01") and not traps_for(E2B, "not-a-version")
+    for trap in VERSION_TRAPS:
+        assert trap.source and trap.fix and trap.rule and trap.fixed_in
+        from tpu_devops.logs.rules import BY_ID
+
+        assert trap.rule in BY_ID  # the log wording it produces is a row of the one rule table

@@ -80,3 +80,30 @@ async def test_a_cancelled_job_keeps_its_partial_result() -> None:
     view = JobView.of(record)
     assert view.state == "cancelled" and view.result["words"] == ["kept"]
     assert "what it had produced" in view.message
+
+
+async def test_a_bound_job_is_found_by_its_binding_and_ended_with_its_reason() -> None:
+    from tpu_devops.host.jobs import Binding
+
+    jobs = JobRegistry()
+    cleaned: list[str] = []
+
+    async def body(record):
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.append(record.id)  # its own clean-up runs before it is reported stopped
+
+    sweep = jobs.start("sweep", "s", body, binding=Binding("rig:p:r", "tpu", "find_tpu sweep", creates=True))
+    other = jobs.start("wait", "w", body, binding=Binding("rig:p:other", "tpu", "wait"))
+    free = jobs.start("plain", "p", body)
+    await asyncio.sleep(0)
+    assert jobs.bound("rig:p:r") == [sweep] and jobs.bound("rig:p:r", "node:z/x") == []
+    ended = await jobs.end(sweep, "rig r was torn down")
+    assert ended.state == "cancelled" and ended.message == "cancelled: rig r was torn down"
+    assert cleaned == [sweep.id] and jobs.bound("rig:p:r") == []
+    view = JobView.of(sweep)
+    assert view.bound_to == "find_tpu sweep of rig:p:r (tpu)" and "torn down" in view.headline()
+    assert JobView.of(free).bound_to is None
+    for r in (other, free):
+        await jobs.cancel(r.id)

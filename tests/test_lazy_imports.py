@@ -45,8 +45,12 @@ STARTUP_MODULES = {
     "tpu_devops.types",  # the shared value types the argument types check with
     "tpu_devops.names",  # model ids, relative names, allowed images: the settings check with them
     "tpu_devops.host",
-    "tpu_devops.host.arguments",  # argument rules (jsonschema itself loads at a tool's first call)
+    "tpu_devops.host.arguments",
+    "tpu_devops.host.artifacts",  # the files answers link to, served by resources/read
+    "tpu_devops.host.files",  # the read roots the client's roots extend
+    "tpu_devops.host.roots",  # asks the client for its roots after initialize  # argument rules (jsonschema itself loads at a tool's first call)
     "tpu_devops.host.deadline",  # the per-call time budget the registration wrapper opens
+    "tpu_devops.host.pagination",  # refuses a list cursor it never handed out
     "tpu_devops.host.params",
     "tpu_devops.host.registration",
     "tpu_devops.host.results",

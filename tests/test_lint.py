@@ -267,3 +267,180 @@ def test_a_batch_budget_under_one_gemma4_item_is_flagged_given_or_defaulted(batc
     assert ("gemma4-batched-tokens-default" in found) is warned
     if warned:
         assert str(batched or 2048) in found["gemma4-batched-tokens-default"].what_happens
+
+
+# ---- round three: docker run -e / --env-file, the TPU quantization list, parser families, version traps --
+
+C08 = (FIXTURES / "field-reports" / "C08-lint-xla-cache-disabled.txt").read_text()
+MOUNTED = "docker run -d --net host -v /root/.cache/vllm:/root/.cache/vllm"
+
+
+def test_c08_an_empty_xla_cache_path_turns_the_compile_cache_off() -> None:
+    result = lint_vllm_flags(C08)
+    found = ids(result)
+    assert found["xla-cache-path-empty"] == "warning" and "compile-cache-not-mounted" not in found
+    finding = next(f for f in result.findings if f.id == "xla-cache-path-empty")
+    assert finding.flag == "-e VLLM_XLA_CACHE_PATH" and "drop VLLM_XLA_CACHE_PATH" in finding.fix
+    assert "857 s" in finding.what_happens and "#15567" in finding.source
+    assert result.env == {"VLLM_XLA_CACHE_PATH": ""}
+
+
+@pytest.mark.parametrize(
+    ("options", "finding"),
+    [
+        ("-e VLLM_XLA_CACHE_PATH=", "xla-cache-path-empty"),
+        ("--env VLLM_XLA_CACHE_PATH=", "xla-cache-path-empty"),
+        ("--env=VLLM_XLA_CACHE_PATH=", "xla-cache-path-empty"),
+        ("-eVLLM_XLA_CACHE_PATH=", "xla-cache-path-empty"),
+        ("-e VLLM_DISABLE_COMPILE_CACHE=1", "compile-cache-disabled"),
+        ("-e VLLM_XLA_CACHE_PATH=gs://bucket/xla-cache", "xla-cache-on-cloud-storage"),
+        ("-e JAX_COMPILATION_CACHE_DIR=gs://bucket/jax", "xla-cache-on-cloud-storage"),
+    ],
+)
+def test_docker_env_options_are_read(options: str, finding: str) -> None:
+    result = lint_vllm_flags(f"{MOUNTED} {options} vllm/vllm-tpu:v0.30.0 {SEED}")
+    assert ids(result)[finding] == "warning", ids(result)
+    if finding == "xla-cache-on-cloud-storage":
+        f = next(f for f in result.findings if f.id == finding)
+        assert "marin-community/marin#2318" in f.source and "local disk" in f.fix
+
+
+def test_the_cache_path_must_lie_in_a_mount() -> None:
+    elsewhere = f"docker run -e VLLM_XLA_CACHE_PATH=/cache/xla -v /data:/data vllm/vllm-tpu:v0.30.0 {SEED}"
+    found = next(f for f in lint_vllm_flags(elsewhere).findings if f.id == "compile-cache-not-mounted")
+    assert found.value == "/cache/xla" and "-v /var/cache/xla:/cache/xla" in found.fix
+    for ok in (
+        f"docker run -e VLLM_XLA_CACHE_PATH=/cache/xla -v /data:/cache vllm/vllm-tpu:v0.30.0 {SEED}",
+        f"docker run --mount type=bind,source=/var/cache/vllm,target=/root/.cache/vllm vllm/vllm-tpu:v0.30.0 {SEED}",
+        f"docker run --volume=/root/.cache:/root/.cache vllm/vllm-tpu:v0.30.0 {SEED}",
+        f"docker run -e XDG_CACHE_HOME=/xdg -v /x:/xdg/vllm vllm/vllm-tpu:v0.30.0 {SEED}",
+        # the value comes from the host's environment: nothing to judge
+        f"docker run -e VLLM_XLA_CACHE_PATH vllm/vllm-tpu:v0.30.0 {SEED}",
+    ):
+        assert not {"compile-cache-not-mounted", "xla-cache-path-empty"} & set(ids(lint_vllm_flags(ok))), ok
+
+
+def test_env_files_are_read_in_docker_order_and_secrets_never_shown(tmp_path: Path) -> None:
+    env_file = tmp_path / "vllm.env"
+    env_file.write_text(
+        "# written by the startup script\nHF_TOKEN=hf_PlantedTokenValue9876543210zyxwvu\nVLLM_XLA_CACHE_PATH=\n"
+        "MODEL_IMPL_TYPE=flax_nnx\n"
+    )
+    cmd = f"{MOUNTED} --env-file {env_file} vllm/vllm-tpu:v0.30.0 {SEED}"
+    result = lint_vllm_flags(cmd, read_env_file=lambda p: Path(p).read_text())
+    finding = next(f for f in result.findings if f.id == "xla-cache-path-empty")
+    assert finding.flag == f"--env-file {env_file}: VLLM_XLA_CACHE_PATH"
+    assert result.env["HF_TOKEN"] == "(set)" and "hf_Planted" not in result.render_text()
+    assert result.env["MODEL_IMPL_TYPE"] == "flax_nnx"
+    # -e beats the env file; the env argument beats both
+    fixed = f"{MOUNTED} --env-file {env_file} -e VLLM_XLA_CACHE_PATH=/root/.cache/vllm/xla vllm/vllm-tpu:v0.30.0 {SEED}"
+    assert "xla-cache-path-empty" not in ids(
+        lint_vllm_flags(fixed, read_env_file=lambda p: Path(p).read_text())
+    )
+    again = lint_vllm_flags(
+        fixed, env={"VLLM_XLA_CACHE_PATH": ""}, read_env_file=lambda p: Path(p).read_text()
+    )
+    assert next(f for f in again.findings if f.id == "xla-cache-path-empty").flag == "env VLLM_XLA_CACHE_PATH"
+    # without a reader the file is named as unread, never silently skipped
+    unread = lint_vllm_flags(cmd)
+    assert "xla-cache-path-empty" not in ids(unread)
+    assert any(f"--env-file {env_file} was not read" in n for n in unread.notices)
+
+
+def test_env_files_go_through_the_read_roots(tmp_path: Path) -> None:
+    from tpu_devops.config import load_settings
+    from tpu_devops.planning.lint import lint_with_defaults
+
+    inside = tmp_path / "vllm.env"
+    inside.write_text("VLLM_DISABLE_COMPILE_CACHE=1\n")
+    settings = load_settings(
+        environ={"TPU_DEVOPS_ENV_FILE": "/nonexistent", "TPU_DEVOPS_FILE_ROOTS": str(tmp_path)}
+    )
+    cmd = f"{MOUNTED} --env-file {inside} vllm/vllm-tpu:v0.30.0 {SEED}"
+    assert ids(lint_with_defaults(settings, command=cmd))["compile-cache-disabled"] == "warning"
+    outside = lint_with_defaults(
+        settings, command=f"{MOUNTED} --env-file /etc/shadow vllm/vllm-tpu:v0.30.0 {SEED}"
+    )
+    assert any("--env-file /etc/shadow was not read" in n for n in outside.notices)
+    # the configured deployment's env file lives on the VM: said so, not read
+    configured = lint_with_defaults(settings)
+    assert any("written on the TPU VM at boot" in n for n in configured.notices)
+
+
+def test_env_must_map_names_to_strings() -> None:
+    with pytest.raises(InputError) as err:
+        lint_vllm_flags(SEED, env={"VLLM_XLA_CACHE_PATH": 3})  # type: ignore[dict-item]
+    assert err.value.field == "env"
+
+
+@pytest.mark.parametrize(
+    ("extra", "finding", "severity"),
+    [
+        ("--quantization gptq", "quantization-unsupported-on-tpu", "error"),  # field report C15
+        ("-q bitsandbytes", "quantization-unsupported-on-tpu", "error"),
+        ("--quantization=gguf", "quantization-unsupported-on-tpu", "error"),
+        ("--quantization awq", "quantization-name-changed", "warning"),  # tpu-inference renamed it auto_awq
+        ("--quantization tpu_int8", "quantization-name-changed", "warning"),
+        ("--quantization fp8", None, None),
+        ("--quantization compressed-tensors", None, None),
+    ],
+)
+def test_quantization_is_checked_against_the_tpu_platform_list(
+    extra: str, finding: str | None, severity: str | None
+) -> None:
+    found = ids(lint_vllm_flags(f"{SEED} {extra}"))
+    quant = {k: v for k, v in found.items() if "quantization" in k}
+    assert quant == ({finding: severity} if finding else {}), found
+    if finding == "quantization-unsupported-on-tpu":
+        f = next(f for f in lint_vllm_flags(f"{SEED} {extra}").findings if f.id == finding)
+        assert "tpu_platform.py" in f.source and "compressed-tensors" in f.fix and "bf16" in f.fix
+
+
+def test_a_pre_quantized_checkpoint_is_checked_too(tmp_path: Path) -> None:
+    import json
+
+    by_name = ids(lint_vllm_flags("vllm serve example-org/gemma-4-E2B-it-GPTQ-Int4 --max-model-len 8192"))
+    assert by_name["checkpoint-quantization-unsupported-on-tpu"] == "warning"
+    assert "checkpoint-quantization-unsupported-on-tpu" not in ids(
+        lint_vllm_flags("vllm serve example-org/gemma-4-E2B-it-AWQ --max-model-len 8192")
+    )
+    local = tmp_path / "ckpt"
+    local.mkdir()
+    (local / "config.json").write_text(
+        json.dumps({"model_type": "gemma4", "quantization_config": {"quant_method": "gptq", "bits": 4}})
+    )
+    assert (
+        ids(lint_vllm_flags(f"vllm serve {local}"))["checkpoint-quantization-unsupported-on-tpu"] == "error"
+    )
+
+
+def test_gemma4_parsers_on_another_family() -> None:
+    c16 = (
+        "vllm serve google/gemma-3-12b-it --enable-auto-tool-choice --tool-call-parser gemma4 "
+        "--reasoning-parser gemma4 --max-model-len 8192 --tensor-parallel-size 2"
+    )
+    result = lint_vllm_flags(c16, accelerator_type="v5litepod-4")
+    mismatches = {f.flag: f.severity for f in result.findings if f.id == "parser-family-mismatch"}
+    assert mismatches == {"--reasoning-parser": "error", "--tool-call-parser": "warning"}
+    reasoning = next(f for f in result.findings if f.flag == "--reasoning-parser")
+    assert "could not locate think start/end tokens" in reasoning.what_happens
+    assert "drop --reasoning-parser gemma4" in reasoning.fix and "recipes#515" in reasoning.source
+    # the right family, another family's own parser, or a local path that names no family: no finding
+    for ok in (
+        SEED,
+        "vllm serve Qwen/Qwen3-8B --reasoning-parser qwen3",
+        "vllm serve /models/x --reasoning-parser gemma4",
+    ):
+        assert "parser-family-mismatch" not in ids(lint_vllm_flags(ok)), ok
+
+
+def test_known_version_traps_are_flagged_by_lint() -> None:
+    trap = lint_vllm_flags(f"{MOUNTED} vllm/vllm-tpu:v0.27.1 {SEED}")
+    finding = next(f for f in trap.findings if f.id == "image-version-trap")
+    assert finding.severity == "warning" and "0.28.0" in finding.fix and "5.15" in finding.fix
+    assert "#49797" in finding.source
+    for ok in ("v0.28.0", "v0.26.2", "v0.30.0"):
+        assert "image-version-trap" not in ids(lint_vllm_flags(f"{MOUNTED} vllm/vllm-tpu:{ok} {SEED}")), ok
+    # another family on the same image is not hit
+    qwen = f"{MOUNTED} vllm/vllm-tpu:v0.27.1 vllm serve Qwen/Qwen3-8B --max-model-len 8192"
+    assert "image-version-trap" not in ids(lint_vllm_flags(qwen))

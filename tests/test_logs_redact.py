@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from tpu_devops.host.redact import Redactor, redact_text
 
 HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
@@ -78,7 +82,7 @@ def test_memo_replays_the_counts_of_a_cached_value() -> None:
     assert r.counts == {"EMAIL": 2}
 
 
-# ---- every kind by its shape, wherever it sits (issue 12 §5) ----------------------------------------
+# ---- every kind by its shape, wherever it sits: a secret goes only where it belongs ----------------
 
 PEM_LINES = [
     "-----BEGIN PRIVATE KEY-----",
@@ -143,6 +147,46 @@ SECRET_VARIANTS = {
 }
 
 
+SECRET_VARIANTS.update(
+    {
+        "slack webhook": (
+            "POST https://hooks.slack.com/services/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",
+            "xQ9wErTyUiOpAsDf",
+        ),
+        "discord webhook": (
+            "https://discord.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWx-yz",
+            "AbCdEfGhIjKlMnOp",
+        ),
+        "slack app token": ("SLACK xapp-1-A0AUDIT-1234567890-abcdef0123456789", "A0AUDIT-1234567890"),
+        "google oauth client secret": (
+            '{"client_id": "x.apps.googleusercontent.com", "client_secret": "GOCSPX-AuditClientSecret01"}',
+            "AuditClientSecret01",
+        ),
+        "bare GOCSPX": ("secret GOCSPX-AuditClientSecret02 rotated", "AuditClientSecret02"),
+        "npm token": (
+            "//registry.npmjs.org/:_authToken npm_AuditNpmToken0123456789abcdefghij",
+            "AuditNpmToken0123",
+        ),
+        "pypi token": ("TWINE_PASSWORD pypi-AgEIcHlwaS5vcmcAuditPypiToken0123456789", "AuditPypiToken0123"),
+        "docker hub pat": ("login dckr_pat_AuditDockerPat0123456789ab", "AuditDockerPat0123"),
+        "sendgrid": ("SG.AuditSendGridKey0123.AuditSendGridSecret0123456789 used", "AuditSendGridSecret"),
+        "cookie header": ("Cookie: session=AuditSessionCookie0123456789; theme=dark", "AuditSessionCookie"),
+        "set-cookie": ("Set-Cookie: sid=AuditSetCookieValue987654; HttpOnly", "AuditSetCookieValue"),
+        "azure account key": (
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=AuditAzureKey0123456789+/==;",
+            "AuditAzureKey0123",
+        ),
+        "kubeconfig client key data": (
+            "    client-key-data: LS0tLS1CRUdJTiBBdWRpdEt1YmVLZXk0NTY=",
+            "LS0tLS1CRUdJTiBBdWRpdEt1YmVLZXk0",
+        ),
+        "x-goog-api-key header": ("x-goog-api-key: AuditGoogApiKeyHeader01", "AuditGoogApiKeyHeader01"),
+        "postgres dsn": ("DATABASE_URL=postgres://app:AuditDbPassw0rd@db.internal:5432/x", "AuditDbPassw0rd"),
+        "aws session token": ("aws_session_token = FwoGZXIvYXdzEAuditSessionToken0123", "FwoGZXIvYXdzEAudit"),
+    }
+)
+
+
 def test_every_secret_variant_is_replaced() -> None:
     for name, (text, secret_part) in SECRET_VARIANTS.items():
         out = redact_text(text)
@@ -189,3 +233,85 @@ def test_secret_cut_across_adjacent_fields_and_lines() -> None:
     r = Redactor()
     assert r.redact_message("vllm serve m --api-key") == "vllm serve m --api-key"
     assert "VeryS3cretKey" not in r.redact_message("VeryS3cretKey --port 8000")
+
+
+# ---- by value: whatever the key order, the split, or where the value comes back ---------------------------
+
+SPLIT = "hf_" + "SplitAnyOrderToken0123456789XYZabc"
+
+
+@pytest.mark.parametrize("cut", [5, 9, 15, 24])
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ("message", "token_rest"),  # the rest's key sorts after
+        ("message", "a_rest"),  # ... before the message's
+        ("zz_head", "aa_rest"),  # no message key: the payload is shown as sorted JSON
+        ("aa_head", "zz_rest"),
+        ("msg", "rest", "middle"),  # a field between the two parts
+    ],
+)
+@pytest.mark.parametrize("rest_first", [False, True])  # the order the fields come in
+def test_a_token_split_across_fields_is_replaced_in_any_order(
+    keys: tuple[str, ...], cut: int, rest_first: bool
+) -> None:
+    from tpu_devops.logs.sources import record_from_entry
+
+    head_key, rest_key = keys[0], keys[1]
+    fields = [(head_key, f"hub login with {SPLIT[:cut]}"), (rest_key, SPLIT[cut:])]
+    if len(keys) == 3:
+        fields.insert(1, (keys[2], "INFO unrelated words in between"))
+    if rest_first:
+        fields.reverse()
+    entry = {"insertId": "x1", "severity": "INFO", "jsonPayload": dict(fields)}
+    record = record_from_entry(entry, Redactor())
+    shown = record.message + json.dumps(record.labels)
+    for part in (SPLIT[3:cut], SPLIT[cut:]):
+        assert len(part) < 8 or part[:8] not in shown, (fields, shown)
+
+
+def test_a_secret_seen_once_is_replaced_wherever_it_comes_back() -> None:
+    r = Redactor()
+    first = r.redact_message("docker run -e VLLM_API_KEY=rig-key-value-0042 vllm/vllm-tpu")
+    assert "rig-key-value-0042" not in first
+    again = r.redact_message("client connected with rig-key-value-0042 from the proxy")  # no name, no shape
+    assert "rig-key-value-0042" not in again and r.placeholder("SECRET", "rig-key-value-0042") in again
+    # the rest of a cut token, alone in a later field, takes the token's placeholder
+    fields = r.redact_fields(["upload with hf_Abc", "DefGhiJklMnoPqrStu0123", "done"])
+    later = r.redact("retrying DefGhiJklMnoPqrStu0123")
+    assert "DefGhiJklMnoPqrStu0123" not in " ".join(fields) + later
+    # personal data is not replaced by value (an address is no secret), and a new answer forgets
+    assert "rig-key-value-0042" in Redactor().redact("rig-key-value-0042")
+
+
+def test_by_value_leaves_short_and_harmless_text_alone() -> None:
+    r = Redactor()
+    r.redact("token=abc1 password: Sup3rLongSecretValue")
+    assert r.redact("abc1 is a short word") == "abc1 is a short word"  # under MIN_KNOWN_CHARS
+    assert r.redact("GPU KV cache size: 321,376 tokens") == "GPU KV cache size: 321,376 tokens"
+
+
+def test_by_value_with_many_secrets_sharing_prefixes() -> None:
+    """Hundreds of remembered values, nested prefixes included (a hostile log): each comes back replaced,
+    the longest known value wins, and the matcher compiles (no recursion limit, no alternation blow-up)."""
+    r = Redactor()
+    values = [f"password={'Q' * 7}{'y' * i}Z9" for i in range(1, 1_200)]
+    for v in values:
+        r.redact(v)
+    later = " ".join(v.split("=", 1)[1] for v in values[::37])
+    out = r.redact(later)
+    assert "QQQQQQQ" not in out and out.count("<SECRET_") == len(values[::37]), out[:300]
+    # a known value inside a longer run of the same characters: the longest known one is replaced
+    assert r.redact("QQQQQQQyyZ9") == r.placeholder("SECRET", "QQQQQQQyyZ9")
+
+
+def test_a_payload_nested_thousands_of_levels_deep_is_read() -> None:
+    from tpu_devops.logs.sources import record_from_entry
+
+    deep: dict = {"token": "hf_" + "DeepNestedToken0123456789abcdefXY"}
+    for _ in range(5_000):
+        deep = {"k": deep}
+    record = record_from_entry(
+        {"insertId": "d1", "severity": "ERROR", "jsonPayload": {"zz": deep}}, Redactor()
+    )
+    assert "nested deeper than 9 levels" in record.message and "DeepNestedToken" not in record.message

@@ -24,6 +24,10 @@ WORDINGS: dict[str, list[str]] = {
         "XlaRuntimeError: RESOURCE_EXHAUSTED: Error loading program 'jit_embedding_pipeline_step_fn': Attempting to "
         "reserve 29.49G at the bottom of memory. That was not possible. There are 147.64M free, 0B reserved, and "
         "147.64M reservable.",
+        # libtpu builds that do not name the program (the same allocation failure)
+        EC
+        + "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 1.04G at "
+        "the bottom of memory. That was not possible. There are 812.20M free, 0B reserved, and 812.20M reservable.",
     ],
     "kv-cache-too-small": [
         # vLLM 0.9-0.11 (tpu-inference PR #223; field report B01)
@@ -110,6 +114,139 @@ WORDINGS: dict[str, list[str]] = {
         "ERROR 06-23 23:20:47 [core.py:521] AssertionError: torchax Tensors can only do math within the torchax "
         "environment.Please wrap your code with `with torchax.default_env()` or call torchax.enable_globally() before.",
     ],
+    "torchax-tensor-elem": [
+        # vllm-project/tpu-inference PR #3176 (Gemma 4 E2B on MODEL_IMPL_TYPE=vllm), as the engine logs it
+        EC + "AttributeError: 'Tensor' object has no attribute '_elem'",
+        # the same, raised in the API server process without a logger prefix
+        "(APIServer pid=1) AttributeError: 'Tensor' object has no attribute '_elem'. Did you mean: '_base'?",
+    ],
+    "quantization-unsupported-on-platform": [
+        # vLLM Platform.verify_quantization inside pydantic's ValidationError (field report C15)
+        "(APIServer pid=1)   Value error, gptq quantization is currently not supported in tpu. [type=value_error, "
+        "input_value=ArgsKwargs((), {'model': 'x', 'quantization': 'gptq'}), input_type=ArgsKwargs]",
+        # older vLLM raising it directly
+        "ValueError: bitsandbytes quantization is currently not supported in tpu.",
+        # tpu-inference get_tpu_quantization_config
+        EC + "NotImplementedError: gptq_marlin quantization method not supported. Supported methods are "
+        "dict_keys([None, 'compressed-tensors', 'awq', 'fp8'])",
+        # another platform (a public ROCm report)
+        "ValueError: moe_wna16 quantization is currently not supported in ROCm.",
+    ],
+    "parser-tokens-missing": [
+        # vllm-project/recipes#515 (field report C16)
+        "(APIServer pid=3999) RuntimeError: Gemma4ReasoningParser reasoning parser could not locate think start/end "
+        "tokens in the tokenizer!",
+        # a DeepSeek tool parser on a Qwen3-based distill (public report)
+        "RuntimeError: DeepSeek-V3 Tool parser could not locate tool call start/end tokens in the tokenizer!",
+        "RuntimeError: Qwen3 XML Tool parser could not locate tool call start/end tokens in the tokenizer!",
+    ],
+    "transformers-per-layer-attribute": [
+        # vllm-project/vllm#52768 (field report C13)
+        "(APIServer pid=7) transformers.integrations.heterogeneity.configuration_utils.AmbiguousGlobalPerLayer"
+        "AttributeError: 'head_dim' is a per-layer attribute and may vary across layers. Access it via the individual "
+        "layer configs instead (e.g. config.per_layer_config[i].head_dim).",
+        # RBLN-SW/vllm-rbln#1092: the message on the line after the exception type
+        "'head_dim' is a per-layer attribute and may vary across layers. Access it via the",
+    ],
+    "transformers-unknown-model-type": [
+        # transformers AutoConfig (a transformers older than the model)
+        "ValueError: The checkpoint you are trying to load has model type `gemma4_unified` but Transformers does not "
+        "recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+        "version of Transformers is out of date.",
+        # vLLM's model registry (a vLLM older than the architecture)
+        "ValueError: Model architectures ['Gemma4ForConditionalGeneration'] are not supported for now. Supported "
+        "architectures: dict_keys(['AquilaModel', 'LlamaForCausalLM'])",
+    ],
+    "killed-by-startup-probe": [
+        # vLLM api_server signal_handler (vllm-project/vllm#17386; field report C04)
+        "(APIServer pid=1) KeyboardInterrupt: terminated",
+        "KeyboardInterrupt: terminated",
+        # the kubelet's event (a GKE export as `logs.kube_events` writes it)
+        "Normal Killing Pod default/vllm-7d9f8c6b5-x2k4q: Container vllm failed startup probe, will be restarted",
+    ],
+    "killed-by-liveness-probe": [
+        "Normal Killing Pod default/vllm-7d9f8c6b5-x2k4q: Container vllm failed liveness probe, will be restarted (x2)",
+        # older kubelet
+        "Killing container with id docker://vllm:Container failed liveness probe.. Container will be killed and "
+        "recreated.",
+    ],
+    "k8s-node-selector-mismatch": [
+        # field report C02 (huggingface/optimum-tpu#43, #74)
+        "Warning FailedScheduling Pod default/vllm-7d9f8c6b5-x2k4q: 0/3 nodes are available: 1 node(s) had "
+        "untolerated taint {google.com/tpu: present}, 3 node(s) didn't match Pod's node affinity/selector. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+        "Normal NotTriggerScaleUp Pod default/vllm-7d9f8c6b5-x2k4q: pod didn't trigger scale-up: 1 node(s) didn't "
+        "match Pod's node affinity/selector",
+        # kube-scheduler before 1.22
+        "0/2 nodes are available: 2 node(s) didn't match node selector.",
+    ],
+    "k8s-tpu-taint-not-tolerated": [
+        "Warning FailedScheduling Pod default/vllm-x: 0/3 nodes are available: 1 node(s) had untolerated taint "
+        "{google.com/tpu: present}, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+        "available: 3 Preemption is not helpful for scheduling.",
+        # kube-scheduler before 1.25
+        "0/1 nodes are available: 1 node(s) had taint {google.com/tpu: present}, that the pod didn't tolerate.",
+    ],
+    "k8s-insufficient-tpu": [
+        # a new TPU node whose device plugin has not registered the chips yet
+        "Warning FailedScheduling Pod default/vllm-x: 0/3 nodes are available: 1 Insufficient google.com/tpu, 2 "
+        "node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 1 No preemption "
+        "victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
+        # kubelet admission (OutOfgoogle.com/tpu)
+        "Warning OutOfgoogle.com/tpu Pod default/vllm-x: Node didn't have enough resource: google.com/tpu, "
+        "requested: 1, used: 0, capacity: 0",
+    ],
+    "k8s-scale-up-quota": [
+        # cluster-autoscaler FailedScaleUp
+        "Warning FailedScaleUp Pod default/vllm-x: Node scale up in zones us-west4-a associated with this pod "
+        "failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
+        # Compute Engine's answer to the node pool's instance create
+        "Instance 'gke-tpu-cluster-tpu-pool-1a2b3c-x9z8' creation failed: Quota 'TPU_LITE_PODSLICE_V5' exceeded.  "
+        "Limit: 0.0 in region us-west4.",
+        # cluster-autoscaler visibility log
+        '{"resultInfo":{"results":[{"errorMsg":{"messageId":"scale.up.error.quota.exceeded","parameters":'
+        '["PREEMPTIBLE_TPU_LITE_PODSLICE_V5"]}}]}}',
+    ],
+    "k8s-scale-up-stockout": [
+        "Warning FailedScaleUp Pod default/vllm-x: Node scale up in zones us-west4-a associated with this pod "
+        "failed: GCE out of resources. Pod is at risk of not being scheduled.",
+        '{"resultInfo":{"results":[{"errorMsg":{"messageId":"scale.up.error.out.of.resources","parameters":[]}}]}}',
+    ],
+    "k8s-unschedulable": [
+        "Warning FailedScheduling Pod default/vllm-x: 0/3 nodes are available: 1 Insufficient memory, 2 node(s) "
+        "didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not "
+        "helpful for scheduling.",
+        "0/1 nodes are available: 1 node(s) had volume node affinity conflict.",
+    ],
+    "k8s-no-scale-up": [
+        "Normal NotTriggerScaleUp Pod default/vllm-x: pod didn't trigger scale-up: 1 max node group size reached",
+        "pod didn't trigger scale-up (it wouldn't fit if a new node is added): 2 Insufficient memory",
+    ],
+    "k8s-hpa-no-custom-metrics": [
+        # field report C06 (prometheus-operator/kube-prometheus#1232 wording)
+        "Warning FailedGetPodsMetric HorizontalPodAutoscaler default/vllm-gemma4-e2b: unable to get metric "
+        "prometheus.googleapis.com|vllm:num_requests_waiting|gauge: unable to fetch metrics from custom metrics API: "
+        "no custom metrics API (custom.metrics.k8s.io) registered",
+        "Warning FailedComputeMetricsReplicas HorizontalPodAutoscaler default/vllm-gemma4-e2b: invalid metrics (1 "
+        "invalid out of 1), first error is: failed to get pods metric value: unable to get metric "
+        "prometheus.googleapis.com|vllm:num_requests_waiting|gauge: unable to fetch metrics from custom metrics API: "
+        "no custom metrics API (custom.metrics.k8s.io) registered",
+        # an APIService registered without a running adapter
+        "unable to get metric vllm:num_requests_waiting: unable to fetch metrics from custom metrics API: the server "
+        "could not find the requested resource (get pods.custom.metrics.k8s.io *)",
+    ],
+    "k8s-hpa-metric-missing": [
+        "Warning FailedGetPodsMetric HorizontalPodAutoscaler default/vllm: unable to get metric "
+        "prometheus.googleapis.com|vllm:num_requests_waiting|gauge: unable to fetch metrics from custom metrics API: "
+        "the server could not find the metric prometheus.googleapis.com|vllm:num_requests_waiting|gauge for pods",
+        "failed to get pods metric value: unable to get metric vllm:num_requests_waiting: no metrics returned from "
+        "custom metrics API",
+    ],
+    "k8s-probe-not-passing": [
+        'Warning Unhealthy Pod default/vllm-x: Startup probe failed: Get "http://10.8.0.12:8000/health": dial tcp '
+        "10.8.0.12:8000: connect: connection refused (x40)",
+        "Warning Unhealthy Pod default/vllm-x: Readiness probe failed: HTTP probe failed with statuscode: 503",
+    ],
     "cli-argument-error": [
         "vllm serve: error: unrecognized arguments: --max-model-length 8192",
         "api_server.py: error: unrecognized arguments: --disable-log-requests",
@@ -190,6 +327,48 @@ WORDINGS: dict[str, list[str]] = {
         # podman
         "Error: initializing source docker://vllm/vllm-tpu:v9.9.9: reading manifest v9.9.9 in "
         "docker.io/vllm/vllm-tpu: manifest unknown",
+        # containerd through the kubelet (a GKE Failed event as `logs.kube_events` writes it)
+        'Warning Failed Pod default/vllm-7d9f8c6b5-x2k4q: Failed to pull image "vllm/vllm-tpu:latest": rpc error: '
+        'code = NotFound desc = failed to pull and unpack image "docker.io/vllm/vllm-tpu:latest": failed to resolve '
+        'reference "docker.io/vllm/vllm-tpu:latest": docker.io/vllm/vllm-tpu:latest: not found',
+        # older containerd / kubelet wording
+        'Failed to pull image "vllm/vllm-tpu:v0.99.0": rpc error: code = NotFound desc = failed to pull and unpack '
+        'image "docker.io/vllm/vllm-tpu:v0.99.0": docker.io/vllm/vllm-tpu:v0.99.0: not found',
+    ],
+    "image-pull-unauthorized": [
+        # containerd against Artifact Registry without the reader role
+        'Warning Failed Pod default/vllm-x: Failed to pull image "us-docker.pkg.dev/p/r/vllm-tpu:v0.30.0": rpc error: '
+        'code = Unknown desc = failed to pull and unpack image "us-docker.pkg.dev/p/r/vllm-tpu:v0.30.0": failed to '
+        'resolve reference "us-docker.pkg.dev/p/r/vllm-tpu:v0.30.0": failed to authorize: failed to fetch oauth '
+        "token: unexpected status from GET request to https://us-docker.pkg.dev/v2/token?scope=repository%3Ap%2Fr"
+        "%3Apull&service=us-docker.pkg.dev: 403 Forbidden",
+        # docker against Artifact Registry
+        'startup-script: docker: Error response from daemon: denied: Permission "artifactregistry.repositories.'
+        'downloadArtifacts" denied on resource "projects/p/locations/us/repositories/r" (or it may not exist).',
+    ],
+    "image-pull-backoff": [
+        # kubelet events (Kubernetes images documentation)
+        "Warning Failed Pod default/vllm-7d9f8c6b5-x2k4q: Error: ErrImagePull",
+        'Normal BackOff Pod default/vllm-7d9f8c6b5-x2k4q: Back-off pulling image "vllm/vllm-tpu:latest" (x4)',
+        "Warning Failed Pod default/vllm-7d9f8c6b5-x2k4q: Error: ImagePullBackOff",
+    ],
+    "container-name-conflict": [
+        # Docker daemon (a restart without docker rm)
+        'startup-script: docker: Error response from daemon: Conflict. The container name "/vllm" is already in use '
+        'by container "4c1e0f3a9b2d". You have to remove (or rename) that container to be able to reuse that name.',
+        # podman
+        'Error: creating container storage: the container name "vllm" is already in use by 4c1e0f3a9b2d. You have '
+        "to remove that container to be able to reuse that name: that name is already in use",
+    ],
+    "port-in-use": [
+        # vLLM's own socket bind (Python)
+        "(APIServer pid=1) OSError: [Errno 98] Address already in use",
+        # uvicorn's bind
+        "(APIServer pid=1) ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+        "address already in use",
+        # Docker publishing a port (-p 8000:8000)
+        "docker: Error response from daemon: driver failed programming external connectivity on endpoint vllm "
+        "(3f2a): Bind for 0.0.0.0:8000 failed: port is already allocated.",
     ],
     "image-pull-rate-limited": [
         "docker: Error response from daemon: toomanyrequests: You have reached your pull rate limit. You may "
@@ -212,6 +391,15 @@ WORDINGS: dict[str, list[str]] = {
         "one. None', 'type': 'BadRequestError', 'param': None, 'code': 400}",
         "ValueError: Cannot use chat template functions because tokenizer.chat_template is not set and no template "
         "argument was passed!",
+    ],
+    "llamacpp-context-exceeded": [
+        # llama.cpp tools/server, older wording: the numbers only in the body (field report C17)
+        '{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", '
+        '"type": "exceed_context_size_error", "n_prompt_tokens": 1140, "n_ctx": 1024}}',
+        # newer wording with the numbers in the message
+        "request (9761 tokens) exceeds the available context size (8192 tokens), try increasing it",
+        # llama-server's own log line (send_error)
+        "srv    send_error: task id = 12, error: the request exceeds the available context size, try increasing it",
     ],
     "tool-choice-not-enabled": [
         'ValueError: "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
@@ -254,6 +442,9 @@ WORDINGS: dict[str, list[str]] = {
         'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1" in location '
         '"europe-west4-a"',
         'SPOT provisioning model is not supported for accelerator type "v6e-8" in location "us-east5-a".',
+        # Cloud TPU error glossary ("Invalid Accelerator Type")
+        "generic::invalid_argument: Accelerator type v2-512 as preemptible (false) and reserved (false) is not "
+        "available in zone us-central1-a, please contact support.",
     ],
     "kv-fp8-auto-logged": [
         "INFO 08-10 17:53:44 [tpu_platform.py:177] Automatically using fp8_e5m2 for FP8 KV cache on TPU v6e.",
@@ -434,3 +625,35 @@ def test_split_line_reads_each_logger_prefix(
 )
 def test_fallback_classes(line: str, kind: str | None) -> None:
     assert sg.classify(sg.split_line(line)) == kind
+
+
+def test_round_three_readings_are_conditioned_on_the_numbers_and_the_arguments() -> None:
+    llama = sg.read_line(WORDINGS["llamacpp-context-exceeded"][0])
+    assert llama is not None and "1,140-token prompt" in llama.title and "1,024-token context" in llama.title
+    assert "--parallel" in llama.fix and "--ctx-size" in llama.fix
+    quota = sg.read_line(WORDINGS["k8s-scale-up-quota"][1])
+    assert quota is not None and "TPU_LITE_PODSLICE_V5" in quota.title and "us-west4" in quota.title
+    assert "compute.googleapis.com" in quota.fix and "not the Cloud TPU API quota" in quota.cause
+    plugin = sg.read_line(WORDINGS["k8s-insufficient-tpu"][1])
+    assert plugin is not None and "capacity 0" in plugin.title and "device plugin" in plugin.cause
+    gemma3 = sg.context_from_args(
+        {"model": "google/gemma-3-12b-it", "reasoning_parser": "gemma4", "tool_call_parser": "gemma4"}
+    )
+    parser = sg.read_line(WORDINGS["parser-tokens-missing"][0], gemma3)
+    assert parser is not None and "--reasoning-parser gemma4 and --tool-call-parser gemma4" in parser.fix
+    assert "google/gemma-3-12b-it" in parser.fix
+    other = sg.read_line(WORDINGS["parser-tokens-missing"][1])
+    assert other is not None and "gemma4" not in other.fix and "family" in other.fix
+    ctx = sg.context_from_args({"model": "google/gemma-4-E2B-it"})
+    ctx.vllm_version = "0.27.1"
+    per_layer = sg.read_line(WORDINGS["transformers-per-layer-attribute"][0], ctx)
+    assert per_layer is not None and "vLLM 0.27.1" in per_layer.title and "0.28.0" in per_layer.fix
+    assert "5.15" in per_layer.fix and "#49797" in per_layer.source
+    rocm = sg.read_line(WORDINGS["quantization-unsupported-on-platform"][3])
+    assert rocm is not None and "rocm" in rocm.title and "supported_quantization" not in rocm.fix
+    tpu = sg.read_line(WORDINGS["quantization-unsupported-on-platform"][1])
+    assert tpu is not None and "on TPU" in tpu.title and "compressed-tensors" in tpu.fix
+    port = sg.read_line(WORDINGS["port-in-use"][0], sg.context_from_args({"port": 8001}))
+    assert port is not None and "port 8001" in port.title and ":8001" in port.fix
+    old_type = sg.read_line(WORDINGS["transformers-unknown-model-type"][1])
+    assert old_type is not None and ">= 0.19.0" in old_type.fix  # Gemma 4's first vLLM release

@@ -1,4 +1,4 @@
-"""One host, one engine per chip (issue 15 §2): engine count and ports, per-engine TPU isolation
+"""One host, one engine per chip: engine count and ports, per-engine TPU isolation
 variables, the HAProxy configuration, and per-engine status through the balancer's routes."""
 
 from __future__ import annotations
@@ -148,6 +148,23 @@ async def test_status_reports_every_engine_and_the_totals(tmp_path: Path) -> Non
     with pytest.raises(InputError) as err:
         await engine_status.get_engine_status(s, engines=0)
     assert err.value.field == "engines"
+
+
+async def test_a_one_engine_host_is_one_healthy_engine_at_the_root_path(tmp_path: Path) -> None:
+    """A one-chip rig runs vLLM alone on its port, no balancer: asked at /engines/0/health it answered 404
+    and was called DOWN while every probe of verify_model_health passed."""
+    with FakeVllm() as vllm:
+        for accel, tp in (("v5litepod-1", "1"), ("v5litepod-4", "4")):  # one chip; one engine over four
+            s = settings(tmp_path, ACCELERATOR_TYPE=accel, TENSOR_PARALLEL_SIZE=tp, VLLM_URL=vllm.url)
+            result = await engine_status.get_engine_status(s)
+            assert [(e.engine, e.path, e.healthy) for e in result.engines] == [(0, "", True)], result
+            assert result.healthy == 1 and result.engines[0].error is None
+            assert (
+                result.render_text().startswith("1/1 engines healthy")
+                and "engine 0 (/): healthy" in result.render_text()
+            )
+        several = await engine_status.get_engine_status(s, engines=2)  # said to run two: per-engine paths
+        assert [e.path for e in several.engines] == ["/engines/0", "/engines/1"] and several.healthy == 0
 
 
 # The rendered v5litepod-4 script's run (four engines behind a real HAProxy): tests/test_startup_vm.py.

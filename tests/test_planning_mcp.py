@@ -94,10 +94,9 @@ async def test_planning_tools_over_stdio(tmp_path: Path) -> None:
 
         # render_startup_script: the token lives in Secret Manager, never in the script
         script = await call(client, "render_startup_script", {"max_model_len": 32768})
-        assert "--max-model-len 32768" in script["script"]
-        assert (
-            "secretmanager.googleapis.com" in script["script"] and "--log-driver=gcplogs" in script["script"]
-        )
+        body = Path(script["file"]["path"]).read_text()  # the whole script is the answer's file
+        assert "--max-model-len 32768" in body and "--max-model-len" in script["settings_block"]
+        assert "secretmanager.googleapis.com" in body and "--log-driver=gcplogs" in body
         text = await refused(client, "render_startup_script", {"gpu_memory_utilization": 1.5})
         assert "gpu_memory_utilization" in text
 

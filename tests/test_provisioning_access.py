@@ -1,4 +1,4 @@
-"""Endpoint access (issue 11 §4): the rig's firewall rule and API key, through the real
+"""Endpoint access: the rig's firewall rule and API key, through the real
 google-cloud-compute / secret-manager clients against the fakes (Compute's own error payloads)."""
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ async def test_a_refused_create_or_a_fruitless_sweep_leaves_no_rule_behind(fake_
 async def test_a_bad_setting_refuses_create_and_find_tpu_before_anything_is_made(
     fake_gcp, tmp_path, variable, value
 ) -> None:
-    """The server starts with an invalid tpu.env (issue 11 §6); create and the sweep must refuse with it
+    """The server starts with an invalid tpu.env (to show the error); create and the sweep must refuse with it
     before making the API key, the firewall rule or the bucket, not after (a half-done change)."""
     from tpu_devops.config import load_settings_or_errors
     from tpu_devops.provisioning.sweep import SweepOptions, start_sweep
@@ -281,3 +281,27 @@ async def test_a_cancelled_sweep_deletes_the_rule_it_made(fake_gcp, tmp_path) ->
         await anyio.sleep(0.05)
     assert JOBS.get(started.job_id).state == "cancelled"
     assert fake_gcp.compute.firewalls == {}  # no TPU carries its tag any more
+
+
+async def test_the_plan_says_which_service_it_asked_for_your_ip_and_how_not_to(fake_gcp, tmp_path) -> None:
+    fake_gcp.public_ip.address = "198.51.100.23"
+    own = f"{fake_gcp.url}/public-ip"
+    plan = await plan_queued_resource(settings_for(fake_gcp, tmp_path, PUBLIC_IP_LOOKUP_URL=own))
+    said = next(n for n in plan.endpoint_access.notes if n.startswith("to find your public IPv4"))
+    assert f"asked {own} (PUBLIC_IP_LOOKUP_URL)" in said and "set ALLOWED_SOURCE_RANGES" in said
+    assert said in plan.render_text() and "by asking 127.0.0.1" in plan.headline()
+    calls = fake_gcp.public_ip.calls
+    for quiet in ({"ALLOWED_SOURCE_RANGES": "203.0.113.9/32"}, {"TPU_EXTERNAL_IP": "0"}):
+        plan = await plan_queued_resource(settings_for(fake_gcp, tmp_path, **quiet))
+        assert not any("to find your public IPv4" in n for n in plan.endpoint_access.notes)
+    plan = await plan_queued_resource(settings_for(fake_gcp, tmp_path), allowed_source_ranges=["203.0.113.9"])
+    assert not any("to find your public IPv4" in n for n in plan.endpoint_access.notes)
+    assert fake_gcp.public_ip.calls == calls  # none of those asked anyone
+
+
+def test_the_default_lookup_is_named_a_third_party_service(tmp_path) -> None:
+    s = load_settings(environ={"TPU_DEVOPS_ENV_FILE": "none"})
+    assert access.lookup_disclosure(s) == (
+        "to find your public IPv4 this asked https://api.ipify.org (a third-party service); to make no such "
+        "request set ALLOWED_SOURCE_RANGES in tpu.env or pass allowed_source_ranges (e.g. 203.0.113.7/32)"
+    )

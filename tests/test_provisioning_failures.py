@@ -63,6 +63,30 @@ from tpu_devops.provisioning.failures import classify_failed_data, classify_fail
             "accelerator",
         ),
         ("Runtime version v2-alpha-tpuv9 is invalid", "INVALID_ARGUMENT", 400, "config", "runtime"),
+        # Cloud TPU's error glossary: a zone that does not offer the type with these flags is about that zone
+        (
+            "generic::invalid_argument: Accelerator type v2-512 as preemptible (false) and reserved (false) is not "
+            "available in zone us-central1-a, please contact support.",
+            "INVALID_ARGUMENT",
+            400,
+            "model",
+            "not_offered_in_zone",
+        ),
+        (
+            "Accelerator type v5litepod-8 as spot (true) and reserved (false) is not available in zone europe-west4-b.",
+            "INVALID_ARGUMENT",
+            400,
+            "model",
+            "not_offered_in_zone",
+        ),
+        # without the flags the words do not say it is the zone's matter: a configuration error, as before
+        (
+            'Accelerator type "v5litepod-4" is not available in zone "us-east1-d".',
+            "INVALID_ARGUMENT",
+            400,
+            "config",
+            "accelerator",
+        ),
         ("The service is currently unavailable.", "UNAVAILABLE", 503, "transient", "unavailable"),
         ("something odd and new", "INVALID_ARGUMENT", 400, "config", "invalid_request"),
     ],
@@ -142,6 +166,14 @@ FAILED_DATA = [
         "accelerator",
     ),
     (5, "The resource 'projects/p/global/networks/my-vpc' was not found", "config", "network"),
+    # the glossary wording on a FAILED request: that (zone, provisioning model, accelerator) only
+    (
+        3,
+        "Accelerator type v5litepod-16 as preemptible (true) and reserved (false) is not available in zone "
+        "asia-east1-c, please contact support.",
+        "model",
+        "not_offered_in_zone",
+    ),
     (
         7,
         "Permission 'tpu.nodes.create' denied on 'projects/p/locations/us-west4-a/nodes/x'",

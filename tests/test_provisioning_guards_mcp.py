@@ -74,7 +74,7 @@ async def test_back_to_back_find_tpu_leaves_one_tpu_and_second_tpus_are_loud(fak
         assert not cleanup.is_error
         out = cleanup.structured_content
         assert len(out["still_running"]) == 2
-        assert "still running and billing" in out["message"] and "delete_all" in out["message"]
+        assert "still running and billing" in out["message"] and "destroy_queued_resource()" in out["message"]
         assert "STILL RUNNING AND BILLING" in cleanup.content[0].text
     assert len(_live_of_rig(fake_gcp)) == 2  # cleanup deleted nothing live
 
@@ -187,7 +187,7 @@ def _adc(tmp_path: Any, who: str) -> str:
 
 
 async def test_ownership_is_this_servers_rig_never_the_id_passed(fake_gcp, tmp_path) -> None:
-    """Issue 12 §1, through the real client: another rig's TPU is refused whatever id or flags are
+    """Through the real client: another rig's TPU is refused whatever id or flags are
     passed (and its dry run never says "ours"); a create under another id is still this rig's, so the
     guard refuses it and status / teardown see it."""
     fake_gcp.secrets.put("hf-token", TOKEN)

@@ -16,8 +16,8 @@ from tpu_devops.provisioning.queued import (
     create_queued_resource,
     describe_queued_resource,
     list_queued_resources,
-    reservation_status,
 )
+from tpu_devops.provisioning.rig import reservation_status
 from tpu_devops.serving.endpoint import get_vllm_endpoint
 
 pytestmark = pytest.mark.anyio
@@ -139,7 +139,7 @@ async def test_status_shows_our_tpu_not_a_foreign_one_under_the_configured_id(
     fake_gcp, gcp_settings, foreign_labels, our_zone, our_id
 ) -> None:
     # Another rig's (or anyone's) queued resource sits in the configured zone under the configured id,
-    # while this rig's TPU is elsewhere: status without a zone is about ours, not theirs (issue 12 §1).
+    # while this rig's TPU is elsewhere: status without a zone is about ours, not theirs.
     fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=foreign_labels)
     fake_gcp.tpu.add_foreign(our_zone, our_id, labels={"managed-by": "tpu-devops", "rig": "gemma4-e2b"})
     found = await reservation_status(gcp_settings)
@@ -196,7 +196,7 @@ async def test_an_internal_only_node_gets_its_internal_address_and_the_tunnel(
     assert other.status == "no_ip" and "TPU_EXTERNAL_IP=0" not in other.next_step
 
 
-# ---- one TPU per rig, whatever the id, failing closed (issue 12 §1, §2) ---------------------------
+# ---- one TPU per rig, whatever the id, failing closed: a second TPU would bill twice -------------
 
 RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
 
@@ -319,7 +319,7 @@ async def test_a_zone_failing_on_the_recheck_withdraws_the_create(
 
 
 async def test_a_create_whose_answer_is_lost_is_ours(fake_gcp, gcp_settings, monkeypatch) -> None:
-    """Issue 12 §3: committed, answer lost (503), the retry answered 409 "already exists". Once, the
+    """Committed, answer lost (503), the retry answered 409 "already exists". Once, the
     requestId makes the retry return the original operation; when every answer is lost, the request that
     now exists with this server's labels is recognised as the one this call made."""
     from tpu_devops.gcp import common

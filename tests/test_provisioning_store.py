@@ -112,3 +112,55 @@ def test_sweep_lease_is_exclusive_and_freed_by_release_expiry_or_a_dead_process(
     with sqlite3.connect(store.path) as db:
         db.execute("UPDATE leases SET pid = ? WHERE name = 'sweep:p:rig'", (int(dead.stdout),))
     assert store.acquire_lease("sweep:p:rig", "d", 60).held
+
+
+def test_a_teardown_fence_refuses_the_creates_that_began_before_it(tmp_path) -> None:
+    """A create enters only at the epoch it began with; a raised fence refuses it, across processes (two
+    stores on one directory), and names the create in flight at the moment of the teardown."""
+    import os
+
+    store, other = ZoneStore(tmp_path), ZoneStore(tmp_path)
+    name = "rig:demo-project:gemma4-e2b"
+    assert store.fence(name).epoch == 0
+    assert store.begin_create(name, "create:a", 0) is None
+    fence = other.raise_fence(name, "destroy_queued_resource in server pid 1")
+    assert fence.epoch == 1 and fence.creating_owner == "create:a" and fence.creating_pid == os.getpid()
+    assert fence.create_in_flight() and "destroy_queued_resource" in fence.when()
+    store.end_create(name, "create:a")
+    assert not other.fence(name).create_in_flight()
+    refused = store.begin_create(name, "create:b", 0)  # began before the teardown: refused
+    assert refused is not None and refused.epoch == 1 and not store.fence(name).create_in_flight()
+    assert store.begin_create(name, "create:c", 1) is None  # a new create, after it, goes ahead
+    store.end_create(name, "create:other")  # not the one in flight: no effect
+    assert store.fence(name).creating_owner == "create:c"
+
+
+def test_a_create_in_flight_of_a_dead_process_or_too_old_is_not_waited_for(tmp_path) -> None:
+    import time
+
+    from tpu_devops.provisioning.store import CREATE_SECTION_MAX_S, Fence
+
+    assert not Fence(
+        "r", 1, creating_owner="x", creating_host="h", creating_pid=1, creating_since=0
+    ).create_in_flight()
+    import socket
+
+    dead = Fence("r", 1, creating_owner="x", creating_host=socket.gethostname(), creating_pid=2**22 + 12345,
+                 creating_since=time.time())  # fmt: skip
+    assert not dead.create_in_flight()
+    alive = Fence(
+        "r", 1, creating_owner="x", creating_host="elsewhere", creating_pid=1, creating_since=time.time()
+    )
+    assert alive.create_in_flight()
+    assert not alive.create_in_flight(now=time.time() + CREATE_SECTION_MAX_S + 1)
+
+
+def test_the_lease_holder_is_read_without_taking_the_lease(tmp_path) -> None:
+    store = ZoneStore(tmp_path)
+    name = "rig:demo-project:gemma4-e2b"
+    assert store.lease_holder(name) is None
+    assert store.acquire_lease(name, "sweep:1", 60, job_id="find-tpu-1").held
+    holder = store.lease_holder(name)
+    assert holder is not None and holder.job_id == "find-tpu-1" and holder.held
+    store.release_lease(name, "sweep:1")
+    assert store.lease_holder(name) is None

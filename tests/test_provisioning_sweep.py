@@ -6,6 +6,7 @@ import anyio
 import pytest
 
 from tests.conftest import gcp_environ
+from tests.fakes.gcp.tpu import FakeClock
 from tpu_devops.config import load_settings
 from tpu_devops.errors import ConfigError
 from tpu_devops.host.jobs import JobRecord
@@ -37,6 +38,31 @@ async def test_sweep_unsupported_twice_stockout_then_success(fake_gcp, gcp_setti
     assert {c["zone"] for c in fake_gcp.tpu.creates()} == set(zones)
     store = ZoneStore(gcp_settings.state_dir)
     assert store.blocker("europe-west4-a", ACC, "flex-start").reach == "model"
+
+
+async def test_a_zone_that_does_not_offer_the_type_is_skipped_not_the_sweep(fake_gcp, gcp_settings) -> None:
+    """Cloud TPU's glossary wording names the zone and the provisioning flags: it is about that zone, so
+    the sweep goes on to the zone that serves (it once stopped here as a configuration error)."""
+    fake_gcp.secrets.put("hf-token", TOKEN)
+    zones = ["us-central1-a", "us-central1-b", "us-west4-a"]
+    fake_gcp.tpu.script("us-central1-a", "not_offered")
+    fake_gcp.tpu.script("us-central1-b", "not_offered")
+    record = JobRecord(id="t", kind="find-tpu", description="")
+    result = await run_sweep(gcp_settings, record, _opts("spot", zones))
+    assert result.found and result.zone == "us-west4-a", result.headline()
+    assert [(a.zone, a.reach, a.reason) for a in result.attempts] == [
+        ("us-central1-a", "model", "not_offered_in_zone"),
+        ("us-central1-b", "model", "not_offered_in_zone"),
+        ("us-west4-a", None, None),
+    ]
+    assert (
+        "preemptible (true)" in result.attempts[0].message
+    )  # the spot request's flags, as Google words them
+    store = ZoneStore(gcp_settings.state_dir)
+    assert store.blocker("us-central1-a", ACC, "spot").reach == "model"  # never retried for spot here
+    assert (
+        store.blocker("us-central1-a", ACC, "on-demand") is None
+    )  # another provisioning model may be offered
 
 
 async def test_sweep_stops_on_network_not_found(fake_gcp, tmp_path) -> None:
@@ -132,7 +158,7 @@ def test_sweep_options_are_checked_before_the_job(gcp_settings) -> None:
     assert err.value.field == "valid_until_duration_s"
 
 
-# ---- nothing orphaned, nothing blind (issue 12 §2, §3) ------------------------------------------
+# ---- nothing orphaned, nothing blind: no request left billing, no zone unread ------------------
 
 RIG = {"managed-by": "tpu-devops", "rig": "gemma4-e2b"}
 
@@ -184,14 +210,31 @@ async def test_a_request_left_by_a_dead_sweep_is_adopted_then_cleaned(fake_gcp, 
 
 
 async def test_an_adopted_request_that_comes_up_is_the_tpu(fake_gcp, gcp_settings) -> None:
+    """The request is still waiting when the sweep adopts it and comes up while the sweep waits on it. The
+    fake's clock moves only once the sweep has adopted it: on the wall clock, a slow first call (cold
+    imports when the test ran alone) let the sweep find it ACTIVE already, which is 'exists', not adopted."""
     fake_gcp.secrets.put("hf-token", TOKEN)
-    fake_gcp.tpu.timings["WAITING_FOR_RESOURCES"] = 0.3
+    clock = fake_gcp.tpu.clock = FakeClock()
+    fake_gcp.tpu.timings["WAITING_FOR_RESOURCES"] = 60.0
     labels = await _me(gcp_settings)
     fake_gcp.tpu.add_foreign("us-east5-a", "gemma4-e2b", labels=labels, state="ACCEPTED", valid_until_s=900)
     fake_gcp.tpu.queued[("us-east5-a", "gemma4-e2b")].outcome = "ok"
     record = JobRecord(id="t", kind="find-tpu", description="")
-    result = await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-b"], budget=30))
-    assert result.found and result.zone == "us-east5-a" and fake_gcp.tpu.creates() == []
+    result: list[SweepResult] = []
+
+    async def sweep() -> None:
+        result.append(await run_sweep(gcp_settings, record, _opts("spot", ["us-west4-b"], budget=120)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sweep)
+        with anyio.fail_after(60):
+            while not str(record.progress.get("last", "")).startswith("adopted"):
+                await anyio.sleep(0.02)
+        assert fake_gcp.tpu.state_of("us-east5-a", "gemma4-e2b") == "WAITING_FOR_RESOURCES"
+        clock.advance(60.0)
+    assert result[0].found and result[0].zone == "us-east5-a", result[0]
+    assert [(a.zone, a.outcome) for a in result[0].attempts] == [("us-east5-a", "active")]
+    assert fake_gcp.tpu.creates() == []
 
 
 async def test_requests_the_sweep_must_not_adopt_stop_it(fake_gcp, gcp_settings) -> None:
@@ -266,7 +309,7 @@ async def test_a_cancelled_sweep_deletes_the_request_it_was_waiting_on(fake_gcp,
     assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
 
 
-# ---- a per-minute request quota on create (issue 13 §7): waited out in the same zone ---------------
+# ---- a per-minute request quota on create: waited out in the same zone, where the capacity is -----
 
 
 def _posts(fake_gcp, zone: str) -> int:

@@ -1,4 +1,4 @@
-"""Issue 16 "Done when": the tools against a local OpenAI-compatible server that is not vLLM.
+"""The tools against a local OpenAI-compatible server that is not vLLM.
 
 The official MCP client starts server.py over stdio; the server talks (real openai client, real
 httpx) to the fake in its llama.cpp flavor: ``meta.n_ctx`` in /v1/models, ``llamacpp:`` metrics or

@@ -4,12 +4,17 @@ size cap that says what it left out."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
+from tpu_devops.host import artifacts
+from tpu_devops.host.artifacts import Artifact
 from tpu_devops.host.results import (
+    HOST_COMBINED_LIMIT,
+    HOST_TEXT_LIMIT,
     MAX_RESULT_CHARS,
     Table,
     ToolResult,
@@ -89,7 +94,7 @@ def test_text_over_the_cap_keeps_its_start_and_end_and_says_what_was_left_out() 
     first = int(head.rsplit("\n", 1)[1].split()[1]) + 1
     last = int(tail.split()[1]) - 1
     assert f"lines {first:,}-{last:,}" in note and "left out" in note and "use page_token" in note
-    assert "40,000" in note
+    assert "20,000 characters of text" in note and "25,000" in note
     assert len(head) + len(tail) + len(note) + 2 == len(cut)
     assert cap_text("short") == "short"
 
@@ -246,3 +251,83 @@ def test_the_published_output_schema_accepts_the_table_that_is_sent_and_refuses_
         jsonschema.validate({**out, "probes": {"columns": ["nmae"], "rows": [["health"]]}}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**out, "probes": {"columns": ["name"], "rows": [[{"nested": 1}]]}}, schema)
+
+
+class Pages(ToolResult):
+    pages: list[str]
+
+    def headline(self) -> str:
+        return f"{len(self.pages)} pages"
+
+
+@pytest.mark.parametrize(
+    "pages, width",
+    [(300, 100), (30, 900), (2, 15_000), (1, 60_000)],  # many short lines, fewer long ones, two or one huge
+)
+def test_every_answer_fits_every_host_and_a_large_one_splits_the_room(pages: int, width: int) -> None:
+    text, structured = Pages(pages=["p" * width for _ in range(pages)]).host_forms()
+    assert len(text) <= HOST_TEXT_LIMIT and len(text) + json_chars(structured) <= HOST_COMBINED_LIMIT
+    # both forms large: each keeps about half, so a host that reads one form still gets most of it
+    assert len(text) > HOST_COMBINED_LIMIT * 0.4 and json_chars(structured) > HOST_COMBINED_LIMIT * 0.4
+    assert text.startswith(f"{pages} pages") and structured["summary"] == f"{pages} pages"
+
+
+def test_a_small_structured_form_leaves_the_text_its_whole_limit() -> None:
+    class Long(ToolResult):
+        n: int
+
+        def render_text(self) -> str:
+            return "head\n" + "t" * 30_000
+
+    text, structured = Long(n=1).host_forms()
+    assert HOST_TEXT_LIMIT - 200 < len(text) <= HOST_TEXT_LIMIT and structured == {"summary": "head", "n": 1}
+
+
+def test_an_answer_that_fits_is_sent_whole_and_offers_no_file(tmp_path: Path) -> None:
+    artifacts.configure(tmp_path)
+    try:
+        answer = Pages(pages=["short"]).host_answer()
+    finally:
+        artifacts.configure(None)
+    assert answer.files == [] and not (tmp_path / "artifacts").exists()
+    assert answer.text == Pages(pages=["short"]).render_text()
+
+
+def test_a_cut_answer_keeps_the_whole_text_as_a_file_and_says_where(tmp_path: Path) -> None:
+    result = Pages(pages=[f"page {i} " + "q" * 200 for i in range(400)])
+    artifacts.configure(tmp_path)
+    try:
+        answer = result.host_answer()
+    finally:
+        artifacts.configure(None)
+    [whole] = answer.files
+    assert Path(whole.path).read_text() == result.full_text()  # nothing is lost
+    assert whole.path.startswith(str(tmp_path.resolve() / "artifacts")) and whole.mime_type == "text/plain"
+    assert whole.uri.startswith("tpu-devops://artifacts/pages-answer-")
+    for said in (answer.text, answer.structured["omitted"][-1]):
+        assert whole.path in said and whole.uri in said and f"{whole.bytes:,} bytes" in said
+    assert artifacts.read(whole.uri, tmp_path).contents[0].text == result.full_text()
+
+
+def test_without_a_state_directory_a_cut_answer_still_says_how_to_ask_for_less() -> None:
+    answer = Pages(pages=["x" * 300 for _ in range(400)]).host_answer()
+    assert answer.files == [] and "ask for less" in answer.text and "read the whole answer" not in answer.text
+
+
+def test_artifact_fields_are_offered_wherever_they_sit(tmp_path: Path) -> None:
+    chart = artifacts.write(
+        "chart", b"\x89PNG\r\n\x1a\n", suffix=".png", mime_type="image/png", state_dir=tmp_path
+    )
+    script = artifacts.write(
+        "script", "#!/bin/bash\n", suffix=".sh", mime_type="text/x-shellscript", state_dir=tmp_path
+    )
+
+    class Inner(BaseModel):
+        chart: Artifact
+
+    class Outer(ToolResult):
+        script: Artifact | None = None
+        inner: list[Inner] = []
+
+    answer = Outer(script=script, inner=[Inner(chart=chart), Inner(chart=chart)]).host_answer()
+    assert answer.files == [script, chart]

@@ -1,4 +1,4 @@
-"""Races and faults between real server processes (issue 12 §2, §3): two `server.py` processes driven by
+"""Races and faults between real server processes: two `server.py` processes driven by
 the official MCP client over stdio against one fake Google Cloud, sharing a state directory (the rig
 lease serialises them) or each with its own (only the re-check after every create protects them).
 

@@ -1,5 +1,5 @@
 """plan_scale_out: the per-replica curve, the step model, sizing and ranking of the three shapes, and the
-idle-chip checks in plan_capacity and lint (issue 15 §1)."""
+idle-chip checks in plan_capacity and lint."""
 
 from __future__ import annotations
 

@@ -102,3 +102,51 @@ def test_wire_output_schema_leads_with_summary_and_requires_only_never_empty_fie
     assert schema["required"] == ["summary", "name"]
     assert schema["properties"]["maybe"] == {"type": "integer"}
     assert "title" not in str(schema)
+
+
+Stated = create_model(
+    "Stated",
+    limit=(Annotated[int, Field(ge=1, le=500, description="entries per page")], 50),
+    share=(Annotated[float | None, Field(ge=0.1, le=0.99, description="HBM share")], None),
+    ratio=(Annotated[float | None, Field(gt=0, description="a ratio")], None),
+    offset=(Annotated[int | None, Field(ge=-5, le=5, description="an offset")], None),
+    run=(Annotated[int | None, Field(ge=600, le=604_800, description="run time, 600 s-7 days (604800 s)")], None),
+    line=(Annotated[str | None, Field(max_length=8_000, description="a serve line")], None),
+    cells=(Annotated[list[Annotated[int, Field(ge=1, le=1024)]] | None, Field(max_length=16, description="clients")], None),
+    view=(Annotated[Literal["a", "b"], Field(description="a or b (the first is cheaper)")], "a"),
+    probe=(Annotated[bool, Field(description="also probe")], True),
+    path=(Annotated[str, Field(description="file")], "x" * 60),
+    bare=(Annotated[int, Field(ge=1, le=9)], 3),
+    __config__={"extra": "forbid"},
+)  # fmt: skip
+
+
+def test_bounds_and_defaults_are_stated_in_the_description_where_every_host_sends_them() -> None:
+    props = input_schema(Stated.model_json_schema())["properties"]
+    said = {name: p.get("description") for name, p in props.items()}
+    assert said["limit"] == "entries per page (1-500; default 50)"
+    assert said["share"] == "HBM share (0.1-0.99)"
+    assert said["ratio"] == "a ratio (> 0)"  # exclusive, as the check is (not the inclusive keyword)
+    assert said["offset"] == "an offset (-5 to 5)"
+    assert said["run"] == "run time, 600 s-7 days (604800 s)"  # already stated: not repeated
+    assert said["line"] == "a serve line (<= 8000 chars)"
+    assert said["cells"] == "clients (<= 16 items; each 1-1024)"
+    assert said["view"] == "a or b (the first is cheaper); default a"
+    assert said["probe"] == "also probe (default true)"
+    # ...and the keywords a host may strip are gone, so no host reads a different schema
+    for name in ("limit", "share", "ratio", "offset", "run", "line", "cells", "view", "probe"):
+        assert not set(props[name]) & {"minimum", "maximum", "maxLength", "maxItems", "default"}, name
+    assert props["cells"]["items"] == {"type": "integer"}
+    assert props["view"]["enum"] == ["a", "b"]  # an enum is kept: hosts keep it
+    # nothing to state it in, or too long to state: the keyword stays
+    assert props["bare"] == {"type": "integer", "minimum": 1, "maximum": 9, "default": 3}
+    assert props["path"]["default"] == "x" * 60 and props["path"]["description"] == "file"
+    assert gemini_subset_problems(input_schema(Stated.model_json_schema())) == []
+
+
+def test_bounds_stated_in_words_are_still_checked() -> None:
+    checked = validation_schema(Stated.model_json_schema())["properties"]
+    assert checked["limit"]["minimum"] == 1 and checked["limit"]["maximum"] == 500
+    assert checked["ratio"]["exclusiveMinimum"] == 0
+    assert checked["line"]["maxLength"] == 8_000 and checked["cells"]["maxItems"] == 16
+    assert checked["cells"]["items"]["maximum"] == 1024

@@ -4,41 +4,56 @@ JSON-RPC shows that nothing but protocol messages reaches stdout; bad settings s
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 
 import pytest
+from mcp import Client
 
 from tests.fakes.openai_server import FakeVllm
 from tests.mcp_session import ROOT, mcp_client, server_env
 
 
-@pytest.mark.anyio
-async def test_client_lists_tools_with_annotations_and_calls_get_help() -> None:
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def default_server() -> AsyncIterator[Client]:
+    """One server with the default settings, shared by the tests that only list tools and make calls that
+    change nothing (get_help, refusals): a server process each cost its start and showed nothing more."""
     async with mcp_client() as client:
-        listed = (await client.list_tools()).tools
-        names = [t.name for t in listed]
-        assert "get_help" in names and "get_job" in names
-        for t in listed:
-            a = t.annotations
-            assert a is not None, t.name
-            for hint in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint):
-                assert hint is not None, f"{t.name} lacks an explicit annotation"
-            assert t.description, t.name
-        result = await client.call_tool("get_help", {})
-        assert not result.is_error
-        help_ = result.structured_content
-        assert help_["server"] == "tpu-devops-gemma4-e2b"
-        assert {t["name"] for t in help_["tools"]} == set(names)
-        assert help_["configuration"]["accelerator_type"] == "v5litepod-1"
-        assert "get_help" in result.content[0].text
+        yield client
 
 
 @pytest.mark.anyio
-async def test_read_only_mode_hides_every_tool_that_is_not_read_only() -> None:
-    async with mcp_client() as client:
-        full = (await client.list_tools()).tools
+async def test_client_lists_tools_with_annotations_and_calls_get_help(default_server: Client) -> None:
+    client = default_server
+    listed = (await client.list_tools()).tools
+    names = [t.name for t in listed]
+    assert "get_help" in names and "get_job" in names
+    for t in listed:
+        a = t.annotations
+        assert a is not None, t.name
+        for hint in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint):
+            assert hint is not None, f"{t.name} lacks an explicit annotation"
+        assert t.description, t.name
+    result = await client.call_tool("get_help", {})
+    assert not result.is_error
+    help_ = result.structured_content
+    assert help_["server"] == "tpu-devops-gemma4-e2b"
+    assert {t["name"] for t in help_["tools"]} == set(names)
+    assert help_["configuration"]["accelerator_type"] == "v5litepod-1"
+    assert "get_help" in result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_read_only_mode_hides_every_tool_that_is_not_read_only(default_server: Client) -> None:
+    full = (await default_server.list_tools()).tools
     with FakeVllm(itl_s=0.05) as vllm, tempfile.TemporaryDirectory() as state:
         async with mcp_client(
             TPU_DEVOPS_READ_ONLY="1", VLLM_URL=vllm.url, TPU_DEVOPS_STATE_DIR=state
@@ -66,9 +81,8 @@ async def test_read_only_mode_hides_every_tool_that_is_not_read_only() -> None:
 
 
 @pytest.mark.anyio
-async def test_domain_error_becomes_tool_error_with_fix() -> None:
-    async with mcp_client() as client:
-        result = await client.call_tool("get_job", {"job_id": "nope-1"})
+async def test_domain_error_becomes_tool_error_with_fix(default_server: Client) -> None:
+    result = await default_server.call_tool("get_job", {"job_id": "nope-1"})
     assert result.is_error
     text = result.content[0].text
     assert "job_id" in text and "nope-1" in text and "Fix:" in text
@@ -147,7 +161,7 @@ def test_stdout_carries_only_json_rpc() -> None:
 
 @pytest.mark.anyio
 async def test_an_invalid_setting_is_shown_inside_the_host_and_the_server_still_starts(tmp_path) -> None:
-    """Issue #11 §6: the server no longer exits before initialize; the error reaches the host."""
+    """The server does not exit before initialize (a bare "Disconnected"); the error reaches the host."""
     env_file = tmp_path / "tpu.env"
     env_file.write_text("GOOGLE_CLOUD_ZONE=europe-west4-a\nGOOGLE_CLOUD_REGION=us-west4\n")
     errlog = tmp_path / "stderr.log"
@@ -209,9 +223,87 @@ def test_check_config_still_refuses_an_invalid_setting() -> None:
         ("rm -rf /", None),
     ],
 )
-async def test_an_unknown_tool_gets_the_closest_name_and_get_help(name: str, hint: str | None) -> None:
-    async with mcp_client() as client:
-        answer = await client.call_tool(name, {})
+async def test_an_unknown_tool_gets_the_closest_name_and_get_help(
+    default_server: Client, name: str, hint: str | None
+) -> None:
+    answer = await default_server.call_tool(name, {})
     text = answer.content[0].text
     assert answer.is_error and "unknown tool" in text and "get_help lists every tool" in text, text
     assert (f"did you mean {hint}" in text) if hint else "did you mean" not in text
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def test_an_unknown_pagination_cursor_is_invalid_params() -> None:
+    messages = [
+        INITIALIZE,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "bogus"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": ""}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"cursor": None}},
+    ]
+    lines, stderr, _ = _raw_session(messages)
+    answers = {m["id"]: m for m in map(json.loads, lines) if "id" in m}
+    for refused in (2, 3):
+        assert answers[refused]["error"]["code"] == -32602, answers[refused]
+        assert "cursor" in answers[refused]["error"]["message"]
+    for listed in (4, 5):  # no cursor (or null): the one page, with no nextCursor
+        assert answers[listed]["result"]["tools"] and "nextCursor" not in answers[listed]["result"]
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["int", "term"]
+)
+def test_sigint_and_sigterm_stop_the_server_with_stdin_still_open(signum: int, code: int) -> None:
+    errfile = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errfile,
+        text=True,
+        env=server_env(),
+        cwd=ROOT,
+    )
+    try:
+        proc.stdin.write(json.dumps(INITIALIZE) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # serving, stdin open, reader blocked
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == code  # within ms here; 10 s only bounds a loaded machine
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    errfile.seek(0)
+    stderr = errfile.read()
+    assert f"tpu-devops: stopped ({signal.Signals(signum).name})." in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.anyio
+async def test_a_misspelt_tpu_env_key_is_reported_by_get_help_and_on_stderr(tmp_path) -> None:
+    env_file = tmp_path / "tpu.env"
+    env_file.write_text("GPU_MEMORY_UTILISATION=0.95\n")
+    errlog = tmp_path / "stderr.log"
+    with open(errlog, "w") as err:
+        async with mcp_client(errlog=err, TPU_DEVOPS_ENV_FILE=str(env_file)) as client:
+            help_ = await client.call_tool("get_help", {})
+    expected = (
+        f"GPU_MEMORY_UTILISATION: unknown key in {env_file} (ignored): did you mean GPU_MEMORY_UTILIZATION? "
+        "Fix: rename it to GPU_MEMORY_UTILIZATION"
+    )
+    assert help_.structured_content["configuration_errors"] == [expected]
+    assert help_.content[0].text.startswith(f"CONFIGURATION ERROR (tpu-devops-gemma4-e2b): {expected}")
+    assert help_.structured_content["configuration"]["gpu_memory_utilization"] == 0.92
+    assert f"tpu-devops: invalid configuration: {expected}" in errlog.read_text()

@@ -227,7 +227,7 @@ FIELD = Path(__file__).parent / "data" / "field-reports"
 
 
 async def test_import_accepts_max_concurrency_null(gcp: FakeGcp, tmp_path: Path) -> None:
-    # issue 13 §8: vllm bench serve --save-result writes max_concurrency null without --max-concurrency
+    # vllm bench serve --save-result writes max_concurrency null without --max-concurrency
     result = await benchmark.import_results(
         settings_for(gcp, tmp_path), str(FIELD / "B15-bench-no-max-concurrency.json"), write=False
     )
@@ -275,3 +275,20 @@ async def test_a_non_rig_llama_cpp_endpoint_is_not_priced_or_checked_against_the
     notes = " ".join(result["notices"])
     assert "not this rig's TPU" in notes and "llama.cpp" in notes
     assert "meta.n_ctx" in notes and "4096" in notes  # the 8192-token cell cannot fit this server's context
+
+
+async def test_a_model_with_unknown_weights_skips_the_kv_check_and_says_why(
+    gcp: FakeGcp, tmp_path: Path
+) -> None:
+    # A config too partial to count its parameters: the plan has no KV pool, and the note says why
+    # instead of reporting plan_capacity as failed.
+    cfg = json.loads((BENCH.parent / "model-configs" / "Llama-3.1-8B-Instruct.config.json").read_text())
+    del cfg["intermediate_size"]
+    model = tmp_path / "partial-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(cfg))
+    settings = settings_for(gcp, tmp_path, MODEL_NAME=str(model), ACCELERATOR_TYPE="v5litepod-1")
+    pool, source, notes = await benchmark.kv_pool(settings, None)
+    assert pool is None and source is None
+    (note,) = notes
+    assert "weights of MODEL_NAME are unknown" in note and "failed" not in note

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import openai
 import pytest
 
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
-from tpu_devops.serving import chat, errors, models, resolve, stream
+from tpu_devops.serving import chat, egress, errors, models, resolve, stream
 from tpu_devops.serving.errors import ServingError
 
 pytestmark = pytest.mark.anyio
@@ -95,6 +97,7 @@ async def test_explicit_wrong_model_is_a_model_mismatch(fake: FakeVllm, tmp_path
 
 
 async def test_vllm_404_for_an_unknown_model_is_classified(fake: FakeVllm, tmp_path: Path) -> None:
+    egress.mark_owned(fake.url, "VLLM_URL")  # a call below resolve_endpoint: the operator's endpoint
     with pytest.raises(ServingError) as err:
         await stream.stream_chat(fake.url, "gemma-typo", [{"role": "user", "content": "hi"}])
     assert err.value.failure == "model_mismatch"
@@ -151,8 +154,8 @@ def test_instruction_tuned_names() -> None:
 async def test_errors_name_base_url_when_the_url_came_from_the_argument(tmp_path: Path) -> None:
     # regression: a failing base_url argument was reported as "VLLM_URL = ..."
     url = closed_port_url()
-    with pytest.raises(ServingError) as err:
-        await chat.query(settings_for("", tmp_path), "hi", base_url=url)
+    with pytest.raises(ServingError) as err:  # the rig's own URL, passed as base_url
+        await chat.query(settings_for(url, tmp_path), "hi", base_url=url)
     assert err.value.field == "base_url" and err.value.value == url
     with pytest.raises(ServingError) as err:
         await chat.query(settings_for(url, tmp_path), "hi")
@@ -213,6 +216,7 @@ async def test_an_overflow_names_what_overflows_prompt_or_max_tokens(
     # A short prompt with a large max_tokens overflows because of max_tokens: the server's error must be
     # read as such and give its ceiling, not blame "10 prompt tokens" (a request that skipped the check).
     with FakeVllm(flavor=flavor, max_model_len=2048) as fake:
+        egress.mark_owned(fake.url, "VLLM_URL")
         with pytest.raises(ServingError) as err:
             await stream.stream_chat(
                 fake.url, fake.model, [{"role": "user", "content": prompt}], max_tokens=max_tokens
@@ -248,7 +252,9 @@ async def test_a_prompt_that_fills_the_context_is_refused_with_the_numbers(
         assert not fake.context_checks, "a prompt that cannot fit was sent"
     e = err.value
     assert e.field == "prompt" and "2,048-token context" in e.message and "no room" in e.message
-    assert "--max-model-len" in (e.fix or "") and "-c" in (e.fix or "")
+    # each server kind's own remedy: vLLM's flag, or llama-server's per-slot context
+    remedy = "--max-model-len" if flavor == "vllm" else "--ctx-size / --parallel"
+    assert remedy in (e.fix or "") and ("--parallel" in (e.fix or "")) == (flavor == "llama.cpp")
 
 
 async def test_query_stops_at_the_deadline_with_a_partial_answer(
@@ -274,3 +280,43 @@ async def test_degenerate_and_length_cut_answers_are_called_so(tmp_path: Path) -
         result = await chat.query(settings_for(fake.url, tmp_path), "hi", max_tokens=40)
     assert result.cut_off and any("finish_reason=length" in n for n in result.notices)
     assert any("degenerate" in n and "'model'" in n for n in result.notices)
+
+
+async def test_c17_llama_cpp_older_overflow_reads_the_numbers_from_the_body(tmp_path: Path) -> None:
+    """Field report C17: llama-server's older 400 says only "the request exceeds the available context
+    size, try increasing it"; the prompt and the per-slot context are in the body (n_prompt_tokens,
+    n_ctx), and n_ctx is --ctx-size / --parallel."""
+    import json
+
+    report = json.loads(
+        (Path(__file__).parent / "data" / "field-reports" / "C17-llamacpp-per-slot-context.json").read_text()
+    )
+    body = report["body"]["error"]
+    assert errors.context_overflow(body["message"]) == (None, None)
+    n_ctx = report["props"]["default_generation_settings"]["n_ctx"]
+    assert n_ctx == 1024
+    # The server's own error, as llama-server answers a request that reached it: read from the body.
+    error = openai.BadRequestError(body["message"], response=_response(400), body=report["body"])
+    e = errors.classify(error, "http://127.0.0.1:1", None)
+    assert e.failure == "context_overflow" and e.context_tokens == n_ctx and e.field == "prompt"
+    assert e.prompt_tokens == body["n_prompt_tokens"] > n_ctx
+    assert f"{e.prompt_tokens:,} prompt tokens, context 1,024 per slot" in str(e)
+    assert (
+        "--ctx-size" in (e.fix or "")
+        and "--parallel" in (e.fix or "")
+        and "shorten the prompt" in (e.fix or "")
+    )
+    # Through query, the server's tokenizer counts the prompt first: refused before sending, the same fix.
+    with FakeVllm(flavor="llama.cpp", max_model_len=n_ctx, legacy_overflow_message=True) as fake:
+        with pytest.raises(InputError) as early:
+            await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
+    assert early.value.field == "prompt" and "--parallel" in (early.value.fix or "")
+    # vLLM's overflow says nothing about slots
+    with FakeVllm(max_model_len=n_ctx) as fake:
+        with pytest.raises(InputError) as vllm:
+            await chat.query(settings_for(fake.url, tmp_path), "word " * 1100, max_tokens=16)
+    assert "--parallel" not in (vllm.value.fix or "") and "--max-model-len" in (vllm.value.fix or "")
+
+
+def _response(status: int) -> httpx.Response:
+    return httpx.Response(status, request=httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions"))

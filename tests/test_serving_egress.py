@@ -1,6 +1,6 @@
 """The rig's API key goes only to the rig's endpoint; serving requests never reach a metadata server or
 a link-local address; redirects are not followed; error bodies come back trimmed and redacted
-(issue 12 §4). Every server here is on 127.0.0.1; the blocked addresses are refused before any dial."""
+(no SSRF). Every server here is on 127.0.0.1; the blocked addresses are refused before any dial."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tests.fakes.openai_server import FakeVllm, silent_port_url
 from tpu_devops.config import Settings, load_settings
 from tpu_devops.errors import InputError
 from tpu_devops.serving import chat, egress, errors, models, resolve
+from tpu_devops.serving import client as serving_client
 from tpu_devops.serving.health import verify_health
 
 pytestmark = pytest.mark.anyio
@@ -175,11 +176,14 @@ async def test_key_goes_to_vllm_url_and_not_to_another_loopback_base_url(
     assert ok.healthy, ok.render_text()
     assert keys_seen(rig) == {f"Bearer {KEY}"}
     other = await verify_health(s, base_url=stranger.url)
-    assert other.healthy  # the stranger needs no key and got none
-    assert not any(KEY in h for h in keys_seen(stranger)), keys_seen(stranger)
-    answer = await chat.query(s, "hi", base_url=stranger.url, with_stats=True)
-    assert answer.content
+    assert other.healthy  # the stranger needs no key and got none; it is probed, never fed
+    assert [p.name for p in other.probes] == ["health", "models"]
+    assert any("probes not sent" in n for n in other.notices)
+    with pytest.raises(InputError) as err:
+        await chat.query(s, "hi", base_url=stranger.url, with_stats=True)
+    assert err.value.field == "base_url" and "VLLM_URL" in (err.value.fix or "")
     assert not any(KEY in h for h in keys_seen(stranger))
+    assert {m for m, _ in stranger.methods_seen} == {"GET"} and stranger.requests == []
 
 
 @pytest.mark.parametrize("spelling", ["{url}/", "{url}/v1", "{url}/v1/", "{upper}"])
@@ -388,6 +392,9 @@ async def test_no_tool_sends_the_key_to_a_base_url_that_is_not_the_rigs(
                         name, {**args, **({"base_url": base_url} if base_url else {})}
                     )
                     outputs.append(result.content[0].text + str(result.structured_content))
+                    if base_url and name != "verify_model_health":  # a prompt, evidence or load: refused
+                        assert result.is_error and "base_url" in result.content[0].text, (name, outputs[-1])
+                        continue
                     assert not result.is_error, (name, result.content[0].text)
                     job = (result.structured_content or {}).get("job_id")
                     for _ in range(100 if job else 0):
@@ -396,7 +403,77 @@ async def test_no_tool_sends_the_key_to_a_base_url_that_is_not_the_rigs(
                         if (polled.structured_content or {}).get("state") != "running":
                             break
                         await asyncio.sleep(0.05)
-    assert stranger.requests, "the stranger was really asked (the calls reached it)"
+    assert stranger.methods_seen, "the stranger was really probed (the calls reached it)"
+    assert {m for m, _ in stranger.methods_seen} == {"GET"} and stranger.requests == []
     assert not any(KEY in h for h in keys_seen(stranger)), keys_seen(stranger)
     assert keys_seen(rig) == {f"Bearer {KEY}"} and rig.unauthorized == 0
     assert not any(KEY in o for o in outputs) and KEY not in log.read_text()
+
+
+# ---- what a host an argument names may receive: probes, never a prompt, evidence, load or the key -----
+
+
+def _aliases(url: str) -> list[str]:
+    """Other spellings of the rig's loopback endpoint: each is a host an argument names, not VLLM_URL."""
+    port = url.rsplit(":", 1)[1]
+    return [f"http://localhost:{port}", f"http://localhost.:{port}", f"http://127.0.0.1.:{port}",
+            f"http://[::1]:{port}", f"http://0.0.0.0:{port}", f"http://2130706433:{port}",
+            f"http://0x7f000001:{port}", f"http://127.1:{port}", f"{url}/proxy"]  # fmt: skip
+
+
+async def test_aliases_of_the_rig_endpoint_get_no_prompt_evidence_load_or_key(
+    tmp_path: Path, rig: FakeVllm
+) -> None:
+    from tpu_devops.logs.analyst import analyze_logs
+    from tpu_devops.serving.benchmark import start_benchmark
+
+    s = settings_for(tmp_path, VLLM_URL=rig.url, VLLM_API_KEY=KEY)
+    export = Path(__file__).parent / "data" / "logs" / "v6e1-boot-ok-export.json"
+    for alias in _aliases(rig.url):
+        before = len(rig.requests)
+        for call in (
+            lambda a: chat.query(s, "CONFIDENTIAL: the merger closes Friday", base_url=a),
+            lambda a: analyze_logs(s, "did vLLM start?", path=str(export), base_url=a),
+            lambda a: start_benchmark(s, concurrency=[1], prompt_lengths=[16], output_len=2, base_url=a),
+        ):
+            with pytest.raises(InputError) as err:
+                await call(alias)
+            assert err.value.field == "base_url", (alias, err.value)
+        health = await verify_health(s, base_url=alias)
+        assert [p.name for p in health.probes] in (["health", "models"], ["health"], ["endpoint"]), alias
+        assert len(rig.requests) == before, alias
+    assert {h for h in keys_seen(rig) if h} == set()  # no alias was sent the key either
+
+
+@pytest.mark.parametrize("url", ["http://user:pw@127.0.0.1:9", "http://127.0.0.1:9@127.0.0.1:10/",
+                                 "http://%31%32%37.0.0.1:9"])  # fmt: skip
+async def test_urls_with_user_info_or_escapes_are_refused_before_any_dial(tmp_path: Path, url: str) -> None:
+    s = settings_for(tmp_path, VLLM_URL="http://127.0.0.1:9", VLLM_API_KEY=KEY)
+    with pytest.raises(InputError) as err:
+        await chat.query(s, "hi", base_url=url)
+    assert err.value.field == "base_url" and "pw" not in str(err.value)
+
+
+async def test_the_client_refuses_a_body_or_the_key_to_an_origin_not_marked_ours(stranger: FakeVllm) -> None:
+    from tpu_devops.serving.stream import stream_chat
+
+    with pytest.raises(errors.ServingError) as err:  # a call site that skipped resolve_endpoint
+        await stream_chat(stranger.url, stranger.model, [{"role": "user", "content": "secret"}], api_key=KEY)
+    assert err.value.failure == "refused_target" and "VLLM_URL" in (err.value.fix or "")
+    http = serving_client.http_client(stranger.url)
+    with pytest.raises(egress.RefusedTarget):
+        await http.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert stranger.methods_seen == [] and stranger.requests == []
+    assert (await http.get("/health")).status_code == 200  # a probe with nothing of ours passes
+    egress.mark_owned(stranger.url, "VLLM_URL")
+    answer = await stream_chat(
+        stranger.url, stranger.model, [{"role": "user", "content": "hi"}], max_tokens=4
+    )
+    assert answer.content
+
+
+def test_a_new_discovery_replaces_the_node_it_found_before() -> None:
+    egress.mark_owned("http://10.0.0.5:8000", "discovery")
+    egress.mark_owned("http://10.0.0.9:8000", "discovery")
+    assert egress.is_owned("http://10.0.0.9:8000") and not egress.is_owned("http://10.0.0.5:8000")
+    assert not egress.is_owned("http://10.0.0.9:8001") and not egress.is_owned("https://10.0.0.9:8000")

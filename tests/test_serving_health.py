@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.fakes.openai_server import FakeVllm, ScriptedTurn, closed_port_url, gemma_tool_call_text
@@ -125,11 +126,14 @@ def test_gemma_syntax_helper() -> None:
 # ---- regressions found by driving the tools as a new user (tester-fixer pass) ------------------------
 
 
-async def test_a_server_that_accepts_but_never_answers_is_a_timeout(tmp_path: Path) -> None:
-    # regression: /health waited the 120 s read timeout; the probes now use a short one
+async def test_a_server_that_accepts_but_never_answers_is_a_timeout(tmp_path: Path, monkeypatch) -> None:
+    # regression: /health waited the 120 s read timeout; the probes now use the short probe timeout
+    # (shortened here so the test does not sit out 10 s; a probe on the read timeout trips fail_after)
     from tests.fakes.openai_server import silent_port_url
+    from tpu_devops.serving import client
 
-    with silent_port_url() as url:
+    monkeypatch.setattr(client, "PROBE_TIMEOUT_S", 0.5)
+    with silent_port_url() as url, anyio.fail_after(60):
         result = await verify_health(settings_for(url, tmp_path))
     assert result.failure == "timeout" and result.fix
     assert [p.name for p in result.probes] == ["health"]
@@ -200,3 +204,16 @@ async def test_tool_probe_needs_a_well_formed_call(tmp_path: Path, arguments: st
         )
         result = await verify_health(settings_for(fake.url, tmp_path))
     assert result.failure == "tool_call_malformed" and "--jinja" in (result.fix or "")
+
+
+async def test_a_llama_cpp_slot_too_small_for_the_probe_is_named_per_slot(tmp_path: Path) -> None:
+    # Field report C17's server shape: the older 400 wording, n_prompt_tokens / n_ctx only in the body.
+    with FakeVllm(flavor="llama.cpp", max_model_len=24, legacy_overflow_message=True) as fake:
+        result = await verify_health(settings_for(fake.url, tmp_path), tools=False)
+    chat = next(p for p in result.probes if p.name == "chat")
+    assert not chat.ok and chat.failure == "context_overflow"
+    assert (
+        "per slot" in (chat.detail or "")
+        and "--parallel" in (chat.fix or "")
+        and "--ctx-size" in (chat.fix or "")
+    )

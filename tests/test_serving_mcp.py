@@ -4,10 +4,13 @@ the vLLM-shaped fake (real openai client) and the fake Billing Catalog (real goo
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import PIL.Image
 import pytest
 
 from tests.fakes.gcp import FakeGcp
@@ -106,8 +109,16 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
                 "png": True,
             }
             assert where.parent == tmp_path / "state" / "results"
-            job_text = (await client.call_tool("get_job", {"job_id": job_id})).content[0].text
+            finished = await client.call_tool("get_job", {"job_id": job_id})
+            job_text = finished.content[0].text
             assert str(where / files["csv"]) in job_text, job_text
+            # the chart comes with the finished job's answer: an image a host shows, and the same file
+            chart = assert_chart_offered(finished.content, job["result"]["chart"])
+            assert chart == (where / files["png"]).read_bytes()
+            imported = await client.call_tool("run_benchmark", {"results_path": str(BENCH)})
+            chart = assert_chart_offered(imported.content, imported.structured_content["chart"])
+            assert chart == Path(imported.structured_content["chart"]["path"]).read_bytes()
+            assert (await client.read_resource(imported.structured_content["chart"]["uri"])).contents[0].blob
             assert [c["completed"] for c in table_records(job["result"]["cells"])] == [2, 2]
             # newcomer trial: progress showed last_cell={'concurrency': 4, ...} raw; now one readable line
             last = job["progress"]["last_cell"]
@@ -116,6 +127,23 @@ async def test_health_stats_metrics_details_cost_and_a_benchmark_job(tmp_path: P
                 and last.startswith("2 clients x 32-token prompts:")
                 and "2/2 ok" in last
             )
+
+
+def assert_chart_offered(content: list[Any], described: dict[str, Any]) -> bytes:
+    """The answer's chart: a valid PNG of at most 100 KB as image content (decoded with Pillow), a link
+    to the file the structured form describes, and the text naming it."""
+    kinds = [c.type for c in content]
+    assert kinds == ["text", "image", "resource_link"], kinds
+    text, image, link = content
+    data = base64.b64decode(image.data)
+    assert image.mime_type == "image/png" and len(data) <= 100_000
+    with PIL.Image.open(io.BytesIO(data)) as decoded:
+        decoded.verify()  # a valid PNG, not only its signature
+    with PIL.Image.open(io.BytesIO(data)) as decoded:
+        assert decoded.format == "PNG" and decoded.width >= 400 and decoded.height >= 200
+    assert link.uri == described["uri"] and link.size == described["bytes"] == len(data)
+    assert described["path"] in text.text and described["uri"] in text.text
+    return data
 
 
 async def test_health_failure_classes_over_mcp(tmp_path: Path, gcp: FakeGcp) -> None:

@@ -83,7 +83,17 @@ async def test_system_status_collects_every_part(fake_gcp, gcp_settings) -> None
     )
     status = await setup_check.system_status(gcp_settings)
     assert status.reservation["state"] == "ACTIVE" and status.endpoint["status"] == "discovered"
-    assert status.problems == []
+    # a TPU of the rig without its firewall rule is a problem the dashboard names
+    assert len(status.problems) == 1 and "no firewall rule" in status.problems[0], status.problems
+    from tpu_devops.provisioning import access
+
+    name = access.rule_name("gemma4-e2b")
+    fake_gcp.compute.firewalls[name] = {
+        "name": name, "description": access.description("gemma4-e2b"), "sourceRanges": ["203.0.113.7/32"],
+        "allowed": [{"IPProtocol": "tcp", "ports": ["8000"]}], "targetTags": [name],
+    }  # fmt: skip
+    status = await setup_check.system_status(gcp_settings)
+    assert status.problems == [] and any("firewall rule" in line for line in status.rig), status.rig
 
 
 async def test_save_without_project_is_a_config_error(fake_gcp, tmp_path) -> None:

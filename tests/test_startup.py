@@ -197,14 +197,23 @@ def test_deployment_config_text_is_copyable_commands() -> None:
 
 
 @pytest.mark.parametrize("accel", ["v5litepod-1", "v5litepod-4", "v5litepod-8"])
-def test_the_rendered_script_fits_one_answer_and_keeps_no_comment_but_its_header(accel: str) -> None:
-    from tpu_devops.host.results import MAX_RESULT_CHARS
+def test_the_rendered_script_fits_one_answer_and_keeps_no_comment_but_its_header(
+    accel: str, tmp_path: Path
+) -> None:
+    from tpu_devops.host.results import HOST_COMBINED_LIMIT, json_chars
 
     s = settings(GOOGLE_CLOUD_PROJECT="my-tpu-project", ACCELERATOR_TYPE=accel)
     result = startup.render_startup_script(s)
-    text, structured = result.host_forms()
-    assert text == result.render_text() and structured["script"] == result.script  # nothing left out
-    assert len(text) < MAX_RESULT_CHARS
+    saved = result.with_file(str(tmp_path))  # the answer carries the file, not the script
+    text, structured = saved.host_forms()
+    assert text == saved.render_text() and len(text) + json_chars(structured) <= HOST_COMBINED_LIMIT
+    assert Path(saved.file.path).read_text() == result.script and structured["file"]["uri"] in text
+    assert "script" not in structured and result.script not in text
+    assert saved.settings_block in result.script and "VLLM_ARGS=(" in saved.settings_block
+    # without a writable state directory the text carries the script itself (cut only if it must be)
+    assert startup.render_startup_script(s).with_file("/proc/no-such-dir").file is None
+    inline = startup.render_startup_script(s).render_text()
+    assert result.script in inline
     lines = result.script.splitlines()
     assert lines[0] == "#!/bin/bash" and "startup_script.sh.tmpl" in lines[2]
     comments = [x for x in lines[3:] if x.lstrip().startswith("#")]

@@ -55,7 +55,7 @@ async def cleanup(settings, confirmation=NO_ELICITATION, **kw):
 
 
 async def test_another_rigs_resource_is_refused_whatever_id_is_passed(fake_gcp, gcp_settings) -> None:
-    """Issue 12 §1: ``queued_resource_id="other-rig"`` deleted another rig's node and request, and its dry
+    """``queued_resource_id="other-rig"`` used to delete another rig's node and request, and its dry
     run said "of ours". Ownership is this server's RESOURCE_ID label, never the id passed."""
     fake_gcp.tpu.add_foreign(ZONE, "other-rig", labels={"managed-by": "tpu-devops", "rig": "other-rig"})
     fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b-x", labels={"managed-by": "tpu-devops", "rig": "rig-b"})
@@ -72,8 +72,8 @@ async def test_another_rigs_resource_is_refused_whatever_id_is_passed(fake_gcp, 
 
 
 async def test_teardown_follows_the_tpu_to_any_zone_and_any_id(fake_gcp, unattended) -> None:
-    """Issue 11 §5: find_tpu put the TPU in us-central1-a while the config says us-west4-a; a second TPU
-    made under another id (issue 12 §1) carries the rig label too."""
+    """find_tpu put the TPU in us-central1-a while the config says us-west4-a; a second TPU
+    made under another id carries the rig label too."""
     fake_gcp.tpu.add_foreign("us-central1-a", "gemma4-e2b", labels=RIG)
     fake_gcp.tpu.add_foreign("asia-east1-b", "gemma4-e2b-2", labels=RIG | {"created-by": "0123456789ab"})
     fake_gcp.tpu.add_foreign(ZONE, "neighbour", labels={"team": "x"})
@@ -280,11 +280,33 @@ async def test_cleanup_deletes_only_our_failed_requests(fake_gcp, unattended) ->
     assert refused.value.field == "queued_resource_id"
 
 
-async def test_provisioning_request_cannot_be_deleted(fake_gcp, gcp_settings) -> None:
+async def test_a_provisioning_request_is_deleted_as_soon_as_it_can_be(
+    fake_gcp, unattended, monkeypatch
+) -> None:
+    """The API refuses to delete a PROVISIONING request; left alone it comes up ACTIVE and bills. The
+    confirmed teardown hands it to a job that deletes it (node first) once it leaves PROVISIONING, and
+    the rig's firewall rule after it."""
+    import anyio
+
+    from tpu_devops.host.jobs import JOBS
+
+    monkeypatch.setattr(teardown, "PROVISIONING_POLL_S", 0.05)
     fake_gcp.tpu.add_foreign(ZONE, "gemma4-e2b", labels=RIG, state="PROVISIONING")
     fake_gcp.tpu.timings["PROVISIONING"] = 10_000
-    result = await destroy(gcp_settings, confirm=True)
-    assert result.steps == [] and result.refused and not result.executed
+    plan = await destroy(unattended)
+    assert [s.action for s in plan.steps] == ["delete_node", "delete_queued_resource"] and not plan.executed
+    done = await destroy(unattended, confirm=True, confirm_token=plan.confirm_token)
+    assert done.executed and done.followed_by and "PROVISIONING" in done.followed_by, done.render_text()
+    job = JOBS.get(done.follow_up_job_id)
+    assert job.state == "running" and fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") == "PROVISIONING"
+    fake_gcp.tpu.timings["PROVISIONING"] = 0  # it comes up now
+    with anyio.fail_after(30):
+        while job.state == "running":
+            await anyio.sleep(0.05)
+    assert job.state == "succeeded", job.snapshot()
+    assert (
+        fake_gcp.tpu.state_of(ZONE, "gemma4-e2b") is None and (ZONE, "gemma4-e2b") not in fake_gcp.tpu.nodes
+    )
 
 
 async def test_a_zone_that_cannot_be_listed_is_named_loudly(fake_gcp, gcp_settings) -> None:
@@ -299,7 +321,7 @@ async def test_a_zone_that_cannot_be_listed_is_named_loudly(fake_gcp, gcp_settin
 
 
 async def test_the_rigs_firewall_rule_goes_with_its_last_tpu(fake_gcp, unattended) -> None:
-    """The rule endpoint access created with the TPU (issue 11 §4) is a step of the same plan: shown in the
+    """The rule endpoint access created with the TPU is a step of the same plan: shown in the
     dry run, bound by its token, deleted with the last TPU, and kept while another TPU of the rig lives."""
     from tpu_devops.provisioning.queued import create_queued_resource
 

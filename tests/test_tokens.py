@@ -1,4 +1,4 @@
-"""The offline token estimate never under-counts what a Gemma tokenizer measured (issue 16 figures)."""
+"""The offline token estimate never under-counts what a Gemma tokenizer measured."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from tpu_devops.logs.sources import FileSource
 from tpu_devops.serving.tokens import cut_to_tokens, estimate_tokens, local_tokenizer
 
 CALIBRATION = json.loads((FIXTURES / "tokens" / "calibration.json").read_text())
-# The figures issue 16 measured with llama.cpp's /tokenize on a Gemma GGUF (chars -> tokens).
-ISSUE_16 = {
+# Figures measured with llama.cpp's /tokenize on a Gemma GGUF (chars -> tokens).
+MEASURED = {
     "evidence pack of the v5e1-util095 export": (17_956, 9_554),
     "evidence pack of the qwix int8 abstract-fail log": (17_963, 8_847),
     "evidence pack of the v6e1 boot-ok export": (17_972, 9_453),
@@ -23,7 +23,7 @@ ISSUE_16 = {
 
 @pytest.mark.parametrize("case", CALIBRATION["issue_16"], ids=lambda c: c["what"])
 def test_issue_16_evidence_packs_are_never_under_counted(case: dict) -> None:
-    chars, measured = ISSUE_16[case["what"]]
+    chars, measured = MEASURED[case["what"]]
     assert (len(case["text"]), case["measured"]) == (chars, measured)  # the very texts measured
     estimate = estimate_tokens(case["text"])
     assert estimate >= measured, f"{case['what']}: estimate {estimate} < measured {measured}"

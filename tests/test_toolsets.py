@@ -115,3 +115,19 @@ def test_no_answer_of_ours_names_a_tool_that_no_longer_exists() -> None:
                     f"{path.name}:{node.lineno}: {n}" for n in old if re.search(rf"\b{n}\b", node.value)
                 ]
     assert found == []
+
+
+def test_described_arguments_counts_only_arguments_with_a_description() -> None:
+    from types import SimpleNamespace
+
+    from tests.host_scenarios import described_arguments
+
+    tools = [
+        SimpleNamespace(
+            input_schema={"properties": {"a": {"description": "zone"}, "b": {"description": " "}}}
+        ),
+        SimpleNamespace(input_schema={"properties": {"c": {"type": "string"}}}),
+        SimpleNamespace(input_schema={}),
+    ]
+    assert described_arguments(tools) == (1, 3)
+    assert described_arguments([]) == (0, 0)

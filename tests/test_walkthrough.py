@@ -1,5 +1,5 @@
 """README's walkthrough ("Your first TPU, step by step") against `make fake-gcp`'s fakes, through the
-official MCP client over stdio (issue 11 "Done when"): check_setup, a plan, a find_tpu sweep whose first
+official MCP client over stdio, as a new user follows it: check_setup, a plan, a find_tpu sweep whose first
 zone refuses and that lands in the second, a healthy endpoint reached with the API key (the fake vLLM
 answers 401 without it), and a teardown that deletes the TPU and the firewall rule. The key and the
 Hugging Face token never appear in a tool output, the server's stderr, the node's metadata or a

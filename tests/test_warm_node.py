@@ -284,7 +284,7 @@ async def test_the_create_path_makes_the_bucket_first(fake_gcp, tmp_path) -> Non
 async def test_reconfiguring_a_node_someone_else_created_warns_first(
     fake_gcp, tmp_path, creator, warned, dry_run
 ) -> None:
-    # Two installations with one RESOURCE_ID are one rig (issue 12 §1): a node of the rig that another
+    # Two installations with one RESOURCE_ID are one rig: a node of the rig that another
     # principal created is still changed, but the answer says loudly whose it is. None: created by these
     # credentials (the label build_request writes).
     s = load_settings(environ=gcp_environ(fake_gcp, tmp_path))

@@ -23,6 +23,21 @@ Sources (DESIGN §3 unless noted):
   (Google Cloud blog "Introducing Flex-start VMs"). Names from the ``Quota.metric`` enum of the Compute
   v1 discovery document (rev. 20261106, as bundled in google-api-python-client); that enum lists no
   v6e or v5p podslice metric, so none is claimed for them.
+- GKE node labels: ``cloud.google.com/gke-tpu-accelerator`` is ``tpu-v5-lite-podslice`` (v5e) or
+  ``tpu-v6e-slice`` (v6e), ``cloud.google.com/gke-tpu-topology`` ``1x1`` for one chip, ``2x2`` for 4 and
+  ``2x4`` for 8 on one host (GKE "Plan TPUs in GKE"; Google's kubernetes-engine-samples
+  ``ai-ml/vllm-tpu/vllm-llama3-70b.yaml``). v5p has no GKE label here: single-host GKE serving is not
+  built for it.
+- ICI: v5e 1,600 Gbps = 200 GB/s per chip (cloud.google.com/tpu/docs/v5e); no figure is used for the others.
+- Fallback prices (USD per chip-hour, region -> provisioning model): the seed's measured us-west4 v5e
+  prices, on-demand $1.20, flex-start $0.60, spot $0.5779 (DESIGN §3, xbill9/gemma4-dev build log,
+  2026-08). Pricing answers from them only when the Billing Catalog cannot be read (`planning.pricing`).
+- Flex-start zones (Google's "Request Cloud TPUs using Flex-start" page): v5e serving ``us-central1-a``,
+  v5e training ``us-west4-a``, v6e ``asia-northeast1-b`` and ``us-east5-a``.
+- Safe ``--gpu-memory-utilization``: 0.92 on v5e (seed measurement, DESIGN §3: 0.95 fails ~14 min into
+  boot with RuntimeProgramAllocationFailure, fixture ``v5e1-e2b-util095-program-oom.log``, since compiled
+  XLA programs live in the HBM above the cap: 1.26 GiB at 0.92, 0.79 GiB at 0.95). Not measured on v6e or
+  v5p, so no ceiling is claimed for them (maintainer-verified v6e commands run 0.98, tpu-inference#2333).
 """
 
 from __future__ import annotations
@@ -65,6 +80,20 @@ class Generation:
     machine_types: dict[int, str] = field(default_factory=dict)  # chips per host -> machine type
     # family -> Compute Engine regional quota metric a GKE TPU node draws (module docstring)
     compute_quota_metrics: dict[str, str] = field(default_factory=dict)
+    # GKE node-selector value of cloud.google.com/gke-tpu-accelerator; None: no GKE serving for it
+    gke_accelerator: str | None = None
+    gke_topologies: dict[int, str] = field(default_factory=dict)  # chips per host -> gke-tpu-topology
+    ici_gb_per_s: float | None = None  # inter-chip interconnect per chip, GB/s; None: not modelled
+    ici_source: str = ""  # where ici_gb_per_s comes from, as plans cite it
+    # region -> provisioning model -> USD per chip-hour, used only when the Billing Catalog is unreadable
+    fallback_prices: dict[str, dict[str, float]] = field(default_factory=dict)
+    flex_start_zones: dict[str, str] = field(default_factory=dict)  # documented zone -> what it offers
+    # the highest --gpu-memory-utilization measured to boot; None: not measured (no ceiling claimed)
+    max_gpu_memory_utilization: float | None = None
+    memory_ceiling_failure: str = ""  # what was measured above the ceiling, as findings quote it
+    memory_ceiling_headroom: str = ""  # HBM left above the cap, at the ceiling and above it
+    memory_ceiling_source: str = ""
+    aliases: tuple[str, ...] = ()  # other prose spellings that mean this generation ("v5lite")
 
 
 GENERATIONS: dict[str, Generation] = {
@@ -97,6 +126,18 @@ GENERATIONS: dict[str, Generation] = {
             "on-demand": "TPU_LITE_PODSLICE_V5",
             "preemptible": "PREEMPTIBLE_TPU_LITE_PODSLICE_V5",
         },
+        gke_accelerator="tpu-v5-lite-podslice",
+        gke_topologies={1: "1x1", 4: "2x2", 8: "2x4"},
+        ici_gb_per_s=200.0,
+        ici_source="cloud.google.com/tpu/docs/v5e",
+        fallback_prices={"us-west4": {"on-demand": 1.20, "flex-start": 0.60, "spot": 0.5779}},
+        flex_start_zones={"us-central1-a": "v5e serving", "us-west4-a": "v5e training"},
+        max_gpu_memory_utilization=0.92,
+        memory_ceiling_failure="0.95: jit_structured_decode_fn wanted 384.11M, 346.77M free",
+        memory_ceiling_headroom="1.26 GiB (0.92) to 0.79 GiB (0.95)",
+        memory_ceiling_source="seed measurement on v5e-1, Gemma 4 E2B (DESIGN §3); "
+        "fixtures/vllm-logs/v5e1-e2b-util095-program-oom.log",
+        aliases=("v5lite",),
     ),
     "v6e": Generation(
         name="v6e",
@@ -120,6 +161,12 @@ GENERATIONS: dict[str, Generation] = {
             ),
         },
         machine_types={1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},
+        gke_accelerator="tpu-v6e-slice",
+        gke_topologies={1: "1x1", 4: "2x2", 8: "2x4"},
+        flex_start_zones={
+            "asia-northeast1-b": "v6e training and serving",
+            "us-east5-a": "v6e training and serving",
+        },
     ),
     "v5p": Generation(
         name="v5p",
@@ -145,6 +192,23 @@ GENERATIONS: dict[str, Generation] = {
         machine_types={4: "ct5p-hightpu-4t"},
     ),
 }
+
+
+# The default --gpu-memory-utilization: the lowest ceiling measured on any generation, so the default
+# boots wherever a ceiling is known (0.92, v5e). Settings' GPU_MEMORY_UTILIZATION default is derived from it.
+DEFAULT_GPU_MEMORY_UTILIZATION: float = min(
+    g.max_gpu_memory_utilization for g in GENERATIONS.values() if g.max_gpu_memory_utilization is not None
+)
+
+
+def safe_memory_utilization_advice() -> str:
+    """The measured ceilings as a fix reads them: ``"0.92 on v5e"`` (one clause per generation with a
+    measured ``max_gpu_memory_utilization``, joined by ``", "``)."""
+    return ", ".join(
+        f"{g.max_gpu_memory_utilization:g} on {g.name}"
+        for g in GENERATIONS.values()
+        if g.max_gpu_memory_utilization is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -186,8 +250,22 @@ class AcceleratorType:
         return self.generation.compute_quota_metrics.get(family)
 
 
-_PROSE = re.compile(r"^(?:tpu[-_ ]?)?(v5e|v5litepod|v5lite|v6e|v5p)(?:[-_ ]?(\d+))?$")
-_MACHINE = re.compile(r"^(ct5lp-hightpu|ct6e-standard|ct5p-hightpu)-(\d+)t$")
+def _spellings() -> dict[str, Generation]:
+    """Every prose spelling of a generation (its name, TPU API prefix and aliases) -> its row."""
+    return {
+        spelling: gen for gen in GENERATIONS.values() for spelling in (gen.name, gen.api_prefix, *gen.aliases)
+    }
+
+
+def _prose() -> re.Pattern[str]:
+    # longest first, so that a spelling is not cut short by a shorter one it starts with
+    names = "|".join(re.escape(s) for s in sorted(_spellings(), key=len, reverse=True))
+    return re.compile(rf"^(?:tpu[-_ ]?)?({names})(?:[-_ ]?(\d+))?$")
+
+
+def _machine() -> re.Pattern[str]:
+    prefixes = "|".join(re.escape(g.machine_type_prefix) for g in GENERATIONS.values())
+    return re.compile(rf"^({prefixes})-(\d+)t$")
 
 
 def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type") -> AcceleratorType:
@@ -202,7 +280,7 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
     raw = (value or "").strip()
     text = raw.lower().replace(" ", "-")
     fix = "use a TPU API accelerator type such as v5litepod-1, v5litepod-4, v6e-1 or v5p-8"
-    machine = _MACHINE.match(text)
+    machine = _machine().match(text)
     if machine:
         prefix, per_host = machine.group(1), int(machine.group(2))
         gen = next(g for g in GENERATIONS.values() if g.machine_type_prefix == prefix)
@@ -215,13 +293,12 @@ def resolve_accelerator_type(value: str, *, field_name: str = "accelerator_type"
             )
         size = per_host * gen.cores_per_chip
         canonical = f"{gen.api_prefix}-{size}"
-        notice = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
+        notice: str | None = f"{raw!r} is a GCE machine type; the TPU API accelerator type is {canonical!r}"
         return AcceleratorType(canonical, gen, per_host, notice)
-    m = _PROSE.match(text)
+    m = _prose().match(text)
     if not m:
         raise ConfigError("unknown accelerator type", field=field_name, value=raw, fix=fix)
-    key = {"v5litepod": "v5e", "v5lite": "v5e"}.get(m.group(1), m.group(1))
-    gen = GENERATIONS[key]
+    gen = _spellings()[m.group(1)]
     size = int(m.group(2)) if m.group(2) else gen.sizes[0]
     if size not in gen.sizes:
         raise ConfigError(

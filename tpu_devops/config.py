@@ -5,7 +5,13 @@ below. `tpu.env` is read with python-dotenv without overriding anything. Invalid
 `ConfigError` naming the variable, the value and the fix; prose spellings of accelerator types
 (``v5e-1``) are translated to the API spelling with a notice instead of being rejected.
 
-The server itself starts even when the configuration is invalid (issue #11 §6: a server that exits
+Where tpu.env is found: `env_file_places` (``TPU_DEVOPS_ENV_FILE`` / ``--env-file``, ``./tpu.env``, a source
+checkout's own, ``~/.config/tpu-devops/tpu.env``). Every value remembers where it came from
+(`EnvironmentRead.origins`; a value mcp-run.sh copied from the file is the file's), so the project is
+labelled correctly and a zone set more strongly than the region brings its own region (`_region`). A
+tpu.env key nothing reads is reported with the closest known key (`unknown_keys`) and ignored.
+
+The server itself starts even when the configuration is invalid (a server that exits
 before ``initialize`` shows up in an MCP host as a bare "Disconnected"): `load_settings_or_errors`
 records each invalid variable, loads the rest, and marks the settings fields that came from a bad
 variable (`VARIABLE_FIELDS`). Reading such a field raises its `ConfigError`, so a tool that depends on a
@@ -20,6 +26,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -28,10 +35,12 @@ from pydantic import BaseModel, ConfigDict
 
 from tpu_devops import names, types
 from tpu_devops.catalog import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     PROVISIONING_MODELS,
     AcceleratorType,
     provisioning_model_name,
     resolve_accelerator_type,
+    safe_memory_utilization_advice,
 )
 from tpu_devops.errors import ConfigError
 
@@ -63,7 +72,7 @@ DEFAULTS: dict[str, str] = {
     "MAX_MODEL_LEN": "16384",
     "MAX_NUM_BATCHED_TOKENS": "",
     "LIMIT_MM_PER_PROMPT": "",
-    "GPU_MEMORY_UTILIZATION": "0.92",
+    "GPU_MEMORY_UTILIZATION": f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}",  # the measured ceiling (catalog)
     "VLLM_IMAGE": "vllm/vllm-tpu:v0.30.0",
     "VLLM_IMAGE_REPOSITORIES": "",  # more repositories the vLLM image may come from (tpu_devops.names)
     "VLLM_PORT": "8000",
@@ -113,6 +122,7 @@ class SettingError(BaseModel):
     value: str | None
     message: str
     fix: str | None
+    unknown: bool = False  # a tpu.env key no one reads (`unknown_keys`): reported, taints no setting
 
     def error(self) -> ConfigError:
         """The `ConfigError` a tool that reads this setting raises."""
@@ -196,23 +206,33 @@ class Settings(BaseModel):
 
     @property
     def project_source(self) -> str:
-        """Where `project` came from, in words (the environment, tpu.env, or what google-auth found)."""
-        if self.__dict__["project"]:
-            return self.__dict__["project_origin"]
-        if not self.gcp_endpoint:
-            from tpu_devops.gcp.project import detected_project
+        """Where `project` came from, in words: the environment, tpu.env (its path), or the file or server
+        `tpu_devops.gcp.project.detected_project` found it in. Does not wait for a metadata server."""
+        return self.project_now()[1]
 
-            found = detected_project()
-            if found:
-                return found.source
-        return "none configured, and Application Default Credentials name none"
+    def project_now(self, wait: bool = False) -> tuple[str, str]:
+        """(project, where it came from), without waiting for a metadata server unless ``wait`` (`get_help`
+        answers at once; a tool that needs the project reads `project`, which waits)."""
+        if self.__dict__["project"]:
+            return self.__dict__["project"], self.__dict__["project_origin"]
+        if self.gcp_endpoint:
+            return (
+                "",
+                "none configured (TPU_DEVOPS_GCP_ENDPOINT is set: no credentials or gcloud files are read)",
+            )
+        from tpu_devops.gcp.project import detected_project, missing_project_reason
+
+        found = detected_project(wait=wait)
+        return (found.project, found.source) if found else ("", missing_project_reason())
 
     def error_for(self, field: str) -> ConfigError:
         """The `ConfigError` of the invalid variable that set ``field``."""
-        errors = object.__getattribute__(self, "__dict__")["config_errors"]
+        errors = [e for e in object.__getattribute__(self, "__dict__")["config_errors"] if not e.unknown]
         for err in errors:
             if field in VARIABLE_FIELDS.get(err.variable, ()) or err.variable not in VARIABLE_FIELDS:
                 return err.error()
+        if not errors:
+            return ConfigError("invalid configuration", field=field, fix="run make check-config")
         return errors[0].error()
 
     @property
@@ -232,9 +252,10 @@ class Settings(BaseModel):
         """Labels that mark a resource as ours: ``managed-by=tpu-devops`` plus ``rig=<resource_id>``."""
         return {"managed-by": "tpu-devops", "rig": self.resource_id}
 
-    def public_summary(self) -> dict[str, Any]:
+    def public_summary(self, wait: bool = False) -> dict[str, Any]:
         """Every setting safe to show (the API key is reduced to set / not set); invalid ones say so, and
-        ``configuration_errors`` (variable, value, fix) comes first when there are any."""
+        ``configuration_errors`` (variable, value, fix) comes first when there are any. ``wait``: wait for a
+        metadata server's answer before naming the project (`project_now`)."""
         data = self.model_dump(exclude={"config_errors", "invalid_fields", "project_origin"})
         data["vllm_api_key"] = "(set)" if self.__dict__["vllm_api_key"] else "(not set)"
         # tuples would print as Python reprs ("()") in text views
@@ -248,8 +269,9 @@ class Settings(BaseModel):
         data["toolsets"] = ", ".join(data["toolsets"]) or "(default)"
         data["image_repositories"] = ", ".join(data["image_repositories"])
         if "project" not in self.invalid_fields:
-            data["project"] = self.project
-            data = {"project": data.pop("project"), "project_source": self.project_source, **data}
+            data.pop("project", None)
+            project, source = self.project_now(wait)
+            data = {"project": project, "project_source": source, **data}
         for err in self.config_errors:
             for field in VARIABLE_FIELDS.get(err.variable, ()):
                 data[field] = f"(invalid: {err.variable})"
@@ -438,24 +460,188 @@ def exposure(
     ]
 
 
-def merged_environment(
-    env_file: Path | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[dict[str, str], str | None]:
-    """Defaults, overlaid by `tpu.env`, overlaid by the real environment (which always wins).
+# Variables tpu.env may hold that are not settings of this server: Google's client libraries, gcloud and
+# HTTP clients read them from the environment (mcp-run.sh exports every tpu.env line; `export_passthrough`
+# does the same for a server started without it). Sources: google-auth ``environment_vars.py``, gcloud's
+# CLOUDSDK_* properties, requests/httpx proxy and CA variables, huggingface_hub's HF_* variables.
+PASSTHROUGH_VARIABLES = frozenset(
+    {
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_CLOUD_QUOTA_PROJECT",
+        "GCLOUD_PROJECT",
+        "CLOUDSDK_CONFIG",
+        "CLOUDSDK_CORE_PROJECT",
+        "CLOUDSDK_ACTIVE_CONFIG_NAME",
+        "GCE_METADATA_HOST",
+        "GCE_METADATA_ROOT",
+        "GCE_METADATA_IP",
+        "GCE_METADATA_TIMEOUT",
+        "GCE_METADATA_DETECT_RETRIES",
+        "NO_GCE_CHECK",
+        "GOOGLE_API_USE_CLIENT_CERTIFICATE",
+        "GOOGLE_API_USE_MTLS_ENDPOINT",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "all_proxy",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "KUBECONFIG",
+        "HF_HOME",
+        "HF_HUB_OFFLINE",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "OPENAI_API_KEY",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_STATE_HOME",
+    }
+)
+# Set by mcp-run.sh: the tpu.env keys it exported (so a value it copied from the file is not labelled as
+# set in the environment).
+EXPORTED_MARKER = "TPU_DEVOPS_FROM_ENV_FILE"
+ENV_FILE_VARIABLE = "TPU_DEVOPS_ENV_FILE"
+# Known names that are neither settings nor passthrough: how the file itself is found.
+_LAUNCH_VARIABLES = frozenset({ENV_FILE_VARIABLE, EXPORTED_MARKER})
+_OFF = {"none", "off", os.devnull}
 
-    Returns (variables, path of the env file read or None).
+
+def user_config_env_file(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/tpu-devops/tpu.env`` (``~/.config/tpu-devops/tpu.env`` by default)."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "tpu-devops" / "tpu.env"
+
+
+def checkout_env_file() -> Path | None:
+    """The tpu.env of the source checkout this package runs from (None for an installed wheel)."""
+    return DEFAULT_ENV_FILE if (PROJECT_ROOT / "pyproject.toml").is_file() else None
+
+
+def env_file_places(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Where tpu.env is looked for, first found wins: ``TPU_DEVOPS_ENV_FILE`` (``--env-file``) alone when
+    set (``none`` / ``off``: no file); else ``./tpu.env`` in the working directory, the checkout's tpu.env
+    when running from a source checkout, and ``~/.config/tpu-devops/tpu.env`` (``XDG_CONFIG_HOME``)."""
+    env = os.environ if environ is None else environ
+    explicit = env.get(ENV_FILE_VARIABLE, "").strip()
+    if explicit:
+        return [] if explicit.lower() in _OFF else [Path(explicit).expanduser()]
+    places = [Path.cwd() / "tpu.env"]
+    if (checkout := checkout_env_file()) is not None:
+        places.append(checkout)
+    places.append(user_config_env_file(env))
+    return places
+
+
+@dataclass(frozen=True)
+class EnvironmentRead:
+    """The variables a start reads (`read_environment`).
+
+    ``values``: every `DEFAULTS` variable, defaults < tpu.env < environment. ``origins``: for each, where
+    its value came from ("the environment", "tpu.env (path)" or "the default"). ``file_keys``: every key of
+    the tpu.env read. ``notices``: what a person should know about how the file was found.
+    """
+
+    values: dict[str, str]
+    origins: dict[str, str]
+    env_file: str | None
+    file_keys: dict[str, str]
+    notices: tuple[str, ...] = ()
+
+
+def read_environment(
+    env_file: Path | None = None, environ: Mapping[str, str] | None = None
+) -> EnvironmentRead:
+    """Defaults, overlaid by tpu.env (found by `env_file_places`, or ``env_file`` when given and
+    ``TPU_DEVOPS_ENV_FILE`` is unset), overlaid by the real environment, which always wins.
+
+    A value mcp-run.sh exported from the same file (named in ``TPU_DEVOPS_FROM_ENV_FILE``) counts as the
+    file's. Never raises: a file that cannot be read is a notice.
     """
     from dotenv import dotenv_values
 
     environ = os.environ if environ is None else environ
-    path = Path(environ.get("TPU_DEVOPS_ENV_FILE") or env_file or DEFAULT_ENV_FILE)
-    merged = dict(DEFAULTS)
-    read_from = None
-    if path.is_file():
-        merged.update({k: (v or "") for k, v in dotenv_values(path).items()})
-        read_from = str(path)
-    merged.update({k: v for k, v in environ.items() if k in DEFAULTS})
-    return merged, read_from
+    if environ.get(ENV_FILE_VARIABLE, "").strip() or env_file is None:
+        places = env_file_places(environ)
+    else:
+        places = [Path(env_file)]
+    notices: list[str] = []
+    read_from, file_values = None, {}
+    for path in places:
+        if path.is_file():
+            try:
+                file_values = {k: (v or "") for k, v in dotenv_values(path).items()}
+            except (OSError, UnicodeDecodeError) as exc:
+                notices.append(
+                    f"{ENV_FILE_VARIABLE}: cannot read {path} ({type(exc).__name__}): no tpu.env read"
+                )
+                break
+            read_from = str(path)
+            break
+        if environ.get(ENV_FILE_VARIABLE, "").strip():
+            notices.append(f"{ENV_FILE_VARIABLE} names {path}, which is not a file: no tpu.env read")
+    exported = set(environ.get(EXPORTED_MARKER, "").split()) if read_from else set()
+    if exported and Path(environ.get(ENV_FILE_VARIABLE, "") or "/").expanduser() != Path(read_from or ""):
+        exported = set()  # the launcher read another file
+    merged, origins = dict(DEFAULTS), dict.fromkeys(DEFAULTS, "the default")
+    for key in DEFAULTS.keys() & file_values.keys():
+        merged[key], origins[key] = file_values[key], f"tpu.env ({read_from})"
+    for key in DEFAULTS.keys() & environ.keys():
+        if key in exported and environ[key] == file_values.get(key):
+            continue
+        merged[key], origins[key] = environ[key], "the environment"
+    return EnvironmentRead(merged, origins, read_from, file_values, tuple(notices))
+
+
+def merged_environment(
+    env_file: Path | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], str | None]:
+    """(`read_environment` values, path of the env file read or None)."""
+    read = read_environment(env_file, environ)
+    return read.values, read.env_file
+
+
+def unknown_keys(read: EnvironmentRead) -> list[SettingError]:
+    """Each key of the tpu.env read that neither this server nor a library it uses reads: a typo left in
+    silence would keep the default (``GPU_MEMORY_UTILISATION=0.95`` is not GPU_MEMORY_UTILIZATION). The
+    value is never shown (it may be a secret under a misspelt name)."""
+    import difflib
+
+    known = set(DEFAULTS) | PASSTHROUGH_VARIABLES | _LAUNCH_VARIABLES
+    errors = []
+    for key in read.file_keys:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(
+            key.upper(), sorted(DEFAULTS) + sorted(PASSTHROUGH_VARIABLES), n=1, cutoff=0.75
+        )
+        errors.append(
+            SettingError(
+                variable=key,
+                value=None,
+                message=f"unknown key in {read.env_file} (ignored)"
+                + (f": did you mean {close[0]}?" if close else ""),
+                fix=f"rename it to {close[0]}"
+                if close
+                else "remove it, or use a key the repository's tpu.env lists (get_help shows every setting)",
+                unknown=True,
+            )
+        )
+    return errors
+
+
+def export_passthrough(read: EnvironmentRead, environ: Any = None) -> list[str]:
+    """Put the tpu.env values of `PASSTHROUGH_VARIABLES` into the process environment where unset (as
+    mcp-run.sh does for a checkout), so google-auth and HTTP clients see them; returns the names set."""
+    environ = os.environ if environ is None else environ
+    names = [k for k in read.file_keys if k in PASSTHROUGH_VARIABLES and k not in environ]
+    for name in names:
+        environ[name] = read.file_keys[name]
+    return names
 
 
 def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -464,8 +650,9 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
     Raises:
         ConfigError: the first invalid variable, with the value and the fix.
     """
-    env, read_from = merged_environment(env_file, environ)
-    notices: list[str] = []
+    read = read_environment(env_file, environ)
+    env, read_from = read.values, read.env_file
+    notices: list[str] = list(read.notices)
 
     project = env["GOOGLE_CLOUD_PROJECT"].strip()
     if project and not _PROJECT.match(project):
@@ -475,8 +662,10 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             value=project,
             fix="use the project id (not the name or number), e.g. my-tpu-project",
         )
-    region = types.check_region(env["GOOGLE_CLOUD_REGION"], "GOOGLE_CLOUD_REGION")
     zone = types.check_zone(env["GOOGLE_CLOUD_ZONE"], "GOOGLE_CLOUD_ZONE")
+    region, notice = _region(env, read.origins, zone)
+    if notice:
+        notices.append(notice)
     if types.region_of(zone) != region:
         raise ConfigError(
             f"zone {zone} is not in region {region}",
@@ -576,7 +765,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             "not a fraction between {} and {}".format(*GPU_MEMORY_UTILIZATION_RANGE),
             field="GPU_MEMORY_UTILIZATION",
             value=env["GPU_MEMORY_UTILIZATION"],
-            fix="use 0.92 on v5e (higher values fail ~14 min into boot)",
+            fix=f"use {safe_memory_utilization_advice()} (higher values fail ~14 min into boot)",
         )
     repositories = names.repositories_setting(env["VLLM_IMAGE_REPOSITORIES"])
     image = env["VLLM_IMAGE"].strip()
@@ -658,18 +847,46 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         if env["TPU_DEVOPS_KUBECONFIG"].strip()
         else "",
         env_file=read_from,
-        project_origin=_project_origin(project, environ, read_from),
+        project_origin=_origin_phrase(read.origins["GOOGLE_CLOUD_PROJECT"], "GOOGLE_CLOUD_PROJECT")
+        if project
+        else "",
         log_level=_log_level(env),
         notices=tuple(notices),
     )
 
 
-def _project_origin(project: str, environ: Mapping[str, str] | None, env_file: str | None) -> str:
-    if not project:
-        return ""
-    if (os.environ if environ is None else environ).get("GOOGLE_CLOUD_PROJECT", "").strip():
-        return "the environment (GOOGLE_CLOUD_PROJECT)"
-    return f"tpu.env ({env_file})"
+def _origin_phrase(origin: str, variable: str) -> str:
+    """``the environment (GOOGLE_CLOUD_PROJECT)`` / ``tpu.env (/path/tpu.env)`` / ``the default``."""
+    return f"the environment ({variable})" if origin == "the environment" else origin
+
+
+# Where a value may come from, weakest first (`EnvironmentRead.origins`).
+def _rank(origin: str) -> int:
+    return 2 if origin == "the environment" else 1 if origin.startswith("tpu.env") else 0
+
+
+def _region(env: Mapping[str, str], origins: Mapping[str, str], zone: str) -> tuple[str, str | None]:
+    """``GOOGLE_CLOUD_REGION``, or the zone's own region (with a notice) when the region is empty or was
+    set by a weaker source than the zone: ``GOOGLE_CLOUD_ZONE=us-east5-a make run`` must not pair the new
+    zone with tpu.env's us-west4. A region set as strongly as the zone is kept (and a mismatch refused).
+
+    Raises:
+        ConfigError: a malformed region.
+    """
+    raw = env["GOOGLE_CLOUD_REGION"].strip()
+    derived = types.region_of(zone)
+    if not raw:
+        return derived, None
+    region = types.check_region(raw, "GOOGLE_CLOUD_REGION")
+    zone_origin, region_origin = origins.get("GOOGLE_CLOUD_ZONE", ""), origins.get("GOOGLE_CLOUD_REGION", "")
+    if region != derived and _rank(zone_origin) > _rank(region_origin):
+        if region_origin == "the default":  # a zone alone names its region: nothing to point out
+            return derived, None
+        return derived, (
+            f"GOOGLE_CLOUD_REGION: {derived}, the region of GOOGLE_CLOUD_ZONE={zone} (set in "
+            f"{_origin_phrase(zone_origin, 'GOOGLE_CLOUD_ZONE')}), not {region} from {region_origin}"
+        )
+    return region, None
 
 
 def _unattended(env: Mapping[str, str], rig: str) -> bool:
@@ -828,6 +1045,7 @@ def load_settings_or_errors(
         invalid = set(Settings.model_fields) - _ALWAYS_READABLE
         if not errors:
             errors.append(SettingError(variable="(configuration)", value=None, message="invalid", fix=None))
+    errors += unknown_keys(read_environment(env_file, os.environ if environ is None else environ))
     if not errors:
         return settings
     invalid -= {"config_errors", "invalid_fields"}
@@ -861,7 +1079,10 @@ def _bucket(env: Mapping[str, str], project: str) -> str:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide `Settings`, loaded once (tests call `get_settings.cache_clear()`); never raises:
-    invalid variables are in ``config_errors`` (`load_settings_or_errors`)."""
+    invalid variables are in ``config_errors`` (`load_settings_or_errors`). The tpu.env values of
+    `PASSTHROUGH_VARIABLES` (``GOOGLE_APPLICATION_CREDENTIALS``, proxies...) go into the process
+    environment where unset, before any Google library reads it (`export_passthrough`)."""
+    export_passthrough(read_environment())
     return load_settings_or_errors()
 
 

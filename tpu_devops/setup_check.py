@@ -1,7 +1,9 @@
 """`check_setup` (its setup and status views): is this project ready, and what is running now.
 
 Each check is independent: one failing never hides the others, and each failure carries its fix.
-Checks: Application Default Credentials, project set, TPU API reachable, Cloud Quotas API reachable,
+Checks: the model against the slice (its weights plus one request's KV cache under the HBM cap, and an
+instruction-tuned checkpoint for chat and tool calls), Application Default Credentials, project set, TPU
+API reachable, Cloud Quotas API reachable,
 Hugging Face secret present (metadata only: the token is never read), quota for the configured
 accelerator and provisioning model in the configured zone, our current TPUs with cost so far, and
 whether the rig's endpoint is reachable from here with its API key (`serving.reachability`).
@@ -19,12 +21,7 @@ from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.host.results import ToolResult, ViewResult
 from tpu_devops.provisioning.cloud import api, call
 from tpu_devops.provisioning.plan import hourly_price
-from tpu_devops.provisioning.queued import (
-    NOT_LIVE_STATES,
-    describe_others,
-    list_queued_resources,
-    reservation_status,
-)
+from tpu_devops.provisioning.queued import NOT_LIVE_STATES, describe_others, list_queued_resources
 
 
 class Check(BaseModel):
@@ -52,6 +49,8 @@ class SetupReport(ToolResult):
 
 
 def _adc_check(settings: Settings) -> Check:
+    """Credentials found AND accepted: one access token is fetched (`common.verify_credentials`), so a
+    revoked or expired key, or a token endpoint this machine cannot reach, fails here with its cause."""
     if settings.gcp_endpoint:
         return Check(
             name="credentials",
@@ -61,18 +60,21 @@ def _adc_check(settings: Settings) -> Check:
     from tpu_devops.gcp import common
 
     try:
+        what = common.verify_credentials(settings)
         project = common.adc_project()
-    except Exception as exc:  # a typed PermissionError_ when ADC are missing; reported, never raised
-        detail = (
-            exc.message
-            if isinstance(exc, TpuDevopsError)
-            else f"no Application Default Credentials ({type(exc).__name__})"
+    except Exception as exc:  # reported, never raised (typed errors carry their cause and fix)
+        if not isinstance(exc, TpuDevopsError):
+            exc = TpuDevopsError(f"the credentials could not be used ({type(exc).__name__})")
+        return Check(
+            name="credentials",
+            ok=False,
+            detail=exc.message,
+            fix=exc.fix or "gcloud auth application-default login",
         )
-        return Check(name="credentials", ok=False, detail=detail, fix="gcloud auth application-default login")
     return Check(
         name="credentials",
         ok=True,
-        detail=f"Application Default Credentials found (ADC project: {project or 'none'})",
+        detail=f"Application Default Credentials ({what}) got an access token (ADC project: {project or 'none'})",
     )
 
 
@@ -97,14 +99,36 @@ async def check_setup(settings: Settings) -> SetupReport:
     return SetupReport(ready=False, checks=config + report.checks, our_tpus=report.our_tpus)
 
 
+def _model_check(settings: Settings) -> Check:
+    """MODEL_NAME on ACCELERATOR_TYPE: does it fit (`tpu_devops.planning.fit`), and is it instruction-tuned
+    (`tpu_devops.planning.checkpoint`: the rig serves chat completions and tool calls)?"""
+    from tpu_devops.planning.checkpoint import chat_checkpoint
+    from tpu_devops.planning.fit import settings_fit
+
+    verdict = settings_fit(settings)
+    base = chat_checkpoint(settings.model_name)
+    problems, fixes = [], []
+    if verdict.fits is False:
+        problems.append(verdict.message())
+        fixes.append(verdict.fix())
+    if base.verdict == "base":
+        problems.append(base.warning() or "")
+        fixes.append(
+            f"set MODEL_NAME={base.suggested}" if base.suggested else "use the instruction-tuned checkpoint"
+        )
+    if problems:
+        return Check(name="model", ok=False, detail="; ".join(problems), fix="; ".join(fixes))
+    return Check(name="model", ok=True, detail=verdict.message())
+
+
 async def _run_checks(settings: Settings) -> SetupReport:
-    checks: list[Check] = [await call(_adc_check, settings)]
+    checks: list[Check] = [await call(_model_check, settings), await call(_adc_check, settings)]
     if not settings.project:
         checks.append(
             Check(
                 name="project",
                 ok=False,
-                detail="GOOGLE_CLOUD_PROJECT is not set, and Application Default Credentials name no project",
+                detail=f"no project: {settings.project_source}",
                 fix="set GOOGLE_CLOUD_PROJECT in tpu.env or in the MCP server's env (hosts such as Gemini CLI do "
                 "not pass your shell's), or run: gcloud config set project PROJECT_ID",
             )
@@ -113,6 +137,20 @@ async def _run_checks(settings: Settings) -> SetupReport:
     checks.append(
         Check(name="project", ok=True, detail=f"{settings.project} (from {settings.project_source})")
     )
+    credentials = checks[1]
+    if not credentials.ok:
+        # every check below calls Google with the same credentials: each would wait for the same token
+        # endpoint, or fail with the same refusal, one after the other past the call's budget
+        checks.append(
+            Check(
+                name="google_apis",
+                ok=False,
+                detail="not checked (TPU API, quota, HF secret, bucket, our TPUs, endpoint): the credentials "
+                "failed first",
+                fix=credentials.fix,
+            )
+        )
+        return SetupReport(ready=False, checks=checks)
     try:
         zones = await call(api(settings).list_zones)
         ok = settings.zone in zones
@@ -214,9 +252,12 @@ async def _bucket_check(settings: Settings) -> Check:
 
 
 class SystemStatus(ToolResult):
-    """One dashboard: configuration, our reservation, endpoint, running jobs, recent zone attempts."""
+    """One dashboard: configuration, the rig (`tpu_devops.provisioning.rig.RigState`: its queued resources
+    in every zone, firewall rule, API key and the jobs working for it, here or in another server), our
+    reservation, endpoint, running jobs, recent zone attempts."""
 
     configuration: dict[str, Any]
+    rig: list[str] = Field(default_factory=list, description="the rig in a few lines")
     reservation: dict[str, Any] | None = None
     endpoint: dict[str, Any] | None = None
     warm_boot: list[str] = Field(
@@ -262,26 +303,38 @@ async def system_status(settings: Settings) -> SystemStatus:
         )
     }
     problems: list[str] = []
-    reservation = endpoint = None
+    reservation = endpoint = state = None
+    rig_lines: list[str] = []
     if settings.project:
         try:
-            status = await reservation_status(settings)
+            from tpu_devops.provisioning.rig import reservation_status, rig_state
+
+            state = await rig_state(settings, access=True)
+            rig_lines = state.lines()
+            status = await reservation_status(settings, state=state)
             reservation = status.model_dump(mode="json")
             if status.several:
                 problems.extend(f"reservation: {w}" for w in status.warnings)
+            rule = state.firewall
+            if settings.external_ip and state.live and rule and rule.error is None and not rule.exists:
+                problems.append(
+                    f"the rig has a live TPU but no firewall rule ({rule.name}): vLLM's port is closed "
+                    "from outside the VPC; destroy_queued_resource and create again put it back"
+                )
         except TpuDevopsError as exc:
             problems.append(f"reservation: {exc}")
     else:
         problems.append("GOOGLE_CLOUD_PROJECT is not set: cloud parts skipped")
     try:
         if settings.vllm_url or settings.project:
-            endpoint = (await get_vllm_endpoint(settings)).model_dump(mode="json")
+            endpoint = (await get_vllm_endpoint(settings, state=state)).model_dump(mode="json")
     except TpuDevopsError as exc:
         problems.append(f"endpoint: {exc}")
     warm: list[str] = []
     if settings.project:
         warm = await _warm_lines(settings, reservation)
     jobs = [r.snapshot() for r in JOBS.list() if r.state == "running"]
+    elsewhere = [j for j in (state.jobs if state else []) if not j.here]
     recent: list[str] = []
     try:
         store = open_store(settings)
@@ -298,7 +351,9 @@ async def system_status(settings: Settings) -> SystemStatus:
         reservation=reservation,
         endpoint=endpoint,
         warm_boot=warm,
-        jobs_running=[{"job_id": j["job_id"], "kind": j["kind"], "message": j["message"]} for j in jobs],
+        jobs_running=[{"job_id": j["job_id"], "kind": j["kind"], "message": j["message"]} for j in jobs]
+        + [{"job_id": j.job_id, "kind": j.label, "message": f"{j.message} ({j.where})"} for j in elsewhere],
+        rig=rig_lines,
         recent_attempts=recent,
         problems=problems,
         collected_in_s=round(time.perf_counter() - started, 3),

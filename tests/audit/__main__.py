@@ -1,4 +1,4 @@
-"""``python -m tests.audit [--quick] [--strict]``: run the issue #12 audit and print its figures.
+"""``python -m tests.audit [--quick] [--strict]``: run the security audit and print its figures.
 
 ``--quick``: the plan ``make test`` runs (the unknown key only from the fuzz plan, no server races).
 ``--strict``: exit 1 when a figure misses its goal (the default reports and exits 0).

@@ -1,7 +1,7 @@
 """A host that is not this rig's endpoint: records every request (and its Authorization header) and answers
 like an OpenAI-compatible server would, with a marker in every error body so reflected bodies can be counted.
 
-Loopback only: it stands for "any URL a prompt-injected host could pass as base_url" (issue #12 §4).
+Loopback only: it stands for "any URL a prompt-injected host could pass as base_url".
 """
 
 from __future__ import annotations

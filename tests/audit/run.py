@@ -1,4 +1,4 @@
-"""The audit of issue #12: every fault and attack of the issue against the fakes, through the official MCP
+"""The security audit: every fault and attack it names against the fakes, through the official MCP
 client over stdio, measured and reported whatever the state of the code (`Figures`).
 
 Sections (each a function below): planted secrets, injected orders with an obedient model, files outside
@@ -75,6 +75,13 @@ class Figures:
     foreign_deletions: list[str] = field(default_factory=list)
     second_tpu_scenarios: int = 0
     second_tpus: list[str] = field(default_factory=list)
+    split_outputs: int = 0
+    split_leaked: list[str] = field(default_factory=list)
+    credential_cases: int = 0
+    endless_calls: int = 0
+    endless_failures: list[str] = field(default_factory=list)
+    endless_rss_mb: float = 0.0
+    credential_failures: list[str] = field(default_factory=list)
     survived: bool = True
     crash: str | None = None
     trust: TrustFigures = field(default_factory=TrustFigures)  # tests.audit.trust's sections
@@ -499,6 +506,13 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
         except Exception as exc:  # the server died or the session broke: that is a figure too
             figures.survived = False
             figures.crash = f"{type(exc).__name__}: {exc}"[:300]
+        from tests.audit import kinds
+
+        figures.split_outputs, figures.split_leaked = await anyio.to_thread.run_sync(kinds.split_secrets)
+        figures.credential_cases, figures.credential_failures = await anyio.to_thread.run_sync(
+            kinds.credential_failures
+        )
+        figures.endless_calls, figures.endless_failures, figures.endless_rss_mb = await kinds.endless_bodies()
         figures.secrets_in_stderr = figures.secrets_in_stderr or leaks(
             (*SECRETS, *VARIANTS), [stderr.read_text(errors="replace")]
         )
@@ -516,6 +530,11 @@ def report(f: Figures) -> list[str]:
         ("its error bodies quoted untrimmed or unredacted", str(len(f.reflected_bodies)), not f.reflected_bodies, "0", f.reflected_bodies),
         ("planted secrets leaked", f"{len(f.secrets_leaked)}/{n}", not f.secrets_leaked, f"0/{n}", f.secrets_leaked),
         ("more variants leaked", f"{len(f.variants_leaked)}/{len(VARIANTS)}", not f.variants_leaked, "0", f.variants_leaked),
+        ("split secrets leaked (key orders x cuts)", f"{len(f.split_leaked)}/{f.split_outputs}", not f.split_leaked, "0", f.split_leaked),
+        ("credential failures slow, untyped or misnamed", f"{len(f.credential_failures)}/{f.credential_cases}",
+         not f.credential_failures, "0", f.credential_failures),
+        ("endless bodies not ended by a named cap", f"{len(f.endless_failures)}/{f.endless_calls}",
+         not f.endless_failures, "0", [f"largest RSS growth in one call {f.endless_rss_mb:.0f} MiB (goal <= 100)", *f.endless_failures]),
         ("secrets in the server's stderr", str(len(f.secrets_in_stderr)), not f.secrets_in_stderr, "0", f.secrets_in_stderr),
         ("injected orders outside delimiters", str(len(f.injections_outside_delimiters)),
          not f.injections_outside_delimiters, "0", f.injections_outside_delimiters),
@@ -533,7 +552,7 @@ def report(f: Figures) -> list[str]:
 
     rows += trust_rows(f.trust)
     out = [
-        f"issue #12 audit: {f.tools} tools, {f.calls} calls ({f.fuzz_calls} fuzz), slowest {f.slowest_s:.1f} s"
+        f"security audit: {f.tools} tools, {f.calls} calls ({f.fuzz_calls} fuzz), slowest {f.slowest_s:.1f} s"
     ]
     for name, value, ok, goal, detail in rows:
         out.append(f"{'ok ' if ok else 'NO '} {name:<48} {value:<14} (goal {goal})")

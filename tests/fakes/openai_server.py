@@ -37,7 +37,7 @@ message; each generated token is one word (``" tok"``). Timing follows an absolu
 the first token at ``ttft_s`` after the request arrived, token *i* at ``ttft_s + i * itl_s``, so a busy
 event loop delays a chunk without shifting the ones after it.
 
-Scripting for the log analyst (issue 6): `FakeVllm.queue(ScriptedTurn(...))` queues assistant turns that
+Scripting for the log analyst: `FakeVllm.queue(ScriptedTurn(...))` queues assistant turns that
 are answered in order before the default generator; a turn may carry ``tool_calls`` (structured, as a
 vLLM tool parser returns them) or raw Gemma tool-call syntax in ``content`` (what the client sees when
 the server runs without ``--tool-call-parser gemma4``): ``<|tool_call>call:NAME{key:<|"|>v<|"|>}<tool_call|>``.
@@ -51,7 +51,8 @@ the server runs without ``--tool-call-parser gemma4``): ``<|tool_call>call:NAME{
 ``{"content", "add_special", "parse_special"}`` -> ``{"tokens": [...]}`` and ``POST /apply-template``
 ``{"messages", "tools"}`` -> ``{"prompt"}``; a prompt over the context answers 400
 ``exceed_context_size_error`` "request (N tokens) exceeds the available context size (C tokens), try
-increasing it" with ``n_prompt_tokens`` and ``n_ctx``. Its tokens are Gemma-like (`dense_tokens`: every
+increasing it" with ``n_prompt_tokens`` and ``n_ctx`` (``legacy_overflow_message``: the older "the
+request exceeds the available context size, try increasing it", numbers only in the body). Its tokens are Gemma-like (`dense_tokens`: every
 digit and punctuation mark one token, words one token per 8 letters), and every chat request's prompt
 + ``max_tokens`` is recorded in ``context_checks`` so a test can assert nothing oversized was sent.
 vLLM mode also answers ``POST /tokenize`` (``{"count", "max_model_len", "tokens"}``, vllm
@@ -220,6 +221,8 @@ class FakeVllm:
     metrics_enabled: bool = True
     tokenize_enabled: bool = True
     degenerate: str | None = None  # "repeat" or "echo"
+    # llama.cpp's older overflow wording: no numbers in the message, only in the body (field report C17)
+    legacy_overflow_message: bool = False
     die_after_tokens: int | None = None  # drop the stream after this many tokens (a crash mid-answer)
     context_checks: list[tuple[int, int, int]] = field(default_factory=list)  # (prompt, max_tokens, ctx)
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -227,6 +230,7 @@ class FakeVllm:
     api_key: str | Callable[[], str | None] | None = None
     unauthorized: int = 0
     auth_headers_seen: list[str | None] = field(default_factory=list)
+    methods_seen: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every request
 
     def __post_init__(self) -> None:
         disable_created_metrics()
@@ -539,6 +543,8 @@ class FakeVllm:
                 f"request ({prompt_tokens} tokens) exceeds the available context size ({self.max_model_len} tokens), "
                 "try increasing it"
             )
+            if self.legacy_overflow_message:
+                msg = "the request exceeds the available context size, try increasing it"
             err = {"code": 400, "message": msg, "type": "exceed_context_size_error"}
             err |= {"n_prompt_tokens": prompt_tokens, "n_ctx": self.max_model_len}
             return JSONResponse({"error": err}, status_code=400)
@@ -760,6 +766,7 @@ class _KeyGate:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
             self.fake.auth_headers_seen.append(headers.get("authorization"))
+            self.fake.methods_seen.append((scope["method"], scope["path"]))
             key = self.fake.api_key() if callable(self.fake.api_key) else self.fake.api_key
             if key and scope["method"] != "OPTIONS" and scope["path"].startswith("/v1"):
                 scheme, _, token = (headers.get("authorization") or "").partition(" ")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, PermissionError_
-from tpu_devops.gcp.common import client_options, credentials, is_retryable
+from tpu_devops.gcp.common import bounded_session, client_options, credentials, is_retryable
 
 COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"
 ADC_DISCOVERY_BUDGET_S = 4.0  # on GCE the metadata server answers in milliseconds
@@ -39,7 +40,7 @@ class SkuPrice:
     effective_time: str | None
 
 
-def _to_price(sku: object) -> SkuPrice | None:
+def _to_price(sku: Any) -> SkuPrice | None:  # a billing_v1.Sku (proto-plus message)
     info = list(getattr(sku, "pricing_info", []) or [])
     if not info:
         return None
@@ -76,6 +77,7 @@ def _list_tpu_skus_blocking(settings: Settings, deadline_s: float) -> list[SkuPr
             credentials=credentials(settings),
             client_options=client_options(settings, "cloudbilling"),
         )
+        bounded_session(getattr(client._transport, "_session", None))
         request = billing_v1.ListSkusRequest(
             parent=COMPUTE_ENGINE_SERVICE, currency_code="USD", page_size=PAGE_SIZE
         )

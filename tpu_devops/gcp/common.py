@@ -1,6 +1,7 @@
 """What every Google adapter shares: credentials, endpoints, clients, retries, errors, worker threads.
 
-- Credentials: Application Default Credentials (``google.auth.default``). When
+- Credentials: Application Default Credentials (``google.auth.default`` through `tpu_devops.gcp.adc`,
+  which asks no metadata server off Google Cloud). When
   ``TPU_DEVOPS_GCP_ENDPOINT`` points at a local fake, anonymous credentials are used instead.
 - Endpoints: each service's public host, or the local base URL from ``TPU_DEVOPS_GCP_ENDPOINT``
   (one fake serves every surface; paths are the real REST paths).
@@ -10,6 +11,7 @@
 - Errors: `google_errors` / `api_error` turn google.api_core / google.auth exceptions into the typed
   errors of `tpu_devops.errors`, each with Google's message (URL removed) and a fix.
 - Blocking client calls run in worker threads (`run_blocking`) so the MCP event loop keeps serving.
+- Reads: every session reads its responses under the caps of `tpu_devops.host.bounded` (`bounded_session`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import anyio
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, QuotaError
+from tpu_devops.gcp import adc
 from tpu_devops.host import deadline
 
 T = TypeVar("T")
@@ -45,6 +48,9 @@ RETRY_INITIAL_S = 0.5
 RETRY_MAXIMUM_S = 8.0
 RETRY_DEADLINE_S = 45.0
 CALL_TIMEOUT_S = 30.0  # one HTTP request; retries stop at RETRY_DEADLINE_S
+# One access-token request. Google's token endpoint answers in well under a second; this leaves most of a
+# tool call's budget to say that it did not, instead of spending all of it (google-auth waits 120 s).
+TOKEN_TIMEOUT_S = 8.0
 POOL_SIZE = 48  # connections kept per host: enough for a 44-zone listing without churn
 
 # The fix for a 403 per service (the permissions are the ones each REST reference lists).
@@ -82,12 +88,11 @@ def _options(endpoint: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=4)
 def _adc(endpoint: str) -> Any:
-    import google.auth
     from google.auth.credentials import AnonymousCredentials
 
     if endpoint:
         return AnonymousCredentials()
-    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    credentials, _ = adc.default_credentials()
     return credentials
 
 
@@ -117,10 +122,8 @@ def adc_project() -> str | None:
     Raises:
         PermissionError_: no Application Default Credentials (field ``credentials``, with the fix).
     """
-    import google.auth
-
     with google_errors("find Google credentials", "tpu"):
-        _, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        _, project = adc.default_credentials()
     return project
 
 
@@ -137,7 +140,7 @@ def rest_client(client_cls: type, endpoint: str) -> Any:
     client = client_cls(
         transport="rest", credentials=endpoint_credentials(endpoint), client_options=_options(endpoint)
     )
-    _widen_pool(getattr(client._transport, "_session", None))
+    bounded_session(getattr(client._transport, "_session", None))
     return client
 
 
@@ -153,19 +156,89 @@ def authorized_session(endpoint: str) -> Any:
     from google.auth.transport.requests import AuthorizedSession
 
     session = AuthorizedSession(endpoint_credentials(endpoint))
-    _widen_pool(session)
+    bounded_session(session)
     return session
 
 
-def _widen_pool(session: Any) -> None:
-    """Keep up to `POOL_SIZE` connections per host so concurrent calls (a 44-zone listing) reuse them."""
+def bounded_session(session: Any) -> Any:
+    """Mount on a requests ``Session`` (a google-auth ``AuthorizedSession``, a client's own) the adapter that
+    reads every response under the caps of `tpu_devops.host.bounded` (size, time, decompression), keeping
+    up to `POOL_SIZE` connections per host so concurrent calls (a 44-zone listing) reuse them. Every Google
+    client of this package goes through it. Returns ``session`` (None passes through)."""
     if session is None:
-        return
-    from requests.adapters import HTTPAdapter
+        return None
+    from tpu_devops.host.bounded import bounded_adapter
 
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+    adapter = bounded_adapter(pool_connections=4, pool_maxsize=POOL_SIZE)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
+    if hasattr(session, "_auth_request"):  # a google-auth AuthorizedSession: its token refreshes too
+        session._auth_request = token_request()
+    return session
+
+
+def token_request() -> Any:
+    """google-auth's requests transport for access-token refreshes (the OAuth token endpoint, or a
+    metadata server), with every request's timeout cut to `TOKEN_TIMEOUT_S` and to what is left of the tool
+    call's budget, and its response read under the caps of `tpu_devops.host.bounded`.
+
+    google-auth waits up to 120 s for a token by default (``google/auth/transport/requests.py``
+    ``_DEFAULT_TIMEOUT``), and a worker thread cannot be cancelled: an unreachable token endpoint held a
+    tool call for that long, past every host's patience.
+
+    Raises (when called):
+        DeadlineError: the budget is (nearly) spent before the token request.
+        google.auth.exceptions.TransportError: the endpoint did not answer (typed by `api_error`).
+    """
+    return _token_request_class()()
+
+
+@functools.lru_cache(maxsize=1)
+def _token_request_class() -> type:
+    import requests
+    from google.auth.transport.requests import Request
+
+    class BoundedTokenRequest(Request):
+        def __init__(self) -> None:
+            super().__init__(bounded_session(requests.Session()))
+
+        def __call__(self, url: str, method: str = "GET", body: Any = None, headers: Any = None,
+                     timeout: Any = None, **kwargs: Any) -> Any:  # fmt: skip
+            asked = min(timeout) if isinstance(timeout, tuple) else timeout
+            cap = TOKEN_TIMEOUT_S if asked is None else min(float(asked), TOKEN_TIMEOUT_S)
+            limit = deadline.timeout(cap, "getting a Google access token")
+            return super().__call__(url, method=method, body=body, headers=headers, timeout=limit, **kwargs)
+
+    return BoundedTokenRequest
+
+
+def verify_credentials(settings: Settings) -> str:
+    """Find the Application Default Credentials and get an access token with them (one bounded request to
+    their token endpoint), so a revoked or expired key is found here, not by the first real call.
+    Blocking: call it from a worker thread. Returns what they are (``authorized_user credentials``,
+    ``service_account credentials for x@p.iam.gserviceaccount.com``...).
+
+    Raises:
+        PermissionError_: no credentials, or the token endpoint refused them (``invalid_grant``: revoked or
+            expired), field ``credentials``, with the fix for that cause.
+        CloudError: the token endpoint could not be reached or did not answer in time (field
+            ``credentials``; nothing is known about the credentials themselves).
+        DeadlineError: the tool call's budget was spent before the token request.
+    """
+    creds = endpoint_credentials(settings.gcp_endpoint)
+    if settings.gcp_endpoint:
+        return f"anonymous credentials (local endpoint {settings.gcp_endpoint})"
+    with google_errors("get an access token with the Application Default Credentials", "tpu"):
+        creds.refresh(token_request())
+    return _describe(creds)
+
+
+def _describe(creds: Any) -> str:
+    """``service_account credentials for x@p.iam.gserviceaccount.com``, ``authorized_user credentials``."""
+    module = type(creds).__module__.rsplit(".", 1)[-1]
+    kind = {"credentials": "authorized_user", "service_account": "service_account"}.get(module, module)
+    email = getattr(creds, "service_account_email", None)
+    return f"{kind} credentials" + (f" for {email}" if isinstance(email, str) and "@" in email else "")
 
 
 def is_google_error(exc: BaseException) -> bool:
@@ -190,13 +263,20 @@ def api_error(exc: BaseException, *, action: str, service: str = "tpu") -> Cloud
     from google.auth import exceptions as aexc
 
     if isinstance(exc, aexc.DefaultCredentialsError):
+        # `adc.default_credentials` says where it looked (files, the metadata server); google-auth's own
+        # message is a link to its setup page.
+        said = str(exc)
         err: CloudError = PermissionError_(
-            "no Application Default Credentials found",
+            f"no Application Default Credentials found: {said}"
+            if said.startswith(adc.LOOKED)
+            else "no Application Default Credentials found",
             field="credentials",
             fix="run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)",
         )
         err.http_code, err.status, err.google_message = None, "UNAUTHENTICATED", str(exc)  # type: ignore[attr-defined]
         return err
+    if isinstance(exc, aexc.RefreshError | aexc.TransportError):
+        return _credentials_error(exc, action)
     # Retries that ran out raise RetryError("Timeout of 45s exceeded, last exception: ..."): type and
     # classify it by that last exception (a 503 stays transient, a quota 429 stays a quota error).
     retried_out = isinstance(exc, gexc.RetryError)
@@ -234,14 +314,101 @@ def api_error(exc: BaseException, *, action: str, service: str = "tpu") -> Cloud
     return err
 
 
+# OAuth 2.0 error codes of a token endpoint's refusal (RFC 6749 §5.2) that mean the credentials themselves
+# are no longer good; Google answers ``invalid_grant`` for a revoked or expired refresh token and for a
+# deleted or disabled service-account key ("Invalid JWT Signature.", "Token has been expired or revoked.").
+_REFUSED_CREDENTIALS = ("invalid_grant", "invalid_client", "unauthorized_client", "access_denied")
+_REVOKED_FIX = (
+    "the credentials were revoked, expired or deleted: for your own login run "
+    "`gcloud auth application-default login` again; for a service-account key create a new key "
+    "(gcloud iam service-accounts keys create KEY.json --iam-account=SA_EMAIL) and point "
+    "GOOGLE_APPLICATION_CREDENTIALS at it; then check_setup"
+)
+_UNREACHABLE_FIX = (
+    "this machine could not reach Google's token endpoint (oauth2.googleapis.com:443, or the metadata "
+    "server on a VM): check its network, DNS, firewall and HTTPS_PROXY / NO_PROXY, then try again; the "
+    "credentials themselves were not checked"
+)
+
+
+def _auth_text(exc: BaseException) -> str:
+    """The message of a google-auth error without its Python form: ``RefreshError`` carries ``(text,
+    response_json)`` and ``TransportError`` wraps a requests exception whose text is a urllib3 repr
+    (``HTTPConnectionPool(host='h', port=443): Read timed out. (read timeout=8.0)``, ``...: Max retries
+    exceeded with url: /token (Caused by NewConnectionError("...: Failed to establish a new connection:
+    [Errno 111] Connection refused"))``): that becomes ``h:443: Read timed out`` / ``h:443: [Errno 111]
+    Connection refused``."""
+    first = exc.args[0] if exc.args else exc
+    text = first if isinstance(first, str) else str(first)
+    host = re.search(r"host='([^']+)', port=(\d+)", text)
+    cause = re.search(r"\(Caused by \w+\((.*)\)\)\s*$", text, re.S)
+    if cause:
+        text = cause.group(1).strip("'\"")
+        text = re.sub(r"^<[^>]*>:?\s*|^\w*Connection\w*\(host='[^']*', port=\d+\):\s*", "", text)
+    else:
+        text = re.sub(r"^\w*Connection\w*\(host='[^']*', port=\d+\):\s*", "", text)
+    text = re.sub(r"\s*\((?:read|connect) timeout=[\d.]+\)", "", text)
+    text = re.sub(r"^Failed to establish a new connection:\s*", "", text)
+    where = f"{host.group(1)}:{host.group(2)}: " if host else ""
+    return (where + re.sub(r"\s+", " ", text)).strip().rstrip(".")[:300]
+
+
+def _credentials_error(exc: BaseException, action: str) -> CloudError:
+    """A google-auth ``RefreshError`` / ``TransportError`` as a typed error naming the real cause: the
+    token endpoint refused the credentials (`_REFUSED_CREDENTIALS`: revoked, expired, deleted key), answered
+    with an error of its own, or could not be reached / did not answer in time."""
+    from google.auth import exceptions as aexc
+
+    said = _auth_text(exc)
+    if isinstance(exc, aexc.TransportError):
+        timed_out = "timed out" in said.lower() or "timeout" in said.lower()
+        err: CloudError = CloudError(
+            f"{action}: Google's token endpoint "
+            + ("did not answer within the time allowed" if timed_out else "could not be reached")
+            + f" ({said})",
+            field="credentials",
+            fix=_UNREACHABLE_FIX,
+        )
+        status = "DEADLINE_EXCEEDED" if timed_out else "UNAVAILABLE"
+    elif any(said.startswith(code) for code in _REFUSED_CREDENTIALS):
+        err = PermissionError_(
+            f"{action}: Google's token endpoint refused the credentials ({said})",
+            field="credentials",
+            fix=_REVOKED_FIX,
+        )
+        status = "UNAUTHENTICATED"
+    elif getattr(exc, "retryable", False):
+        err = CloudError(
+            f"{action}: Google's token endpoint failed ({said})",
+            field="credentials",
+            fix="Google's token endpoint was unavailable: try again shortly",
+        )
+        status = "UNAVAILABLE"
+    else:
+        err = PermissionError_(
+            f"{action}: the credentials could not get an access token ({said})",
+            field="credentials",
+            fix="check the credentials file (GOOGLE_APPLICATION_CREDENTIALS) or run "
+            "`gcloud auth application-default login`; then check_setup",
+        )
+        status = "UNAUTHENTICATED"
+    err.http_code, err.status, err.google_message = None, status, said  # type: ignore[attr-defined]
+    return err
+
+
 @contextlib.contextmanager
 def google_errors(action: str, service: str) -> Iterator[None]:
     """Re-raise google.api_core / google.auth exceptions inside the block as `api_error` (others pass); a
     failure once the tool call's budget is spent is a `DeadlineError` (the time ran out, whatever the last
     attempt said)."""
+    from google.auth import exceptions as aexc
+
     try:
         yield
     except Exception as exc:
+        if isinstance(exc, aexc.RefreshError | aexc.TransportError):
+            # the token request's own timeout is cut to the budget: its cause is the real one
+            raise api_error(exc, action=action, service=service) from None
         if is_google_error(exc) or is_retryable(exc):
             left = deadline.remaining()
             if left is not None and left < deadline.MIN_REQUEST_S:

@@ -3,8 +3,8 @@
 Read with google-auth's own description of the credentials (``Credentials.get_cred_info()``, google-auth
 >= 2.36: ``principal`` is the service account email for key files, impersonation and VM credentials,
 and the user's ``account`` for ``gcloud auth application-default login`` files that record it). No
-network call: the principal is read from what ``google.auth.default`` loaded (with ``NO_GCE_CHECK`` the
-metadata server is never probed). Used only to label who created a TPU (`created_by_label`), never to
+network call off Google Cloud: the principal is read from what ``google.auth.default`` loaded
+(`tpu_devops.gcp.adc`: the metadata server is asked only on a Google Cloud VM). Used only to label who created a TPU (`created_by_label`), never to
 authorise anything: ownership is this server's rig label (DESIGN §2).
 
 Sync; the lookup is cached for the process and runs in a worker thread from async code.
@@ -33,9 +33,9 @@ def adc_principal() -> str:
     """
     principal = ""
     try:
-        import google.auth
+        from tpu_devops.gcp.adc import default_credentials
 
-        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        credentials, _ = default_credentials()
         describe = getattr(credentials, "get_cred_info", None)  # google-auth >= 2.36
         info = (describe() if describe else None) or {}
         principal = str(

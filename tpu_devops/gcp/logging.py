@@ -28,7 +28,7 @@ from tpu_devops.errors import (
     QuotaError,
     TpuDevopsError,
 )
-from tpu_devops.gcp.common import base_url, call_timeout, credentials, retry_policy
+from tpu_devops.gcp.common import base_url, bounded_session, call_timeout, credentials, retry_policy
 from tpu_devops.host import deadline
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ def logging_client(settings: Settings) -> Any:
     client = gcl.Client(
         project=project, credentials=creds, _use_grpc=False, client_options={"api_endpoint": endpoint}
     )
+    bounded_session(client._http)  # a page is read under the caps of `tpu_devops.host.bounded`
     _CLIENTS[(project, endpoint)] = client
     return client
 

@@ -52,13 +52,15 @@ class ObjectInfo:
 
 @functools.lru_cache(maxsize=4)
 def _client(endpoint: str, project: str) -> Any:
-    from google.cloud import storage
+    import google.cloud.storage as storage
 
-    return storage.Client(
+    found = storage.Client(
         project=project,
         credentials=common.endpoint_credentials(endpoint),
         client_options={"api_endpoint": endpoint.rstrip("/")} if endpoint else None,
     )
+    common.bounded_session(found._http)
+    return found
 
 
 def client(settings: Settings) -> Any:

@@ -1,4 +1,4 @@
-"""GKE as the engine past one host (issue 15 §3): manifests, the Kubernetes API, deploy and teardown.
+"""GKE as the engine past one host: manifests, the Kubernetes API, deploy and teardown.
 
 Submodules load on first use, like the package root (`tpu_devops.lazy_submodules`).
 """

@@ -1,4 +1,4 @@
-"""Plan, apply and tear down the GKE deployment (issue 15 §3): the blast radius of DESIGN §2 on GKE.
+"""Plan, apply and tear down the GKE deployment: the blast radius of DESIGN §2 on GKE.
 
 - **Plan** renders and validates offline (`manifests.render`), then runs every object through the API
   server's dry run (server-side apply with ``dryRun=All``) and reports, per object, whether it would be
@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -277,6 +277,14 @@ async def apply_gke_deployment(
                         f"node pool creation failed: {op['error'].get('message')}", field="node_pool"
                     )
                 pool_done = op.get("status") == "DONE"
+            if await common.run_blocking(kube.read, "Deployment", namespace, deployment_name) is None:
+                raise NotFoundError(
+                    f"the Deployment {deployment_name} in {namespace} was deleted while this job waited for its "
+                    "pods (teardown_gke_deployment, or by hand): nothing to wait for",
+                    field="namespace",
+                    value=namespace,
+                    fix="apply_gke_deployment again if you want the deployment back",
+                )
             rollout = await common.run_blocking(
                 observe,
                 kube,
@@ -312,9 +320,12 @@ async def apply_gke_deployment(
                 )
             await anyio.sleep(poll_interval_s)
 
+    from tpu_devops.provisioning.rigjobs import gke_binding
+
     record = JOBS.start(
-        "gke-deploy", f"{replicas} vLLM pod(s) of {settings.resource_id} in {cluster}/{namespace}", wait
-    )
+        "gke-deploy", f"{replicas} vLLM pod(s) of {settings.resource_id} in {cluster}/{namespace}", wait,
+        binding=gke_binding(settings, cluster, namespace, poll_interval_s),
+    )  # fmt: skip
     return GkeApplyResult(
         job_id=record.id,
         node_pool=plan.node_pool["name"] if operation else None,
@@ -327,7 +338,8 @@ async def apply_gke_deployment(
 
 
 class GkeTeardownStep(BaseModel):
-    """One deletion: ``kind`` and ``name``; ``done`` after execution."""
+    """One deletion: ``kind`` and ``name`` (kind ``Job``: this server's apply job waiting for the pods,
+    ended first); ``done`` after execution."""
 
     kind: str
     name: str
@@ -351,11 +363,15 @@ class GkeTeardownResult(ToolResult):
     message: str
 
     def headline(self) -> str:
-        objects = ", ".join(f"{s.kind} {s.name}" for s in self.steps) or "none"
+        kept = [s for s in self.steps if s.kind != "Job"]
+        objects = ", ".join(f"{s.kind} {s.name}" for s in kept) or "none"
+        jobs = ", ".join(s.name for s in self.steps if s.kind == "Job")
         if self.executed:
-            return f"DELETED {len(self.steps)} object(s) of ours ({objects}). {self.message}"
+            ended = f" Ended job(s) first: {jobs}." if jobs else ""
+            return f"DELETED {len(kept)} object(s) of ours ({objects}).{ended} {self.message}"
+        first = f"end job(s) {jobs} and " if jobs else ""
         return (
-            f"NOTHING DELETED: would delete {len(self.steps)} object(s) of ours ({objects}). {self.message}"
+            f"NOTHING DELETED: would {first}delete {len(kept)} object(s) of ours ({objects}). {self.message}"
         )
 
 
@@ -370,6 +386,7 @@ class GkeTeardownPlan:
     namespace: str
     pool_name: str
     deletion: confirmation.Deletion
+    jobs: list[Any] = field(default_factory=list)  # this server's jobs on the deployment (ended first)
 
 
 async def plan_gke_teardown(
@@ -392,8 +409,15 @@ async def plan_gke_teardown(
     manifests.render(settings, cluster=cluster, namespace=namespace)  # validates the names
     where = manifests.check_location(settings, location)  # where the nodes went does not matter here
     kube = await _kube(settings, cluster, where, kubeconfig, context)
+    from tpu_devops.provisioning.rigjobs import gke_target, running_here
+
     selector = manifests.selector(settings)
     steps: list[GkeTeardownStep] = []
+    # The apply job waiting for these pods would wait for pods that are gone: it ends first, named here.
+    jobs = [
+        r for r in running_here(settings) if r.binding and r.binding.target == gke_target(cluster, namespace)
+    ]
+    steps += [GkeTeardownStep(kind="Job", name=f"{r.id} ({r.binding.label})") for r in jobs if r.binding]
     for kind in TEARDOWN_ORDER:
         for obj in await common.run_blocking(kube.list_ours, kind, namespace, selector):
             if is_ours(obj, settings):  # the server filtered by selector; check again, fail closed
@@ -423,7 +447,7 @@ async def plan_gke_teardown(
         steps=[(f"delete {s.kind}", s.name, f"{cluster}/{namespace}") for s in steps], args=args,
         commands=_teardown_commands(settings, cluster, where, namespace, steps),
     )  # fmt: skip
-    return GkeTeardownPlan(steps, left, kube, namespace, pool_name, deletion)
+    return GkeTeardownPlan(steps, left, kube, namespace, pool_name, deletion, jobs)
 
 
 _KUBECTL_KINDS = {
@@ -535,7 +559,14 @@ async def teardown_gke_deployment(
         offered = confirmation.dry_run_fields(settings.state_dir, plan.deletion, policy, outcome)
         return GkeTeardownResult(dry_run=True, executed=False, steps=steps, left_alone=left, **offered)
     via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token, policy)
+    if plan.jobs:
+        from tpu_devops.provisioning.rigjobs import end_jobs
+
+        await end_jobs(plan.jobs, f"its GKE deployment in {cluster}/{namespace} is being torn down ({via})")
     for step in steps:
+        if step.kind == "Job":
+            step.done = True
+            continue
         if step.kind == "NodePool":
             await common.run_blocking(container.delete_node_pool, settings, plan.pool_name)
         else:
@@ -604,25 +635,41 @@ class GkeBenchmarkResult(ToolResult):
         return "\n".join([*lines, "", self.benchmark_text])
 
 
-def _service_url(service: dict[str, Any], port: int) -> str | None:
-    """``http://IP:port`` of a LoadBalancer Service with an ingress address, else None."""
-    ingress = (((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
-    host = (ingress[0].get("ip") or ingress[0].get("hostname")) if ingress else None
-    return f"http://{host}:{port}" if host else None
+async def _sweep_endpoint(
+    settings: Settings, kube: Kube, namespace: str, service: dict[str, Any], base_url: str | None
+) -> Any:
+    """Where the sweep goes, with the deployment's API key: the Service's own LoadBalancer address (read
+    from its status through the Kubernetes API), or a ``base_url`` the operator configured (``VLLM_URL``,
+    e.g. a ``kubectl port-forward``). A loopback port is not the Service: any process may listen there, so a
+    port-forward gets the key and the load only when ``VLLM_URL`` names it (`tpu_devops.serving.egress`).
 
+    Raises:
+        ConfigError: a ClusterIP Service and no base_url. InputError: a base_url that is neither.
+    """
+    import dataclasses
 
-def _is_loopback(url: str) -> bool:
-    """True for http(s) URLs whose host is a loopback address or ``localhost``."""
-    import ipaddress
-    from urllib.parse import urlsplit
+    from tpu_devops.serving import egress
+    from tpu_devops.serving.client import normalize_base_url
+    from tpu_devops.serving.resolve import Endpoint, resolve_endpoint
 
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    n = manifests.names(settings)
+    own = _service_url(service, settings.vllm_port)
+    if base_url is None and own is None:
+        raise ConfigError(
+            f"Service {n['service']} is {service['spec'].get('type', 'ClusterIP')} without an external address",
+            field="base_url",
+            value=None,
+            fix=f"run `kubectl -n {namespace} port-forward svc/{n['service']} {settings.vllm_port}` and set "
+            f"VLLM_URL=http://127.0.0.1:{settings.vllm_port} in this server's configuration (the deployment's key "
+            "goes to a local port only when the operator named it), or deploy with service_type=LoadBalancer",
+        )
+    key = await common.run_blocking(kube.secret_value, namespace, n["secret"], "api_key")
+    if own is not None and (base_url is None or normalize_base_url(base_url) == normalize_base_url(own)):
+        url = normalize_base_url(own)
+        egress.mark_owned(url, "deployment")
+        return Endpoint(url, "deployment", key or "", "the deployment's Secret" if key else "")
+    ep = await resolve_endpoint(settings, base_url, sends="benchmark requests and the deployment's API key")
+    return dataclasses.replace(ep, api_key=key or "", key_source="the deployment's Secret", key_note=None)
 
 
 def _generated(kube: Kube, namespace: str, pods: list[str], port: int) -> dict[str, float | str]:
@@ -656,8 +703,9 @@ async def benchmark_gke_deployment(
     the one-chip price + the GKE cluster fee), and measure each replica's share from its own token counter
     (read through the Kubernetes pod proxy before and after the sweep). Returns at once with a job id.
 
-    ``base_url`` is needed for a ClusterIP Service (e.g. ``kubectl port-forward svc/vllm-<rig> 8000``);
-    a LoadBalancer Service's address is read from its status. ``sweep``: run_benchmark's arguments.
+    A LoadBalancer Service's address is read from its status; a ClusterIP Service is reached through a
+    ``kubectl port-forward`` the operator names in ``VLLM_URL`` (``base_url`` must then be that URL or the
+    Service's address: `_sweep_endpoint`). ``sweep``: run_benchmark's arguments.
     ``cluster`` / ``location`` name the cluster the deployment runs in (the job's description says it).
 
     Raises:
@@ -692,20 +740,8 @@ async def benchmark_gke_deployment(
             value=0,
             fix="poll the apply job until the pods are ready",
         )
-    url = base_url or _service_url(objs["Service"], settings.vllm_port)
-    if url is None:
-        raise ConfigError(
-            f"Service {n['service']} is {objs['Service']['spec'].get('type', 'ClusterIP')} without an external address",
-            field="base_url",
-            value=None,
-            fix=f"run `kubectl -n {namespace} port-forward svc/{n['service']} {settings.vllm_port}` and pass "
-            f"base_url=http://127.0.0.1:{settings.vllm_port}, or deploy with service_type=LoadBalancer",
-        )
-    # The pods' API key goes only to this deployment: its own LoadBalancer address, or a local
-    # port-forward (kubectl binds it to loopback); any other base_url gets no key.
-    key = None
-    if base_url is None or _is_loopback(url):
-        key = await common.run_blocking(kube.secret_value, namespace, n["secret"], "api_key")
+    target = await _sweep_endpoint(settings, kube, namespace, objs["Service"], base_url)
+    url = target.url
     usd_per_hour, label = await _price(settings, len(pods), len(pods))
     price = None
     if usd_per_hour is not None:
@@ -717,9 +753,7 @@ async def benchmark_gke_deployment(
         )  # fmt: skip
     before = await common.run_blocking(_generated, kube, namespace, pods, settings.vllm_port)
     t0 = time.monotonic()
-    started = await start_benchmark(
-        settings, base_url=url, price=price, replicas=len(pods), endpoint_key=key, **sweep
-    )
+    started = await start_benchmark(settings, endpoint=target, price=price, replicas=len(pods), **sweep)
     inner = JOBS.get(started.job_id)
 
     async def body(record: Any) -> GkeBenchmarkResult:
@@ -735,9 +769,9 @@ async def benchmark_gke_deployment(
         after = await common.run_blocking(_generated, kube, namespace, pods, settings.vllm_port)
         window = max(time.monotonic() - t0, 1e-6)
         deltas = {
-            p: after[p] - before[p]
+            p: end_count - start_count
             for p in pods
-            if isinstance(before[p], float) and isinstance(after[p], float)
+            if isinstance(start_count := before[p], float) and isinstance(end_count := after[p], float)
         }
         total = sum(deltas.values())
         replicas = [

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tpu_devops.errors import CloudError, NotFoundError, PermissionError_
+from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, TpuDevopsError
 
 FIELD_MANAGER = "tpu-devops"
 TIMEOUT = (10, 30)  # (connect, read) seconds per request
@@ -51,6 +51,8 @@ def _error(exc: Exception, action: str) -> Exception:
     """A typed error for a failed Kubernetes call, with the API server's Status message."""
     from kubernetes.client.exceptions import ApiException
 
+    if isinstance(exc, TpuDevopsError):  # a read cap (`tpu_devops.host.bounded`) names itself and its fix
+        return exc
     if not isinstance(exc, ApiException):
         from urllib3.exceptions import HTTPError
 
@@ -88,8 +90,11 @@ class Kube:
     def __init__(self, api_client: Any):
         from kubernetes import client
 
+        from tpu_devops.host.bounded import bound_pool_manager
+
         self._client = client
         self.api_client = api_client
+        bound_pool_manager(api_client.rest_client)  # every answer read under the caps (size, time)
 
     def _api(self, kind: Kind) -> Any:
         return getattr(self._client, kind.api)(self.api_client)

@@ -1,4 +1,4 @@
-"""The GKE deployment as data: a TPU v5e node pool request and the Kubernetes manifests (issue 15 §3).
+"""The GKE deployment as data: a TPU v5e node pool request and the Kubernetes manifests (past one host).
 
 Everything is rendered from `Settings` and `startup.vllm_serve_flags` (the one flag builder), so the
 GKE pods serve exactly what the startup script would on a TPU VM, at tensor-parallel size 1 (one chip
@@ -22,9 +22,9 @@ per pod). Each choice and its source:
   carry ``managed-by=tpu-devops`` and ``rig=<id>`` like the queued resources: ownership is decided by
   them. The nodes draw Compute Engine quota (`tpu_devops.gke.quota`), not the TPU API quota.
 - **Deployment**: the pinned image (VLLM_IMAGE), ``google.com/tpu: 1`` as request and limit (GKE's
-  TPU extended resource), node selectors ``cloud.google.com/gke-tpu-accelerator: tpu-v5-lite-podslice``
-  and ``cloud.google.com/gke-tpu-topology: 1x1`` (GKE TPU node labels, as in Google's
-  kubernetes-engine-samples ``ai-ml/vllm-tpu/vllm-llama3-70b.yaml``), a toleration of the
+  TPU extended resource), node selectors ``cloud.google.com/gke-tpu-accelerator`` and
+  ``cloud.google.com/gke-tpu-topology`` from the generation's catalog row (v5e: ``tpu-v5-lite-podslice``,
+  ``1x1``), a toleration of the
   ``google.com/tpu`` taint, HF_TOKEN and VLLM_API_KEY (vLLM reads its API key from that variable) from
   a Kubernetes Secret, /dev/shm as a memory volume (the VM's ``--shm-size 16G``). Probes on /health
   (never behind the API key): a startup probe allowing 30 minutes, since a cold boot took 857 s on
@@ -58,7 +58,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import resolve_accelerator_type
+from tpu_devops.catalog import GENERATIONS, resolve_accelerator_type
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
 from tpu_devops.gke.quota import ComputeQuotaCheck
@@ -69,8 +69,6 @@ MANAGED_BY = "tpu-devops"
 RIG_KEY = "tpu-devops/rig"
 NAME_KEY = "app.kubernetes.io/name"
 APP_NAME = "vllm"
-# GKE node label values of single-host TPU slices (GKE TPU docs; kubernetes-engine-samples ai-ml/vllm-tpu).
-GKE_TPU_ACCELERATOR = {"v5e": "tpu-v5-lite-podslice", "v6e": "tpu-v6e-slice"}
 TPU_RESOURCE = "google.com/tpu"
 HPA_METRIC = "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"
 # Probe timeouts, s (tpu-inference examples/offload/gke/benchmarks/single-host/deploy-cpu-offload.yaml)
@@ -140,12 +138,17 @@ def _check(settings: Settings, replicas: int, max_replicas: int, namespace: str,
             fix="use ClusterIP or LoadBalancer",
         )
     accel = resolve_accelerator_type(settings.accelerator_type)
-    if accel.generation.name not in GKE_TPU_ACCELERATOR:
+    if accel.generation.gke_accelerator is None or 1 not in accel.generation.gke_topologies:
         raise InputError(
             f"no GKE single-host node label known for {accel.generation.name}",
             field="ACCELERATOR_TYPE",
             value=settings.accelerator_type,
-            fix="use v5e (v5litepod-N) or v6e",
+            fix="use "
+            + " or ".join(
+                g.name if g.api_prefix == g.name else f"{g.name} ({g.api_prefix}-N)"
+                for g in GENERATIONS.values()
+                if g.gke_accelerator
+            ),
         )
 
 
@@ -286,8 +289,8 @@ def deployment(settings: Settings, *, replicas: int, namespace: str) -> dict[str
                 "metadata": {"labels": dict(lab)},
                 "spec": {
                     "nodeSelector": {
-                        "cloud.google.com/gke-tpu-accelerator": GKE_TPU_ACCELERATOR[gen.name],
-                        "cloud.google.com/gke-tpu-topology": "1x1",
+                        "cloud.google.com/gke-tpu-accelerator": gen.gke_accelerator,
+                        "cloud.google.com/gke-tpu-topology": gen.gke_topologies[1],
                     },
                     "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
                     "terminationGracePeriodSeconds": 60,
@@ -576,8 +579,8 @@ def render(
         "teardown deletes only what carries these labels",
         "autoscaling needs the Custom Metrics Stackdriver Adapter in the cluster (Google's GKE autoscaling guide) and "
         "Managed Service for Prometheus (on by default in GKE)",
-        "the compile cache is per pod (emptyDir): every new pod compiles again (~12 min on v5e); a shared cache is "
-        "issue 14's job",
+        "the compile cache is per pod (emptyDir): every new pod compiles again (~12 min on v5e); no cache is "
+        "shared between pods yet",
     ]
     if image_source := name_rules.non_default_source(settings.vllm_image):
         notes.insert(0, image_source)

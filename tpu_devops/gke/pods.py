@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tpu_devops.catalog import Generation
 from tpu_devops.config import Settings
 
 STATES = ("ready", "booting", "waiting", "stuck")
@@ -197,8 +198,6 @@ def _unscheduled(
     *,
     pool_ready: bool,
 ) -> PodReport:
-    from tpu_devops.gke.manifests import GKE_TPU_ACCELERATOR
-
     auto = _latest(events, "TriggeredScaleUp", "NotTriggerScaleUp", "FailedScaleUp")
     sched = _latest(events, "FailedScheduling")
     said = _short((auto or {}).get("message"))
@@ -222,11 +221,11 @@ def _unscheduled(
                 evidence=[f"NotTriggerScaleUp: {said}"],
             )  # fmt: skip
         if _SELECTOR.search(said) and "backoff" not in said:
-            gen = settings.accelerator_type
+            gen, row = settings.accelerator_type, _gen(settings)
             return PodReport(
                 name, "stuck", f"no node pool can ever run this pod: {said}", kind="selector", setting="ACCELERATOR_TYPE",
                 fix="the pods select cloud.google.com/gke-tpu-accelerator="
-                f"{GKE_TPU_ACCELERATOR.get(_gen(settings), '?')} topology 1x1: create the node pool "
+                f"{row.gke_accelerator or '?'} topology {row.gke_topologies.get(1, '?')}: create the node pool "
                 f"(create_node_pool=true) or make its machine type match ACCELERATOR_TYPE ({gen})",
                 evidence=[f"NotTriggerScaleUp: {said}"],
             )  # fmt: skip
@@ -238,10 +237,10 @@ def _unscheduled(
     return PodReport(name, "waiting", f"not scheduled yet: {why}")
 
 
-def _gen(settings: Settings) -> str:
+def _gen(settings: Settings) -> Generation:
     from tpu_devops.catalog import resolve_accelerator_type
 
-    return resolve_accelerator_type(settings.accelerator_type).generation.name
+    return resolve_accelerator_type(settings.accelerator_type).generation
 
 
 def diagnose_replica_sets(events: dict[str, list[dict[str, Any]]], pods: set[str]) -> list[PodReport]:

@@ -11,6 +11,8 @@ machine type (``ct5lp-hightpu-1t``: one chip).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from tpu_devops.catalog import resolve_accelerator_type
@@ -62,7 +64,7 @@ def node_pool_quota(settings: Settings, *, zone: str, replicas: int, max_replica
     region = zone.rsplit("-", 1)[0]
     per_node = chips_per_node(settings)
     need_min, need_max = replicas * per_node, max_replicas * per_node
-    base = {
+    base: dict[str, Any] = {
         "metric": metric,
         "region": region,
         "needed_for_replicas": need_min,

@@ -22,6 +22,7 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -84,6 +85,7 @@ def normalize(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, An
 def _find_nul(value: Any, path: str) -> str | None:
     if isinstance(value, str):
         return path if "\x00" in value else None
+    items: Iterable[tuple[Any, Any]]
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list):
@@ -174,7 +176,8 @@ class ArgumentChecker:
         prop = self.properties.get(name, {})
         value = error.instance
         echo = shown(name, value)
-        expected = _expected(error.schema if isinstance(error.schema, dict) else prop)
+        schema = error.schema if isinstance(error.schema, dict) else prop
+        expected = _expected(schema)
         about = f" ({prop['description']})" if prop.get("description") else ""
         v = error.validator
         if v == "required":
@@ -196,10 +199,10 @@ class ArgumentChecker:
             )
         if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             return InputError(
-                f"out of range ({_range(error.schema)})",
+                f"out of range ({_range(schema)})",
                 field=field,
                 value=echo,
-                fix=f"use a value {_range(error.schema)}",
+                fix=f"use a value {_range(schema)}",
             )
         if v in ("maxLength", "minLength"):
             size = len(value) if isinstance(value, str) else 0
@@ -218,7 +221,7 @@ class ArgumentChecker:
                 field=field,
                 fix=f"send {bound} {error.validator_value} items in {field}",
             )
-        if v == "enum":
+        if v == "enum" and isinstance(error.validator_value, list):
             options = ", ".join(str(o) for o in error.validator_value)
             return InputError(
                 f"is not one of {options}", field=field, value=echo, fix=f"use one of {options}"

@@ -5,11 +5,16 @@ A path argument is caller input: a prompt-injected host can pass ``/etc/passwd``
 that reads or writes a path it was given goes through this module:
 
 - roots: reads only under the state directory, the repo's bundled data (``tests/data``,
-  ``tpu_devops/data``), the server's working directory (the user's project: MCP hosts start the server
-  there; never ``/``, a system directory or the home directory itself) and the directories listed in
-  ``TPU_DEVOPS_FILE_ROOTS``; writes only under the state directory, the working directory and
-  ``TPU_DEVOPS_FILE_ROOTS``. A path is resolved (symlinks followed, ``..`` removed) before the check, so
-  a link inside a root that points outside is refused;
+  ``tpu_devops/data``), the roots the MCP client declares (``roots/list``: the user's workspace folders in
+  Claude Code, VS Code, Gemini CLI, Qwen Code; `set_client_roots`), the server's working directory (the
+  user's project: MCP hosts start the server there) and the directories listed in
+  ``TPU_DEVOPS_FILE_ROOTS``; writes only under the state directory, the client's roots, the working
+  directory and ``TPU_DEVOPS_FILE_ROOTS``. None of these may be ``/``, a system directory, the home
+  directory or one of its ancestors (`too_broad`). A path is resolved (symlinks followed, ``..`` removed)
+  before the check, so a link inside a root that points outside is refused;
+- a relative path is read from the user's workspace (`relative_base`): the working directory when it is
+  inside a client root (or the client declares none), else the client's first root (a Gemini CLI
+  extension starts its server in the extension's own directory);
 - credential stores are refused even inside a root (``.ssh``, ``.gnupg``, ``.aws``, ``.azure``,
   gcloud's configuration, ``.netrc``, ``.git-credentials``);
 - regular files only: a device, FIFO or socket is refused, the file is opened without blocking and
@@ -23,14 +28,17 @@ on the event loop.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
+from urllib.parse import unquote, urlparse
 
 from tpu_devops.errors import InputError
 
+log = logging.getLogger("tpu_devops.files")
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
 MIB = 1 << 20
 # The repo's bundled data: model configs, real logs and benchmark results the docs point at.
@@ -40,10 +48,15 @@ BUNDLED_DIRS = (PACKAGE_ROOT / "tests" / "data", PACKAGE_ROOT / "tpu_devops" / "
 
 
 class FileSettings(Protocol):
-    """What this module reads of the server's settings (`tpu_devops.config.Settings` has both)."""
+    """What this module reads of the server's settings (`tpu_devops.config.Settings` has both).
 
-    state_dir: str
-    file_roots: tuple[str, ...]
+    Read-only properties, so a frozen settings model satisfies it."""
+
+    @property
+    def state_dir(self) -> str: ...
+
+    @property
+    def file_roots(self) -> tuple[str, ...]: ...
 
 
 # Directories never readable even inside a root: where credentials live.
@@ -71,26 +84,77 @@ class Roots:
         return ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1] if shown else "(none)"
 
 
-def working_directory() -> Path | None:
-    """The server's working directory as a root, or None when it is too broad to be one (``/``, a
-    system directory, the home directory or one of its ancestors)."""
-    cwd = Path.cwd().resolve()
+def too_broad(directory: Path) -> bool:
+    """True for a directory too broad to be a root (``/``, a system directory, the home directory or one of
+    its ancestors): a host that starts the server there, or declares it, gives no consent to read the whole
+    machine."""
+    real = directory.resolve()
     home = Path.home().resolve()
-    if (
-        cwd == Path(cwd.anchor)
-        or home.is_relative_to(cwd)
-        or any(cwd.is_relative_to(d) for d in _SYSTEM_DIRS)
-    ):
-        return None
-    return cwd
+    return (
+        real == Path(real.anchor)
+        or home.is_relative_to(real)
+        or any(real.is_relative_to(d) for d in _SYSTEM_DIRS)
+    )
+
+
+def working_directory() -> Path | None:
+    """The server's working directory as a root, or None when it is too broad to be one (`too_broad`)."""
+    cwd = Path.cwd().resolve()
+    return None if too_broad(cwd) else cwd
+
+
+# The roots the MCP client declared (``roots/list``), as `set_client_roots` accepted them: one client per
+# process on stdio, replaced whole on every ``notifications/roots/list_changed``.
+_client_roots: tuple[Path, ...] = ()
+
+
+def set_client_roots(uris: list[str]) -> tuple[Path, ...]:
+    """Take the client's roots (``file://`` URIs, as ``roots/list`` returns them) as read and write roots,
+    replacing the previous ones; returns the directories accepted. Other schemes, relative or too broad
+    directories (`too_broad`) are left out and logged."""
+    global _client_roots
+    accepted: list[Path] = []
+    for uri in uris:
+        parsed = urlparse(uri)
+        path = (
+            Path(unquote(parsed.path))
+            if parsed.scheme == "file" and parsed.netloc in ("", "localhost")
+            else None
+        )
+        if path is None or not path.is_absolute():
+            log.info("client root %s ignored: not a local file:// URI", uri[:200])
+            continue
+        if too_broad(path):
+            log.warning("client root %s ignored: too broad to read (/, a system or the home directory)", path)
+            continue
+        real = path.resolve()
+        if real not in accepted:
+            accepted.append(real)
+    _client_roots = tuple(accepted)
+    return _client_roots
+
+
+def client_roots() -> tuple[Path, ...]:
+    """The client's roots in force (`set_client_roots`)."""
+    return _client_roots
+
+
+def relative_base() -> Path:
+    """Where a relative path is read from: the working directory when the client declares no roots or it
+    lies inside one of them, else the client's first root."""
+    cwd = Path.cwd()
+    given = _client_roots
+    if not given or any(cwd.resolve().is_relative_to(r) for r in given):
+        return cwd
+    return given[0]
 
 
 def roots(settings: FileSettings) -> Roots:
-    """The read and write roots for ``settings`` (see the module docstring), resolved."""
+    """The read and write roots for ``settings`` and the client (see the module docstring), resolved."""
     state = Path(settings.state_dir)
     configured = [Path(p) for p in settings.file_roots]
     cwd = working_directory()
-    extra = [cwd] if cwd is not None else []
+    extra = [*_client_roots, *([cwd] if cwd is not None else [])]
     read = [state, *BUNDLED_DIRS, *extra, *configured]
     write = [state, *extra, *configured]
     return Roots(read=_unique(read), write=_unique(write))
@@ -110,7 +174,7 @@ def _fail(problem: str, field: str, value: Any, fix: str) -> InputError:
 
 
 def resolve(settings: FileSettings, value: str, *, field: str, write: bool = False) -> Path:
-    """``value`` (a path argument; ``~`` and a relative path are read from the working directory) as a
+    """``value`` (a path argument; ``~`` is expanded and a relative path read from `relative_base`) as a
     resolved absolute path inside the read (or ``write``) roots of ``settings``.
 
     Raises:
@@ -127,7 +191,7 @@ def resolve(settings: FileSettings, value: str, *, field: str, write: bool = Fal
         )
     path = Path(value).expanduser()
     if not path.is_absolute():
-        path = Path.cwd() / path
+        path = relative_base() / path
     try:
         real = path.resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long for the file system
@@ -167,7 +231,11 @@ def _in_gcloud_config(real: Path) -> bool:
 
 def _os_error(exc: OSError, field: str, value: Any) -> InputError:
     if isinstance(exc, FileNotFoundError):
-        return _fail("no such file or directory", field, value, "check the path")
+        relative = isinstance(value, str) and not Path(value).expanduser().is_absolute()
+        where = f" (a relative path is read from {relative_base()})" if relative else ""
+        return _fail(
+            f"no such file or directory{where}", field, value, "check the path, or pass an absolute one"
+        )
     return _fail(f"cannot read: {exc.strerror or exc}", field, value, "check the path and its permissions")
 
 

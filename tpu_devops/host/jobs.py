@@ -9,11 +9,17 @@ cancelled, so nothing it produced is lost. Results must be JSON-serialisable (a 
 Work that usually fits in a tool call but may not (a model answer on a slow server) runs through
 `JobRegistry.finish_or_continue`: it answers inline when the work ends in time, and otherwise the same
 task continues as a job, without restarting anything.
+
+A job may be bound (`Binding`) to what it works on, in the domain's own words: a ``scope`` that groups
+the jobs of one thing (a rig) and a ``target`` within it (its TPU, one node, a GKE deployment). This kit
+never interprets them; the domain asks `JobRegistry.bound` which jobs work on something it is about to
+delete and ends them with `JobRegistry.end`, whose reason becomes the job's message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextvars
 import itertools
 import logging
@@ -26,11 +32,33 @@ from pydantic import BaseModel, Field
 
 from tpu_devops.errors import JobError, TpuDevopsError
 from tpu_devops.host import deadline
-from tpu_devops.host.results import ToolResult, ViewResult
+from tpu_devops.host.artifacts import Artifact
+from tpu_devops.host.results import ToolResult, ViewResult, artifacts_of
 
 log = logging.getLogger(__name__)
 
 JOB_STATES = ("running", "succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a job works on, as the domain names it (this kit compares the strings, nothing more).
+
+    ``scope``: the thing whose jobs belong together (e.g. ``rig:<project>:<id>``); ``target``: what within
+    it (e.g. ``tpu``, ``node:us-west4-a/gemma4-e2b``); ``creates``: the job may create what it targets, so
+    whoever deletes it must end the job first; ``label``: a short phrase for people ("find_tpu sweep");
+    ``look_again_s``: how soon a status reader should look again while it runs (seconds).
+    """
+
+    scope: str
+    target: str
+    label: str
+    creates: bool = False
+    look_again_s: float | None = None
+
+    def describe(self) -> str:
+        """``"find_tpu sweep of rig:p:gemma4-e2b (tpu)"``."""
+        return f"{self.label} of {self.scope} ({self.target})"
 
 
 @dataclass
@@ -54,6 +82,9 @@ class JobRecord:
     # The body's own return value and exception, for a caller that waits on it inline.
     value: Any = field(default=None, repr=False)
     exception: BaseException | None = field(default=None, repr=False)
+    binding: Binding | None = None
+    # Why `JobRegistry.end` stopped it (shown as its message once it has stopped).
+    end_reason: str | None = None
 
     def partial_forms(self) -> tuple[Any, str | None]:
         """(structured, text) of `partial`'s current view; (None, None) when there is none."""
@@ -79,6 +110,7 @@ class JobRecord:
             "result": result,
             "result_text": result_text,
             "error": self.error,
+            "bound_to": self.binding.describe() if self.binding else None,
         }
 
 
@@ -101,13 +133,22 @@ class JobRegistry:
         self._jobs: dict[str, JobRecord] = {}
         self._counter = itertools.count(1)
 
-    def start(self, kind: str, description: str, body: JobBody, *, listed: bool = True) -> JobRecord:
+    def start(
+        self,
+        kind: str,
+        description: str,
+        body: JobBody,
+        *,
+        listed: bool = True,
+        binding: Binding | None = None,
+    ) -> JobRecord:
         """Start ``body(record)`` as a background task and return its record at once.
 
         ``listed``: False keeps it out of `get` / `list` (and without an id) until `publish`.
-        Must be called from a running event loop.
+        ``binding``: what it works on (`Binding`; `bound` finds it by that). Must be called from a
+        running event loop.
         """
-        record = JobRecord(id="", kind=kind, description=description)
+        record = JobRecord(id="", kind=kind, description=description, binding=binding)
         if listed:
             self.publish(record)
         # A job outlives the tool call that starts it: it runs outside that call's time budget.
@@ -169,11 +210,11 @@ class JobRegistry:
                 record.message = "done"
         except asyncio.CancelledError:
             record.state = "cancelled"
-            record.message = "cancelled"
+            record.message = f"cancelled: {record.end_reason}" if record.end_reason else "cancelled"
             if record.partial is not None:  # keep what it produced before the cancel
                 record.result, record.result_text = record.partial_forms()
                 if record.result is not None:
-                    record.message = "cancelled; the result holds what it had produced"
+                    record.message += "; the result holds what it had produced"
         except TpuDevopsError as exc:
             record.exception = exc
             record.state = "failed"
@@ -211,13 +252,40 @@ class JobRegistry:
 
     async def cancel(self, job_id: str) -> JobRecord:
         """Cancel a running job and wait briefly for it to stop; a finished job is returned unchanged."""
-        record = self.get(job_id)
-        if record.task is not None and not record.task.done():
-            record.task.cancel()
-            try:
-                await asyncio.wait_for(asyncio.shield(record.task), timeout=10)
-            except (asyncio.CancelledError, TimeoutError):
-                pass
+        return await self.end(self.get(job_id))
+
+    # builtins.list: inside the class, `list` is the method above
+    def bound(self, scope: str, target: str | None = None) -> builtins.list[JobRecord]:
+        """The running, listed jobs bound to ``scope`` (and to ``target`` when given), oldest first. A job
+        whose event loop is not the running one (a loop that has ended: it will never run again) is not
+        counted."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        return [
+            r
+            for r in reversed(self.list())
+            if r.state == "running"
+            and r.binding is not None
+            and r.binding.scope == scope
+            and (target is None or r.binding.target == target)
+            and (r.task is None or loop is None or r.task.get_loop() is loop)
+        ]
+
+    async def end(self, record: JobRecord, reason: str | None = None, *, wait_s: float = 10) -> JobRecord:
+        """Cancel ``record``'s task and wait up to ``wait_s`` seconds for it to stop (its own clean-up
+        runs first); ``reason`` becomes its message ("cancelled: <reason>"). A finished job is returned
+        unchanged. ``record.state`` says whether it stopped within ``wait_s``."""
+        if record.task is None or record.task.done():
+            return record
+        if reason and record.end_reason is None:
+            record.end_reason = reason
+        record.task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(record.task), timeout=wait_s)
+        except (asyncio.CancelledError, TimeoutError):
+            pass
         return record
 
 
@@ -238,6 +306,10 @@ class JobView(ToolResult):
     # The result's own text rendering: the text form shows it, the structured form has ``result`` instead.
     result_text: str | None = Field(default=None, exclude=True)
     error: dict[str, Any] | None = None
+    bound_to: str | None = Field(default=None, description="what the job works on (e.g. a rig's TPU)")
+    # The finished result's files (a benchmark's chart): offered beside the answer as the tool itself
+    # would have (`tpu_devops.host.results.artifacts_of`); ``result`` already describes them.
+    result_files: list[Artifact] = Field(default_factory=list, exclude=True)
 
     def headline(self) -> str:
         return f"job {self.job_id} ({self.kind}): {self.state} after {self.elapsed_s:.0f}s: {self.message}"
@@ -247,6 +319,8 @@ class JobView(ToolResult):
         if self.result_text is None:
             return super().render_text()
         lines = [self.headline(), f"what: {self.description}"]
+        if self.bound_to:
+            lines.append(f"bound_to: {self.bound_to}")
         if self.progress:
             lines.append("progress: " + ", ".join(f"{k}={v}" for k, v in self.progress.items()))
         lines += ["", self.result_text]
@@ -267,7 +341,8 @@ class JobView(ToolResult):
 
     @classmethod
     def of(cls, record: JobRecord) -> JobView:
-        return cls(**record.snapshot())
+        files = artifacts_of(record.value) if isinstance(record.value, BaseModel) else []
+        return cls(**record.snapshot(), result_files=files if record.state != "running" else [])
 
 
 class JobList(ToolResult):

@@ -6,10 +6,17 @@ reads the same within one answer (one `Redactor`): the second time ``alice@examp
 ``<EMAIL_1>`` again, so a reader (or the model) can still tell "the same address failed twice".
 
 Secrets are found by their shape, wherever they sit: in any field, in a command line, in an
-environment assignment, and across a boundary. A secret cut in two (two JSON fields of one entry, two
-lines of a stream: `redact_fields`, `redact_message`) is found in the joined text and replaced in both
-parts; a PEM private key logged one line per entry (``docker logs`` of a process that printed it) is
-replaced from its BEGIN line to its END line, in either order (Cloud Logging lists newest first).
+environment assignment, and across a boundary. A secret cut in two (two JSON fields of one entry, in
+whatever order the fields come: Cloud Logging returns a ``jsonPayload``'s keys sorted, so the rest of a
+token may come first; two lines of a stream: `redact_fields`, `redact_message`) is found in the joined
+text and replaced in both parts; a PEM private key logged one line per entry (``docker logs`` of a
+process that printed it) is replaced from its BEGIN line to its END line, in either order (Cloud Logging
+lists newest first).
+
+Then by value: a secret found once (whole, or the parts of one cut in two, at least `MIN_KNOWN_CHARS`
+characters) is replaced wherever the same characters appear again in the same answer, in any field and
+any later text, whether or not its shape is recognisable there (the rest of a cut token alone, a key
+value printed without its name).
 
 What is replaced (token formats as their issuers publish them):
 
@@ -23,12 +30,16 @@ What is replaced (token formats as their issuers publish them):
   security-tokens), Google OAuth access tokens ``ya29.`` and refresh tokens ``1//``, Google API keys
   ``AIza`` (cloud.google.com/docs/authentication/api-keys), OpenAI / Anthropic ``sk-``, GitHub ``ghp_``
   ``gho_`` ``ghu_`` ``ghs_`` ``ghr_`` ``github_pat_`` (github.blog 2021-04-05 token format), GitLab
-  ``glpat-``, Slack ``xox?-``, Stripe ``sk_live_``, AWS access key ids ``AKIA``/``ASIA``..., JSON Web
-  Tokens ``eyJ...eyJ...`` (RFC 7519); a prefix with 8+ characters is enough (a cut token is still
-  secret);
+  ``glpat-``, Slack ``xox?-`` / ``xapp-``, Stripe ``sk_live_``, AWS access key ids ``AKIA``/``ASIA``...,
+  Google OAuth client secrets ``GOCSPX-``, npm ``npm_``, PyPI ``pypi-AgE``, Docker Hub ``dckr_pat_``,
+  SendGrid ``SG.x.y``, JSON Web Tokens ``eyJ...eyJ...`` (RFC 7519); a prefix with 8+ characters is enough
+  (a cut token is still secret);
+- webhook URLs whose path is the secret (Slack ``hooks.slack.com/services/...``, Discord), and
+  ``Cookie`` / ``Set-Cookie`` header values (RFC 6265);
 - ``key=value``, ``key: value``, ``"key": ["value"]`` (vLLM's ``non-default args``) and command-line
   flags ``--api-key VALUE`` / ``--api-key=VALUE`` whose name ends in a secret word (``token``,
-  ``api_key``, ``access_key``, ``secret``, ``password``...), also behind a prefix (``VLLM_API_KEY=``,
+  ``api_key``, ``access_key``, ``secret``, ``password``, ``AccountKey``,
+  ``client-key-data``...), also behind a prefix (``VLLM_API_KEY=``,
   ``HF_TOKEN=``, ``aws_secret_access_key =``);
 - email addresses (including service accounts ``N-compute@developer.gserviceaccount.com``);
 - IPv4 addresses except ``0.0.0.0`` and loopback ``127.*`` (bind addresses, not identities);
@@ -38,7 +49,7 @@ What is replaced (token formats as their issuers publish them):
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -58,6 +69,7 @@ _BODY_BEFORE = rf"(?<![A-Za-z0-9+/=])(?:[A-Za-z0-9+/]{{16,100}}={{0,2}}[ \t]*{_N
 _SECRET_NAME = (
     r"(?:access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|bearer[_-]?token|hf[_-]?token"
     r"|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key(?:[_-]?id)?|client[_-]?secret"
+    r"|account[_-]?key|client[_-]?key[_-]?data|signing[_-]?key|encryption[_-]?key"
     r"|token|password|passwd|secret)"
 )
 # Values that are not secrets even behind a secret name (Python / JSON / YAML literals, masks).
@@ -98,7 +110,9 @@ _RULES: list[tuple[str, re.Pattern[str], int]] = [
         "API_KEY",
         re.compile(
             r"(?<![A-Za-z0-9])(?:sk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}|[rs]k_(?:live|test)_[A-Za-z0-9]{12,}"
-            r"|glpat-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,})"
+            r"|glpat-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"
+            r"|GOCSPX-[A-Za-z0-9_-]{10,}|npm_[A-Za-z0-9]{20,}|pypi-AgE[A-Za-z0-9_-]{20,}|dckr_pat_[A-Za-z0-9_-]{16,}"
+            r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})"
         ),
         0,
     ),
@@ -146,6 +160,17 @@ _RULES: list[tuple[str, re.Pattern[str], int]] = [
         0,
     ),
     ("PROJECT_NUMBER", re.compile(r"\bprojects/(\d{6,})\b"), 1),
+    # Webhook URLs carry their secret in the path (Slack: api.slack.com/messaging/webhooks; Discord).
+    (
+        "WEBHOOK",
+        re.compile(
+            r"(?i)\b(?:hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/)"
+            r"([A-Za-z0-9/_-]{16,})"
+        ),
+        1,
+    ),
+    # Cookie and Set-Cookie header values are session credentials (RFC 6265).
+    ("COOKIE", re.compile(r"""(?i)\b(?:set-)?cookie\\?["']?\s*[=:]\s*\\?["']?([^\r\n"'\\]{8,})"""), 1),
 ]
 
 # Cheap necessary conditions (substring tests on the text ``t`` or its lower case ``lo``), each for the
@@ -161,7 +186,22 @@ _GUARDS: list[tuple[Callable[[str, str], bool], tuple[int, ...]]] = [
     (lambda t, lo: "hf_" in t or "api_org_" in t, (7, 8)),
     (lambda t, lo: "ya29." in t or "1//" in t, (9, 10)),
     (lambda t, lo: "AIza" in t, (11,)),
-    (lambda t, lo: "sk-" in t or "k_live_" in t or "k_test_" in t or "glpat-" in t or "xox" in t, (12,)),
+    (
+        lambda t, lo: (
+            "sk-" in t
+            or "k_live_" in t
+            or "k_test_" in t
+            or "glpat-" in t
+            or "xox" in t
+            or "xapp-" in t
+            or "GOCSPX-" in t
+            or "npm_" in t
+            or "pypi-" in t
+            or "dckr_pat_" in t
+            or "SG." in t
+        ),
+        (12,),
+    ),
     (
         lambda t, lo: (
             "gh" in t
@@ -179,6 +219,8 @@ _GUARDS: list[tuple[Callable[[str, str], bool], tuple[int, ...]]] = [
     (lambda t, lo: "@" in t, (19,)),
     (lambda t, lo: "." in t and _IP_HINT.search(t) is not None, (20,)),
     (lambda t, lo: "projects/" in t, (21,)),
+    (lambda t, lo: "hooks.slack.com" in lo or "/api/webhooks/" in lo, (22,)),
+    (lambda t, lo: "cookie" in lo, (23,)),
 ]
 assert sorted(i for _, rules in _GUARDS for i in rules) == list(range(len(_RULES)))
 
@@ -190,6 +232,11 @@ def rule_candidates(text: str) -> list[int]:
 
 
 _PLACEHOLDER = re.compile(r"<[A-Z_]+_\d+>")
+MIN_KNOWN_CHARS = 8  # a secret value (or part) replaced by value elsewhere: shorter ones are too common
+_KNOWN_LIMIT = 10_000  # values remembered per Redactor (beyond: the patterns alone)
+_ALL_PAIRS_LIMIT = 64  # fields of one entry paired in any order (beyond: adjacent pairs, both orders)
+# Kinds that are secrets (replaced by value once seen): not personal data or resource numbers.
+_BY_VALUE_KINDS = frozenset(kind for kind, _, _ in _RULES) - {"EMAIL", "IP", "PROJECT_NUMBER"}
 _SHORT = 80  # short values (labels) are cached per Redactor: they repeat on every entry
 _MEMO_LIMIT = 10_000  # cached results per Redactor (short texts and `Redactor.memo` keys)
 _WINDOW = 256  # characters either side of a boundary searched for a secret cut in two
@@ -208,6 +255,27 @@ _DANGLING = re.compile(
 _STRADDLING = frozenset(kind for kind, _, _ in _RULES) - {"EMAIL", "IP", "PROJECT_NUMBER", "URL_CREDENTIALS"}
 
 
+def _trie_pattern(words: Iterable[str]) -> str:
+    """A regex matching any of ``words`` (strings of the same length, so no word is a prefix of another),
+    built as a trie: one branch per distinct character at each depth, chains of one child collapsed."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+
+    def emit(node: dict[str, Any]) -> str:
+        chain: list[str] = []
+        while len(node) == 1:
+            ((ch, node),) = node.items()
+            chain.append(re.escape(ch))
+        if node:
+            chain.append("(?:" + "|".join(re.escape(ch) + emit(child) for ch, child in node.items()) + ")")
+        return "".join(chain)
+
+    return emit(trie)
+
+
 _DIGIT = re.compile(r"\d")
 _WORD = re.compile(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*|[A-Z]+[a-z]*")  # words, CamelCase names, acronyms
 
@@ -216,6 +284,27 @@ def _may_dangle(a: str, b: str) -> bool:
     """Cheap test: ``a`` ends near a secret's name, a header or a PEM marker, or ``b`` starts a PEM END."""
     end = a[-40:].lower()
     return any(w in end for w in _DANGLING_WORDS) or "-----" in b[:40]
+
+
+_TAIL_TOKEN = re.compile(r"[A-Za-z0-9_.~+/=-]{1,120}$")
+
+
+def _may_head(a: str) -> bool:
+    """Cheap test: ``a`` may end in the first part of a secret cut in two: a random-looking or prefixed
+    token (``hf_Spl``, ``sk-pr``, ``token=ab``), or a secret's name, a header or a PEM marker."""
+    tail = _TAIL_TOKEN.search(a)
+    if tail is not None and not _WORD.fullmatch(tail.group(0)) and not tail.group(0).isdigit():
+        return True
+    return _may_dangle(a, "") and _DANGLING.search(a[-80:]) is not None
+
+
+def _may_continue(b: str) -> bool:
+    """Cheap test: ``b`` may be the rest of a secret begun elsewhere (a random-looking start, a PEM END)."""
+    if b[0] in _TOKEN_HEAD:
+        rest = _TOKEN_START.match(b, 0, _WINDOW)
+        if rest and _looks_random(rest.group(0)):
+            return True
+    return "-----" in b[:40]
 
 
 def _looks_random(text: str) -> bool:
@@ -254,6 +343,10 @@ class Redactor:
         self._previous = ""  # the last raw message given to `redact_message`
         self._pairs: dict[tuple[str, str], tuple[list[Mask], list[Mask]]] = {}  # short field pairs
         self._pem_block: str | None = None  # the marker text of the PEM block the stream is inside
+        self._known: dict[str, tuple[str, str]] = {}  # secret characters -> (kind, whole secret value)
+        # the known parts by their first `MIN_KNOWN_CHARS` characters, longest first
+        self._known_by_head: dict[str, list[str]] = {}
+        self._known_re: re.Pattern[str] | None = None  # matches any of those heads
 
     def placeholder(self, kind: str, value: str) -> str:
         """The stable placeholder for ``value`` of ``kind`` (allocates ``<KIND_N>`` on first sight)."""
@@ -267,11 +360,60 @@ class Redactor:
         self.counts[kind] = self.counts.get(kind, 0) + 1
         return found
 
+    def remember(self, kind: str, value: str, part: str | None = None) -> None:
+        """Replace ``part`` (default: ``value``) by ``value``'s placeholder wherever it appears from now on
+        (redaction by value; parts shorter than `MIN_KNOWN_CHARS` are left to the patterns)."""
+        part = (value if part is None else part).strip()
+        if kind not in _BY_VALUE_KINDS or len(part) < MIN_KNOWN_CHARS or part in self._known:
+            return
+        if _PLACEHOLDER.search(part) or len(self._known) >= _KNOWN_LIMIT:
+            return
+        self._known[part] = (kind, value)
+        same_head = self._known_by_head.setdefault(part[:MIN_KNOWN_CHARS], [])
+        same_head.append(part)
+        same_head.sort(key=len, reverse=True)
+        self._known_re = None
+        if kind == "URL_CREDENTIALS" and ":" in part:  # user:password: the password alone too
+            self.remember(kind, value, part.split(":", 1)[1])
+        # Results computed before this value was known may hold it: forget them.
+        self._memo.clear()
+        self._pairs.clear()
+
+    def _by_value(self, text: str) -> str:
+        """``text`` with every remembered secret (or part) replaced by its placeholder, longest first.
+
+        One regex finds the heads (the first `MIN_KNOWN_CHARS` characters) of the known parts, as a trie
+        of at most that depth (an alternation of hundreds of literals would be tried one by one at every
+        character); the parts sharing a head are then compared at the match."""
+        if not self._known:
+            return text
+        if self._known_re is None:
+            self._known_re = re.compile(_trie_pattern(self._known_by_head))
+        search = self._known_re.search
+        out: list[str] = []
+        pos = 0
+        m = search(text)
+        while m is not None:
+            start = m.start()
+            part = next((p for p in self._known_by_head[m.group(0)] if text.startswith(p, start)), None)
+            if part is None:
+                m = search(text, start + 1)
+                continue
+            kind, whole = self._known[part]
+            out += (text[pos:start], self.placeholder(kind, whole))
+            pos = start + len(part)
+            m = search(text, pos)
+        if not out:
+            return text
+        out.append(text[pos:])
+        return "".join(out)
+
     def _replacer(self, kind: str, group: int) -> Callable[[re.Match[str]], str]:
         def replace(m: re.Match[str]) -> str:
             value = m.group(group)
             if _PLACEHOLDER.fullmatch(value.strip()):  # already replaced by an earlier rule
                 return m.group(0)
+            self.remember(kind, value)
             if group == 0:
                 return self.placeholder(kind, value)
             start, end = m.span(group)
@@ -291,7 +433,7 @@ class Redactor:
         return self._apply(text, candidates)
 
     def _apply(self, text: str, candidates: Sequence[int] | None = None) -> str:
-        out = text
+        out = self._by_value(text)
         for i in rule_candidates(text) if candidates is None else candidates:
             kind, pattern, group = _RULES[i]
             out = pattern.sub(self._replacer(kind, group), out)
@@ -344,6 +486,9 @@ class Redactor:
         """``text`` with ``masks`` replaced by their placeholders and the rest redacted as usual."""
         if not masks:
             return self.redact(text, candidates)
+        for start, end, kind, value in masks:
+            self.remember(kind, value)
+            self.remember(kind, value, text[start:end])
         out: list[str] = []
         pos = 0
         for start, end, kind, value in sorted(masks):
@@ -357,15 +502,34 @@ class Redactor:
         return "".join(out)
 
     def field_masks(self, values: Sequence[str], candidates: Sequence[int] | None = None) -> list[list[Mask]]:
-        """Per value, the masks of secrets it shares with the value before or after it (adjacent
-        fields of one entry, in document order). ``candidates``: `rule_candidates` of the joined values,
-        when known (no secret's hint there: no pair to look at)."""
+        """Per value, the masks of secrets it shares with another value of the same entry, whatever their
+        order (a secret's head in one field, its rest in any other, before or after it). ``candidates``:
+        `rule_candidates` of the joined values, when known (no secret's hint there: no pair to look at).
+        Up to `_ALL_PAIRS_LIMIT` fields every (head, rest) pair is tried; beyond, adjacent pairs in both
+        orders."""
         masks: list[list[Mask]] = [_NO_MASKS] * len(values)  # shared empty list: never extended
         if candidates is not None and not any(_RULES[i][0] in _STRADDLING for i in candidates):
             return masks
+        n = len(values)
+        # Adjacent fields in document order, as before; then any other (head, rest) pair whose head ends in
+        # something a cut secret could end in (not a plain word or number) or in a secret's name.
+        pairs_to_try = [(i, i + 1) for i in range(n - 1)]
+        heads = [i for i, v in enumerate(values) if v and _may_head(v)]
+        if heads:
+            if n <= _ALL_PAIRS_LIMIT:
+                rests = [j for j, v in enumerate(values) if v and _may_continue(v)]
+                every = range(n)
+                pairs_to_try += [
+                    (i, j)
+                    for i in heads
+                    for j in (every if _DANGLING.search(values[i][-80:]) else rests)
+                    if j != i and j != i + 1
+                ]
+            else:
+                pairs_to_try += [(i, i - 1) for i in heads if i > 0]
         pairs = self._pairs
-        for i in range(len(values) - 1):
-            a, b = values[i], values[i + 1]
+        for i, j in pairs_to_try:
+            a, b = values[i], values[j]
             short = len(a) <= _SHORT and len(b) <= _SHORT  # label and name pairs repeat on every entry
             found = pairs.get((a, b)) if short else None
             if found is None:
@@ -374,7 +538,7 @@ class Redactor:
                     pairs[(a, b)] = found
             if found[0] or found[1]:
                 masks[i] = [*masks[i], *found[0]]
-                masks[i + 1] = [*masks[i + 1], *found[1]]
+                masks[j] = [*masks[j], *found[1]]
         return masks
 
     def redact_fields(self, values: Sequence[str]) -> list[str]:

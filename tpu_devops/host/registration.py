@@ -20,14 +20,17 @@ here:
 - a returned `ToolResult` is sent as ``structuredContent`` plus a text block, both leading with the same
   summary and each capped at `tpu_devops.host.results.MAX_RESULT_CHARS` (`ToolResult.host_forms`);
 - synchronous tool bodies run in a worker thread so they never block the event loop;
-- the server advertises only the capability it serves (tools), so hosts add no resource or prompt
-  machinery to every model request;
+- the server advertises only what it serves: tools, and the files answers link to as resources
+  (`tools_only`); the roots the client declares are kept current for the file tools
+  (`tpu_devops.host.roots`);
 - tools are declared first and the server is built from them at the end (`Registrar.build_server`), so
   that schemas can come from `tpu_devops.host.tool_cache` and no domain module is imported until a tool runs.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import errno
 import functools
 import inspect
@@ -35,23 +38,32 @@ import logging
 import os
 import re
 import weakref
-from collections.abc import Callable
-from typing import Any, get_args
+from collections.abc import Callable, Iterator
+from typing import Any, cast, get_args
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    ImageContent,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import ConfigDict, PrivateAttr, ValidationError
 
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.host import deadline
+from tpu_devops.host import artifacts, deadline
 from tpu_devops.host.arguments import ArgumentChecker, from_pydantic
+from tpu_devops.host.pagination import refuse_unknown_cursor
 from tpu_devops.host.params import flatten
-from tpu_devops.host.results import ToolResult, ViewResult
+from tpu_devops.host.results import MAX_IMAGE_BYTES, ToolResult, ViewResult
+from tpu_devops.host.roots import ClientRoots
 from tpu_devops.host.schemas import input_schema, validation_schema, wire_output_schema
 from tpu_devops.host.tool_cache import DeferredTool, SchemaCache, ToolSchemas
 from tpu_devops.host.toolsets import Declared, Toolset, enable_hint
@@ -64,11 +76,34 @@ _ELICITATION_REFUSED = re.compile(r"Resolver for parameter '(\w+)' could not res
 
 
 def to_call_result(result: Any) -> Any:
-    """`ToolResult` -> ``CallToolResult`` with its two capped forms; anything else unchanged."""
-    if isinstance(result, ToolResult):
-        text, structured = result.host_forms()
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-    return result
+    """`ToolResult` -> ``CallToolResult``: its two forms fitted to the host limits, then for each file it
+    offers (`tpu_devops.host.results.HostAnswer.files`) a PNG of at most `MAX_IMAGE_BYTES` as ``image``
+    content and a ``resource_link``; anything else unchanged."""
+    if not isinstance(result, ToolResult):
+        return result
+    answer = result.host_answer()
+    content: list[Any] = [TextContent(type="text", text=answer.text)]
+    for file in answer.files:
+        if file.mime_type == "image/png" and file.bytes <= MAX_IMAGE_BYTES:
+            data = _read_image(file)
+            if data is not None:
+                content.append(ImageContent(type="image", data=data, mime_type="image/png"))
+        content.append(file.link())
+    return CallToolResult(content=content, structured_content=answer.structured)
+
+
+def _read_image(file: Any) -> str | None:
+    """The base64 of the PNG ``file`` (an `Artifact`), or None when it is gone or not what it says."""
+    try:
+        with open(file.path, "rb") as handle:
+            data = handle.read(MAX_IMAGE_BYTES + 1)
+    except OSError as exc:
+        log.warning("chart %s not sent inline: %s", file.path, exc)
+        return None
+    if len(data) > MAX_IMAGE_BYTES or not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        log.warning("chart %s not sent inline: not a PNG of at most %d bytes", file.path, MAX_IMAGE_BYTES)
+        return None
+    return base64.b64encode(data).decode("ascii")
 
 
 class HostTool(Tool):
@@ -95,10 +130,10 @@ class HostTool(Tool):
         except MCPError:
             raise
         except UnexpectedToolError as exc:
-            cause = exc.__cause__ or exc
-            if isinstance(cause, TpuDevopsError):  # a parameter group's own rule refused the arguments
-                raise ToolError(f"{self.name}: {cause}") from exc
-            raise ToolError(f"{self.name}: {self._crash(cause, args)}") from exc
+            raised = exc.__cause__ or exc
+            if isinstance(raised, TpuDevopsError):  # a parameter group's own rule refused the arguments
+                raise ToolError(f"{self.name}: {raised}") from exc
+            raise ToolError(f"{self.name}: {self._crash(raised, args)}") from exc
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
@@ -213,10 +248,13 @@ def build_tool(
     output = fm.output_model
     if not (isinstance(output, type) and issubclass(output, ToolResult)) or fm.output_schema is None:
         raise TypeError(f"tool {name} must be annotated to return a ToolResult subclass, not {output!r}")
-    strict = type(
-        fm.arg_model.__name__,
-        (fm.arg_model,),
-        {"model_config": ConfigDict(**fm.arg_model.model_config, extra="forbid"), "__module__": __name__},
+    strict = cast(  # type() builds a subclass of the SDK's argument model
+        "type[ArgModelBase]",
+        type(
+            fm.arg_model.__name__,
+            (fm.arg_model,),
+            {"model_config": ConfigDict(**fm.arg_model.model_config, extra="forbid"), "__module__": __name__},
+        ),
     )
     arg_schema = strict.model_json_schema(by_alias=True)
     fields = {k: getattr(base, k) for k in Tool.model_fields}
@@ -243,6 +281,8 @@ class Registrar:
         schema_cache: where tool schemas are cached between starts (`tpu_devops.host.tool_cache`), or None
             to derive every schema at startup.
         selection_errors: what was wrong with the operator's toolset names (`get_help` leads with them).
+        state_dir: the settings' state directory: answers' files go under it (`tpu_devops.host.artifacts`)
+            and are served as resources; None keeps no files (an answer too large is cut, without a copy).
     """
 
     def __init__(
@@ -253,8 +293,10 @@ class Registrar:
         read_only: bool,
         schema_cache: SchemaCache | None = None,
         selection_errors: tuple[str, ...] = (),
+        state_dir: str | None = None,
     ) -> None:
         self.toolsets = toolsets
+        self.state_dir = state_dir
         self.selection_errors = selection_errors
         self.defaults = tuple(s.name for s in toolsets if s.default)
         self.enabled = enabled
@@ -285,8 +327,12 @@ class Registrar:
         tools = [self._tool(name, declared, cached.get(name)) for name, declared in self.declared.items()]
         if self.schema_cache is not None and not self.declared.keys() <= cached.keys():
             self.schema_cache.save(tools)
-        server = MCPServer(tools=tools, **server_options)
+        artifacts.configure(self.state_dir)
+        with _logging_configured_once():
+            server = MCPServer(tools=tools, **server_options)
         server.middleware.append(tools_only)
+        server.middleware.append(ClientRoots())
+        server.middleware.append(refuse_unknown_cursor)
         server.middleware.append(functools.partial(explain_unknown_tool, self))
         _REGISTRARS[server] = self
         return server
@@ -341,6 +387,27 @@ class Registrar:
         return build()
 
 
+@contextlib.contextmanager
+def _logging_configured_once() -> Iterator[None]:
+    """Construct the SDK's server without its logging setup when this process has set up logging already.
+
+    `MCPServer` configures logging on construction with a rich handler; once the root logger has a handler
+    (`tpu_devops.main` logs to stderr before the server is built), that ``basicConfig`` changes nothing,
+    but importing rich for it took about 0.2 s of every start, a third of what hosts wait for before
+    ``initialize`` is answered (measured on the 2-core dev machine; Codex gives a server 1 s). A process
+    that has not configured logging (a script importing ``server``) gets the SDK's setup unchanged.
+    """
+    from mcp.server.mcpserver import server as sdk
+
+    original = sdk.configure_logging
+    if logging.getLogger().handlers:
+        sdk.configure_logging = lambda *args, **kwargs: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sdk.configure_logging = original
+
+
 READ_ONLY = "(read-only mode)"  # `Registrar.skipped` value for a tool read-only mode hides
 _REGISTRARS: weakref.WeakKeyDictionary[MCPServer, Registrar] = weakref.WeakKeyDictionary()
 
@@ -354,21 +421,41 @@ def registrar_of(server: MCPServer) -> Registrar:
     return _REGISTRARS[server]
 
 
+INVALID_PARAMS = -32602  # JSON-RPC 2.0
+
+
 async def tools_only(ctx: Any, call_next: Any) -> Any:
-    """Server middleware: advertise and serve only tools (no empty prompts / resources capabilities).
+    """Server middleware: serve tools, and as resources only the files tool answers link to
+    (`tpu_devops.host.artifacts`); no prompts.
 
     `MCPServer` always registers prompt and resource handlers, so its ``initialize`` answer advertises both
-    even with none to offer, and hosts then add their resource tools to every model request.
+    even with none to offer, and hosts then add their resource tools to every model request. Resources are
+    advertised (without subscriptions) only when the server keeps artifacts: a ``resource_link`` in an
+    answer is then readable with ``resources/read``; ``resources/list`` lists the newest files, in one page.
     """
     method = getattr(ctx, "method", "")
+    keeps_files = artifacts.configured() is not None
+    if method.startswith("resources/") and keeps_files:
+        params = getattr(ctx, "params", None) or {}
+        if method == "resources/read":
+            return await anyio.to_thread.run_sync(artifacts.read, params.get("uri"))
+        if method in ("resources/list", "resources/templates/list"):
+            if params.get("cursor") is not None:  # one page, never a cursor: any cursor is not ours
+                raise MCPError(code=INVALID_PARAMS, message="Invalid params: unknown cursor", data=method)
+            if method == "resources/templates/list":
+                return ListResourceTemplatesResult(resource_templates=[])
+            return ListResourcesResult(resources=await anyio.to_thread.run_sync(artifacts.listing))
     if method.startswith(("prompts/", "resources/")):
         raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
     result = await call_next(ctx)
     if method in ("initialize", "server/discover") and isinstance(result, dict):
         capabilities = result.get("capabilities")
         if isinstance(capabilities, dict):
-            for unused in ("prompts", "resources"):
-                capabilities.pop(unused, None)
+            capabilities.pop("prompts", None)
+            if keeps_files:
+                capabilities["resources"] = {}
+            else:
+                capabilities.pop("resources", None)
     return result
 
 

@@ -1,6 +1,6 @@
 """Base of every typed tool result, and the two forms a host receives: text and structured content.
 
-Hosts read one form each (issue #18): Gemini CLI gives its model only the text content, Claude Code only
+Hosts read one form each: Gemini CLI gives its model only the text content, Claude Code only
 the ``structuredContent`` when a tool declares an output schema. So each form must stand on its own:
 
 - both lead with the same human summary (`ToolResult.summary_text`: the headline, or more where a
@@ -11,30 +11,47 @@ the ``structuredContent`` when a tool declares an output schema. So each form mu
   (`as_table`; `table_records` reads it back). Fields declared with
   ``Field(exclude=True)`` (internal or text-only data) never reach it. The published output schema says
   the same (`tpu_devops.host.schemas.wire_output_schema`): such fields are not required;
-- neither form exceeds `MAX_RESULT_CHARS` (`cap_text`, `cap_structured`): what is left out is named in the
-  answer, with how to get it (`ToolResult.more_hint`); a long text keeps its start and its end.
+- every answer fits every host (`fit_forms`): the text at most `HOST_TEXT_LIMIT` characters, text plus
+  structured JSON at most `HOST_COMBINED_LIMIT`. What a cut leaves out is named in the answer, with how to
+  get it (`ToolResult.more_hint`); a long text keeps its start and its end. When the server keeps
+  artifacts (`tpu_devops.host.artifacts.configure`), the whole answer is written there first and the cut
+  names its path and URI, so nothing is lost;
+- files a result points at (`tpu_devops.host.artifacts.Artifact` fields: the full startup script, a
+  chart) become ``resource_link`` content blocks, and a PNG of at most `MAX_IMAGE_BYTES` also an
+  ``image`` block, beside the text (`HostAnswer`).
 
-Claude Code replaces a tool result over 50,000 characters with a 2 KB preview and a file path (issue #18
-§2, observed with Claude Code's headless mode); 40,000 leaves room for the host's own wrapping.
+The limits are the hosts' own (measured with the real CLIs against scripted model APIs): Qwen Code sends
+text and structure together and moves a result over 25,000 characters to a file, showing its model a
+2 KB preview; Claude Code does the same over 50,000; Codex CLI cuts a result to about 10 KB unless
+``tool_output_token_limit`` is raised (README); Gemini CLI and Claude Code read one form each. A text of
+20,000 characters leaves the structured form at least 5,000 of Qwen Code's 25,000.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from typing import Annotated, Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler
 from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema
 
+from tpu_devops.host import artifacts
+from tpu_devops.host.artifacts import Artifact
 from tpu_devops.host.schemas import TABLE_KEYS, table_schema
 
-MAX_RESULT_CHARS = 40_000  # per form (text, structured JSON), characters
-# The largest log-evidence budget a tool may accept, in tokens: 4,000 characters stay for the headline,
-# the fix, notices and the host's wrapping, and the rest holds the evidence at up to 3 characters per
-# token (the bundled evidence packs measure about 1.6 characters per estimated token, English prose
-# about 4 per real token: `tpu_devops.serving.tokens`). 12,000 tokens; the cap still applies to anything larger.
-MAX_EVIDENCE_TOKENS = (MAX_RESULT_CHARS - 4_000) // 3
+HOST_TEXT_LIMIT = 20_000  # characters of the text form
+HOST_COMBINED_LIMIT = 25_000  # characters of the text and the structured JSON together (Qwen Code's limit)
+MAX_RESULT_CHARS = HOST_COMBINED_LIMIT  # no form is ever longer
+MAX_IMAGE_BYTES = 100_000  # a PNG sent inline as image content; larger ones go as a link only
+# The largest log-evidence budget a tool accepts, in tokens (the bundled evidence packs measure about 1.6
+# characters per estimated token, English prose about 4 per real token: `tpu_devops.serving.tokens`): up
+# to ~19,000 characters of evidence at the measured rate. An answer that then exceeds the host limits is
+# cut to fit (`fit_forms`), its whole text kept as an artifact.
+MAX_EVIDENCE_TOKENS = 12_000
+log = logging.getLogger("tpu_devops.results")
 RESERVED_FIELDS = ("summary", "omitted")  # keys the structured form adds; no result model may declare them
 
 
@@ -166,19 +183,95 @@ class ToolResult(BaseModel):
         """The structured content: ``summary`` first, then the pruned model (see the module docstring)."""
         return {"summary": self.summary_text(), **prune(self.model_dump(mode="json", by_alias=True), self)}
 
-    def host_forms(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, dict[str, Any]]:
-        """(text, structured content), each cut to ``limit`` characters with a note on what was left out.
-
-        A result that carries untrusted text (an ``untrusted`` marker with a ``notice``,
-        `tpu_devops.host.untrusted.UntrustedContent`) states that notice in the text too: a host that reads
-        only the text must get the same warning as one that reads only the structure.
-        """
-        hint = self.more_hint()
+    def full_text(self) -> str:
+        """`render_text`, plus the untrusted-content notice when the result carries one (an ``untrusted``
+        marker with a ``notice``, `tpu_devops.host.untrusted.UntrustedContent`): a host that reads only the
+        text must get the same warning as one that reads only the structure."""
         text = self.render_text()
         notice = getattr(getattr(self, "untrusted", None), "notice", None)
         if isinstance(notice, str) and notice not in text:
             text = f"{text}\nuntrusted: {notice}"
-        return cap_text(text, limit, hint), cap_structured(self.structured(), limit, hint)
+        return text
+
+    def host_forms(self) -> tuple[str, dict[str, Any]]:
+        """(text, structured content), fitted to the host limits (`fit_forms`)."""
+        answer = self.host_answer()
+        return answer.text, answer.structured
+
+    def host_answer(self) -> HostAnswer:
+        """Both forms fitted to the host limits, and the files the answer offers: the result's own
+        `Artifact` fields, and, when the answer had to be cut and the server keeps artifacts, the whole
+        text as one (the cut then says where it is)."""
+        text, structured = self.full_text(), self.structured()
+        files = artifacts_of(self)
+        hint = self.more_hint()
+        if not fits(text, structured):
+            whole = _keep_whole(type(self).__name__, text)
+            if whole is not None:
+                files.append(whole)
+                hint = f"read the whole answer in {whole.describe()}, or {hint}"
+        text, structured = fit_forms(text, structured, hint)
+        return HostAnswer(text=text, structured=structured, files=files)
+
+
+class HostAnswer(BaseModel):
+    """What `tpu_devops.host.registration.to_call_result` sends: the two forms and the offered files."""
+
+    text: str
+    structured: dict[str, Any]
+    files: list[Artifact] = []
+
+
+def fits(text: str, structured: dict[str, Any]) -> bool:
+    """True when both forms fit every host as they are (`HOST_TEXT_LIMIT`, `HOST_COMBINED_LIMIT`)."""
+    return len(text) <= HOST_TEXT_LIMIT and len(text) + json_chars(structured) <= HOST_COMBINED_LIMIT
+
+
+def fit_forms(
+    text: str, structured: dict[str, Any], hint: str = "ask for less"
+) -> tuple[str, dict[str, Any]]:
+    """(text, structured) cut to fit every host: the text to `HOST_TEXT_LIMIT`, both together to
+    `HOST_COMBINED_LIMIT`. When both are large each gets half of the combined room (a host that reads
+    only one form still gets the most of it), and a form smaller than its half leaves the rest to the
+    other."""
+    if fits(text, structured):
+        return text, structured
+    half = HOST_COMBINED_LIMIT // 2
+    text_room = min(HOST_TEXT_LIMIT, HOST_COMBINED_LIMIT - min(json_chars(structured), half))
+    text = cap_text(text, text_room, hint)
+    return text, cap_structured(structured, HOST_COMBINED_LIMIT - len(text), hint)
+
+
+def artifacts_of(result: BaseModel) -> list[Artifact]:
+    """The `Artifact` values among ``result``'s fields (also inside nested models and lists), in order."""
+    found: list[Artifact] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, Artifact):
+            if value not in found:
+                found.append(value)
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                visit(getattr(value, name, None))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                visit(item)
+
+    visit(result)
+    return found
+
+
+def _keep_whole(kind: str, text: str) -> Artifact | None:
+    """The whole text of an answer too large for the hosts, as an artifact (None when the server keeps
+    none, or it cannot be written: the cut answer still says how to ask for less)."""
+    if artifacts.configured() is None:
+        return None
+    stem = re.sub(r"(?<!^)(?=[A-Z])", "-", kind).lower()
+    try:
+        return artifacts.write(f"{stem}-answer", text, suffix=".txt", mime_type="text/plain")
+    except (OSError, ValueError) as exc:
+        log.warning("cannot keep the whole %s answer as a file: %s", kind, exc)
+        return None
 
 
 def _droppable(value: Any, is_model: bool) -> bool:
@@ -232,14 +325,18 @@ def _prune_value(dumped: Any, value: Any) -> Any:
 
 
 def _cut_note(left_out: str, hint: str) -> str:
-    return f"[{left_out} left out to stay under the host's {MAX_RESULT_CHARS:,}-character limit; to see it, {hint}]"
+    return (
+        f"[{left_out} left out to fit hosts' tool-result limits ({HOST_TEXT_LIMIT:,} characters of text, "
+        f"{HOST_COMBINED_LIMIT:,} with the structured form); to see it, {hint}]"
+    )
 
 
 HEAD_SHARE = 0.6  # of a cut text's room, kept from its start; the rest from its end
+KEEP_STRING = 1_000  # characters a long string of the structured form keeps while other parts can give
 LINE_SLACK = 2_000  # characters a cut may move back to end at a line
 
 
-def cap_text(text: str, limit: int = MAX_RESULT_CHARS, hint: str = "ask for less") -> str:
+def cap_text(text: str, limit: int = HOST_TEXT_LIMIT, hint: str = "ask for less") -> str:
     """``text`` if it fits in ``limit`` characters, else its start and its end (cut at line ends where
     there are any) around a note saying which characters and lines were left out and how to get them:
     a long answer's conclusion is at its end, a listing's first rows at its start."""
@@ -278,21 +375,36 @@ def cap_structured(
     omitted: list[str] = []
     budget = limit - 600  # room for the omitted notes themselves
     while json_chars(data) > budget:
-        target = _largest(data, lists=True) or _largest(data, lists=False)
+        over = json_chars(data) - budget
+        # A long string (a script, a log, a model's answer) loses its middle first, down to `KEEP_STRING`
+        # characters; then the largest list loses tail items (a listing's first rows matter most); then
+        # whatever string is longest is cut.
+        longest = _largest(data, lists=False)
+        if longest is not None and len(longest[3]) >= 2 * KEEP_STRING:
+            target: tuple[str, Any, Any, Any] | None = longest
+        else:
+            target = _largest(data, lists=True) or longest
         if target is None:
             break
         path, container, key, value = target
-        over = json_chars(data) - budget
         if isinstance(value, list):
             total = len(value)
-            keep = total
             size = json_chars(value)
-            while keep > 0 and size - json_chars(value[:keep]) < over:
-                keep = keep // 2 if keep > 8 else keep - 1
+            # the most items whose removal of the rest saves at least ``over`` characters (binary search)
+            low, high = 0, total - 1
+            while low < high:
+                mid = (low + high + 1) // 2
+                if size - json_chars(value[:mid]) >= over:
+                    low = mid
+                else:
+                    high = mid - 1
+            keep = low
             container[key] = value[:keep]
             omitted.append(f"{path}: {total - keep} of {total} items")
         else:  # a string keeps its start and its end
             keep = max(0, len(value) - over - 60)
+            if len(value) >= 2 * KEEP_STRING:
+                keep = max(keep, KEEP_STRING)
             head = int(keep * HEAD_SHARE)
             cut = len(value) - keep
             container[key] = (
@@ -374,8 +486,11 @@ class ViewResult(ToolResult):
     def structured(self) -> dict[str, Any]:
         return self.chosen().structured()
 
-    def host_forms(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, dict[str, Any]]:
-        return self.chosen().host_forms(limit)
+    def full_text(self) -> str:
+        return self.chosen().full_text()
+
+    def host_answer(self) -> HostAnswer:
+        return self.chosen().host_answer()
 
     @classmethod
     def views(cls) -> dict[str, type[ToolResult]]:

@@ -1,7 +1,7 @@
 """The JSON schemas a host receives for each tool: compact input schemas, honest output schemas.
 
 Input schemas (``inputSchema``) are sent to the model on every turn (Gemini CLI passes them unchanged as
-``parametersJsonSchema``; issue #17 §4-5), so `input_schema` derives them from the tool's argument
+``parametersJsonSchema``), so `input_schema` derives them from the tool's argument
 model and:
 
 - drops what repeats or says nothing: ``title`` keywords, ``default: null`` (and ``false`` for a flag),
@@ -15,11 +15,14 @@ model and:
   without ``maxItems`` to `DEFAULT_MAX_ITEMS`, and a required string needs at least one character. These
   defaults are checked (`validation_schema`) and stated once in `get_help`, not repeated on every argument
   (hosts send the schemas on every turn); bounds a tool declares are published, except sanity limits
-  marked `SANITY` (checked, but telling a model nothing it would choose by).
+  marked `SANITY` (checked, but telling a model nothing it would choose by);
+- states bounds and defaults in words at the end of the description, ``entries per page (1-500; default
+  50)``, instead of as keywords (`_in_words`): some hosts strip the keywords (Codex CLI drops ``default``,
+  ``minimum``/``maximum`` and length limits), none strips the description, and the words cost fewer bytes.
 
 `validation_schema` is the same schema plus what the published one leaves out for Gemini's sake
 (``additionalProperties: false``, exclusive bounds): arguments are checked against it before the tool
-runs, so unknown keys and ``true`` for a number are refused (issue #12 §8).
+runs, so unknown keys and ``true`` for a number are refused, never silently coerced.
 
 Output schemas (``outputSchema``) describe the structured form of `tpu_devops.host.results.ToolResult`:
 `wire_output_schema` adds the leading ``summary`` (and ``omitted``, present when a size cap cut the
@@ -137,7 +140,111 @@ def _argument(schema: dict[str, Any], *, required: bool, strict: bool) -> dict[s
     if strict:
         out.pop(SANITY, None)
         return _bound(_clean(out, strict=True), required=required, strict=True)
-    return _bound(_clean(_unpublished(out), strict=False), required=required, strict=False)
+    return _bound(_clean(_in_words(_unpublished(out)), strict=False), required=required, strict=False)
+
+
+# What `_in_words` moves from an argument's keywords into its description.
+STATED_KEYS = (*BOUND_KEYS, "default")
+MAX_STATED_DEFAULT = 40  # characters; a longer default keeps its keyword instead
+
+
+def _number(value: Any) -> str:
+    """``500``, ``0.92``, ``10000000``: no exponent, no thousands separator (a comma reads as a list)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:f}".rstrip("0").rstrip(".")
+
+
+def _range(schema: dict[str, Any], low: str, high: str, unit: str = "") -> tuple[str | None, list[str]]:
+    """``1-500`` / ``>= 1`` / ``<= 500`` (``> 0`` for an exclusive bound) from a schema's bounds, with the
+    numbers written; (None, []) when it has none."""
+    lo = schema.get(low, schema.get(f"exclusive{low[:1].upper()}{low[1:]}"))
+    hi = schema.get(high, schema.get(f"exclusive{high[:1].upper()}{high[1:]}"))
+    lo_strict = low not in schema and lo is not None
+    hi_strict = high not in schema and hi is not None
+    suffix = f" {unit}" if unit else ""
+    if lo is not None and hi is not None and not (lo_strict or hi_strict):
+        sep = "-" if lo >= 0 else " to "
+        return f"{_number(lo)}{sep}{_number(hi)}{suffix}", [_number(lo), _number(hi)]
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>' if lo_strict else '>='} {_number(lo)}")
+    if hi is not None:
+        parts.append(f"{'<' if hi_strict else '<='} {_number(hi)}")
+    if not parts:
+        return None, []
+    return ", ".join(parts) + suffix, [_number(v) for v in (lo, hi) if v is not None]
+
+
+def _bounds_phrase(schema: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """The schema's own bounds in words (its items' too, for an array), and the numbers they name."""
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        return _range(schema, "minimum", "maximum")
+    if kind == "string":
+        return _range(schema, "minLength", "maxLength", "chars")
+    if kind == "array":
+        own, numbers = _range(schema, "minItems", "maxItems", "items")
+        items = schema.get("items")
+        each, more = _bounds_phrase(items) if isinstance(items, dict) else (None, [])
+        phrase = "; ".join(p for p in (own, f"each {each}" if each else None) if p)
+        return phrase or None, numbers + more
+    return None, []
+
+
+def _default_phrase(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return f"default {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"default {_number(value)}"
+    if isinstance(value, str) and value and len(value) <= MAX_STATED_DEFAULT:
+        return f"default {value}"
+    return None
+
+
+def _in_words(schema: Any) -> Any:
+    """``schema`` with its bounds and default stated at the end of its description, ``(1-500; default
+    50)``, and their keywords dropped (recursively through object properties).
+
+    Hosts drop keywords they do not take (Codex CLI 0.171 sends no ``default``, ``minimum``/``maximum`` or
+    length limits to its model; OpenAI's strict function schemas refuse several), but every host sends the
+    description: stated there, a bound means the same on every host, in fewer bytes than the keywords
+    (``"minimum":1,"maximum":500`` is 26 bytes, `` (1-500)`` 8). The validation schema keeps the keywords, so
+    an argument out of bounds is still refused before the tool runs, with the field, the value and the fix.
+    A description that already names the bounds (or a default) is left as it is; a schema without a
+    description, or a default too long to state (`MAX_STATED_DEFAULT`), keeps the keywords.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {name: _in_words(sub) for name, sub in out["properties"].items()}
+    description = out.get("description")
+    if not isinstance(description, str) or not description:
+        return out
+    said = description.lower()
+    phrases = []
+    bounds, numbers = _bounds_phrase(out)
+    if bounds and not all(n in description for n in numbers):
+        phrases.append(bounds)
+    stated_default = "default" in out and ("default" in said or _default_phrase(out["default"]))
+    if "default" in out and "default" not in said and (default := _default_phrase(out["default"])):
+        phrases.append(default)
+    if phrases:
+        said_in = "; ".join(phrases)
+        # "x (a, b)" reads as one more parenthesis; "x (a, b); default y" does not
+        out["description"] = (
+            f"{description}; {said_in}" if description.endswith(")") else f"{description} ({said_in})"
+        )
+    for key in BOUND_KEYS:
+        out.pop(key, None)
+    if isinstance(out.get("items"), dict):
+        out["items"] = {k: v for k, v in out["items"].items() if k not in BOUND_KEYS}
+    if stated_default:
+        out.pop("default", None)
+    return out
 
 
 def _clean(schema: Any, *, strict: bool) -> Any:

@@ -120,11 +120,17 @@ def render_markdown(
         props = (t.input_schema or {}).get("properties", {})
         required = set((t.input_schema or {}).get("required", []))
         if props:
-            lines += ["", "| argument | type | required | default | description |", "|---|---|---|---|---|"]
+            # Defaults are stated in the descriptions (`tpu_devops.host.schemas`): a column only for keywords left
+            with_default = any("default" in prop for prop in props.values())
+            head = (
+                "| argument | type | required |" + (" default |" if with_default else "") + " description |"
+            )
+            lines += ["", head, "|---|---|---|" + ("---|" if with_default else "") + "---|"]
             for name, prop in props.items():
-                default = json.dumps(prop["default"]) if "default" in prop else ""
+                default = (json.dumps(prop["default"]) if "default" in prop else "") + " | "
                 desc = (prop.get("description") or "").replace("|", "/").replace("\n", " ")
                 lines.append(
-                    f"| `{name}` | {_schema_type(prop)} | {'yes' if name in required else 'no'} | {default} | {desc} |"
+                    f"| `{name}` | {_schema_type(prop)} | {'yes' if name in required else 'no'} | "
+                    f"{default if with_default else ''}{desc} |"
                 )
     return "\n".join(lines) + "\n"

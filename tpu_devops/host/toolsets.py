@@ -97,6 +97,9 @@ class Toolset:
     tools: dict[str, Declared] = field(default_factory=dict)
     renames: dict[str, str] = field(default_factory=dict)  # old tool name -> the call that replaces it
 
+    def __post_init__(self) -> None:
+        _DECLARED.append(self)
+
     def tool(
         self,
         *,
@@ -138,6 +141,25 @@ class Toolset:
         """Answer a call of the tool ``old`` (a name this set's tools had before) with ``replacement``:
         the call to make instead, e.g. ``"query_gemma with stats=true"``."""
         self.renames[old] = replacement
+
+
+_DECLARED: list[Toolset] = []
+# The package whose toolsets are this server's (a test may declare toolsets of its own elsewhere).
+SERVER_TOOLS_PACKAGE = "tpu_devops.tools."
+
+
+def declared_tool_names() -> frozenset[str]:
+    """Every tool name this server's toolsets declared in this process, enabled or not, and the names they
+    had before (`Toolset.renamed`): what a log line or a model answer must never get to call
+    (`tpu_devops.host.untrusted`). ``server.py`` imports every toolset at start, so in the server this is
+    the whole surface; elsewhere it is what has been imported."""
+    names: set[str] = set()
+    for toolset in _DECLARED:
+        ours = [d.name for d in toolset.tools.values() if d.fn.__module__.startswith(SERVER_TOOLS_PACKAGE)]
+        names.update(ours)
+        if ours:
+            names.update(toolset.renames)
+    return frozenset(names)
 
 
 @dataclass(frozen=True)

@@ -965,11 +965,11 @@ async def analyze(
         from tpu_devops.serving.models import choose_model
         from tpu_devops.serving.resolve import resolve_endpoint
 
-        endpoint = await resolve_endpoint(settings, base_url)
+        endpoint = await resolve_endpoint(settings, base_url, sends="log evidence and questions")
         choice = await choose_model(settings, endpoint.url, api_key=endpoint.api_key)
     except Exception as exc:
         if isinstance(exc, InputError) and exc.field == "base_url":
-            raise  # a malformed URL is the caller's to fix, not an outage to fall back from
+            raise  # a malformed URL, or one that may not receive the evidence, is the caller's to fix
         return _not_consulted(base, exc, notices, redactor, fallback, fallback_cites)
     base = base.model_copy(
         update={

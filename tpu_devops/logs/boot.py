@@ -22,6 +22,11 @@ counted, never alarmed on. The verdict keeps boot state and serving apart:
 - ``incomplete``: no failure after the last milestone and no startup yet. Errors followed by later
   progress are listed as ``recovered``.
 
+A failure of scope ``autoscaling`` (an HPA that cannot read its metric, from Kubernetes events) sits
+``beside`` the server: it is never the boot's root cause and the headline says serving is not affected.
+An exception header that announces its reason on the next lines (pydantic's ``N validation error for
+ModelConfig`` then ``  Value error, ...``) is read with those lines (`logs.failure_lines`).
+
 Performance: `logs.scan` finds candidate lines with ``str.find``; facts are single ``re.search`` calls;
 line numbers come from a bisect over newline offsets, so the work stays linear in the log size
 (``scripts/bench_planning.py``). Patterns never match across a newline.
@@ -40,13 +45,21 @@ from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
 from tpu_devops.host import files
 from tpu_devops.host.results import Table, ToolResult
-from tpu_devops.host.untrusted import UntrustedContent, UntrustedData, fence, inline, untrusted_data
+from tpu_devops.host.untrusted import (
+    UntrustedContent,
+    UntrustedData,
+    fence,
+    injection_notice,
+    inline,
+    looks_like_instruction,
+    untrusted_data,
+)
 from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.scan import Event, Scan, Text, scan_text
 from tpu_devops.logs.signatures import match_line  # noqa: F401  (re-exported: one rule set)
 
 SignatureSeverity = Literal["error", "warning", "info", "noise"]
-When = Literal["boot", "after start", "recovered"]
+When = Literal["boot", "after start", "recovered", "beside"]
 MAX_LOG_BYTES = 512 * 1024 * 1024
 MAX_FINDING_LINES = 50
 
@@ -93,11 +106,12 @@ class BootFinding(BaseModel):
     kind: str | None = Field(
         None, description="failure | symptom | wrapper | warning | info (None: derived check)"
     )
-    scope: str | None = Field(None, description="boot | serving | cloud")
+    scope: str | None = Field(None, description="boot | serving | cloud | autoscaling")
     when: When | None = Field(
         None,
         description="boot: stopped the boot; after start: logged after Application startup complete; "
-        "recovered: later progress shows the boot went on",
+        "recovered: later progress shows the boot went on; beside: around a server that serves (autoscaling), "
+        "stopping neither the boot nor a request",
     )
     title: str
     cause: str
@@ -175,6 +189,8 @@ class BootDiagnosis(UntrustedContent, ToolResult):
         "root_cause.details",
         "after_start.excerpt",
         "after_start.details",
+        "beside.excerpt",
+        "beside.details",
         "non_default_args",
         "model",
         "vllm_version",
@@ -203,8 +219,18 @@ class BootDiagnosis(UntrustedContent, ToolResult):
     after_start: BootFinding | None = Field(
         None, description="the main failure logged after the server started (requests rejected, engine died)"
     )
+    beside: BootFinding | None = Field(
+        None,
+        description="the main failure around the server that stops neither its boot nor its requests (an HPA "
+        "that cannot read its metric): serving is fine",
+    )
     unrecognised: int = Field(0, description="failure findings no rule explains")
     findings: list[BootFinding]
+    suspected_injection: list[int] = Field(
+        default_factory=list,
+        description="lines that read like instructions to an AI agent (possible prompt injection): never a "
+        "finding or a cause, whatever rule they would match",
+    )
     noise: dict[str, int] = Field(description="harmless known lines by signature id")
     # where the harmless lines are (at most MAX_FINDING_LINES each): for checks that every error line is
     # accounted for; neither form shows them (``noise`` counts them)
@@ -219,7 +245,7 @@ class BootDiagnosis(UntrustedContent, ToolResult):
         """The structured form without repeating the root cause (and the after-start failure) in
         ``findings``: those list the other findings."""
         data = super().structured()
-        shown = [f for f in (data.get("root_cause"), data.get("after_start")) if f]
+        shown = [f for f in (data.get("root_cause"), data.get("after_start"), data.get("beside")) if f]
         rest = [f for f in data.get("findings", []) if f not in shown]
         if len(rest) != len(data.get("findings", [])):
             data["findings"] = rest
@@ -292,18 +318,25 @@ class BootDiagnosis(UntrustedContent, ToolResult):
                 lines.append(f"  source: {f.source}")
             if f.excerpt:
                 lines.append(f"  log: {fence(f.excerpt[:200])}")
+        if self.suspected_injection:
+            lines.append(injection_notice([f"line {n}" for n in self.suspected_injection], "lines"))
         if self.noise:
             lines.append("harmless noise: " + ", ".join(f"{k} x{v}" for k, v in self.noise.items()))
         lines += [f"warm boot (this deployment): {w}" for w in self.warm_boot]
         return "\n".join(lines)
 
     def headline(self) -> str:
-        """Boot state and its cause; a failure after startup is said as such, never hidden by "boot OK"."""
+        """Boot state and its cause; a failure after startup is said as such, never hidden by "boot OK"; a
+        failure beside serving (autoscaling) is never called a boot failure."""
         if self.root_cause:
             rc = self.root_cause
             where = f" (line {rc.first_line})" if rc.first_line else ""
             return f"boot FAILED: {rc.title}{where}. Fix: {rc.fix}"
         version = f"vLLM {self.vllm_version}" if self.vllm_version else "vLLM"
+        beside = None
+        if self.beside:
+            b = self.beside
+            beside = f"{b.title}" + (f" (line {b.first_line})" if b.first_line else "") + f". Fix: {b.fix}"
         if self.status == "ready":
             tokens = f", {self.budget.kv_tokens:,} KV tokens" if self.budget.kv_tokens else ""
             if self.after_start:
@@ -311,9 +344,26 @@ class BootDiagnosis(UntrustedContent, ToolResult):
                 what = "requests fail" if a.scope == "serving" else "then it failed"
                 where = f" (line {a.first_line})" if a.first_line else ""
                 return f"boot OK ({version}{tokens}), but {what}: {a.title}{where}. Fix: {a.fix}"
-            recovered = sum(f.when == "recovered" for f in self.findings)
-            note = f"; {recovered} earlier error(s) did not stop it" if recovered else ""
+            if beside:
+                return f"boot OK ({version}{tokens}), serving not affected; autoscaling fails: {beside}"
+            earlier = sum(f.when == "recovered" for f in self.findings)
+            note = f"; {earlier} earlier error(s) did not stop it" if earlier else ""
             return f"boot OK ({version}{tokens}){note}"
+        progress = [
+            p for p in self.phases if p.phase != "first log line" and not p.phase.startswith("failure")
+        ]
+        if self.after_start:
+            # A serving-time failure (a liveness kill, a rejected request) in a log without the startup line.
+            a = self.after_start
+            where = f" (line {a.first_line})" if a.first_line else ""
+            return (
+                "no 'Application startup complete' in this log, but the server was serving and failed: "
+                f"{a.title}{where}. Fix: {a.fix}"
+            )
+        if beside and not (self.vllm_version or self.non_default_args or progress):
+            return f"no vLLM failure in this log (serving not affected); autoscaling fails: {beside}"
+        if beside:
+            return f"boot incomplete: no 'Application startup complete' yet; autoscaling fails: {beside}"
         recovered = [f for f in self.findings if f.when == "recovered"]
         if recovered:
             return (
@@ -368,8 +418,9 @@ def _find(log: Text, key: str) -> re.Match[str] | None:
     return _FACTS[key].search(log.text)
 
 
-def _context(text: str, args: dict[str, Any]) -> sg.Context:
+def _context(text: str, args: dict[str, Any], version: str | None = None) -> sg.Context:
     ctx = sg.context_from_args({k: v for k, v in args.items() if k != "_unparsed"})
+    ctx.vllm_version = version
     if not ctx.quantized and "Qwix" in text and sg.QWIX_LINE.search(text):
         ctx.quantized, ctx.quantization = True, ctx.quantization or "qwix"
     return ctx
@@ -377,6 +428,8 @@ def _context(text: str, args: dict[str, Any]) -> sg.Context:
 
 def _when(scan: Scan, line: int, scope: str) -> When:
     """Where a failure at ``line`` sits relative to the milestones (see the module docstring)."""
+    if scope == "autoscaling":
+        return "beside"
     if scan.started_line and line > scan.started_line:
         return "after start"
     if scope == "serving":
@@ -386,12 +439,23 @@ def _when(scan: Scan, line: int, scope: str) -> When:
     return "boot"
 
 
+CONTINUATION_LINES = 4  # lines after an exception header read for the reason it announces
+
+
 def _event_reading(scan: Scan, ev: Event, ctx: sg.Context) -> sg.Reading:
     hit = ev.best_hit()
     if hit is not None:
         return sg.explain(hit.sig, ev.groups(hit.sig), ctx)
     kind = ev.kind if ev.kind in sg.FALLBACK else "error"
-    return sg.unrecognised(scan.line(ev.key_line), kind)  # type: ignore[arg-type]
+    header = scan.line(ev.key_line)
+    total = len(scan.log.newlines) + 1
+    following = [
+        scan.line(n) for n in range(ev.key_line + 1, min(ev.key_line + CONTINUATION_LINES, total) + 1)
+    ]
+    reading, reason = sg.read_continued(header, following, ctx)
+    if reading is not None:
+        return reading
+    return sg.unrecognised(header, kind, reason)  # type: ignore[arg-type]
 
 
 _MASK = re.compile(r"\d+(?:\.\d+)?")
@@ -427,11 +491,23 @@ def _finding_at(
     )
 
 
-def _failure_findings(scan: Scan, ctx: sg.Context) -> tuple[list[BootFinding], dict[int, int]]:
-    """One finding per rule (or per distinct unrecognised line) and place; weights by id(finding)."""
+def _suspected(scan: Scan, ev: Event) -> bool:
+    """True when a line of the event (its key line, at most 200 of the others) reads like an instruction to
+    an AI agent (`looks_like_instruction`)."""
+    return any(looks_like_instruction(scan.line(n)) for n in {ev.key_line, *ev.lines[:200]})
+
+
+def _failure_findings(
+    scan: Scan, ctx: sg.Context, suspected: list[int]
+) -> tuple[list[BootFinding], dict[int, int]]:
+    """One finding per rule (or per distinct unrecognised line) and place; weights by id(finding). An
+    event whose lines read like instructions to an AI agent is no finding: its line goes to ``suspected``."""
     merged: dict[tuple[str, str], BootFinding] = {}
     weights: dict[int, int] = {}
     for ev in scan.events:
+        if _suspected(scan, ev):
+            suspected.append(ev.key_line)
+            continue
         reading = _event_reading(scan, ev, ctx)
         when = _when(scan, ev.key_line, reading.scope)
         body = sg.split_line(scan.line(ev.key_line)).body.strip()
@@ -477,6 +553,8 @@ def _note_findings(scan: Scan, budget: LoggedBudget) -> list[BootFinding]:
     """Info rules (fp8 announced, block size scaled, torchax path), one finding per rule."""
     out: dict[str, BootFinding] = {}
     for hit in scan.notes:
+        if looks_like_instruction(scan.line(hit.line)):
+            continue
         f = out.get(hit.sig.id)
         if f is None:
             f = _finding_at(scan, hit.line, sg.explain(hit.sig, hit.groups), when=None)
@@ -536,8 +614,9 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
     compile_s = float(engine.group(2)) if engine else (round(sum(warmups), 2) if warmups else None)
 
     # Findings: failures (rules and the fallback), info rules, noise.
-    ctx = _context(text, args)
-    findings, weights_of = _failure_findings(scan, ctx)
+    ctx = _context(text, args, version.group(1) if version else None)
+    suspected: list[int] = []
+    findings, weights_of = _failure_findings(scan, ctx, suspected)
     _point_wrappers(findings, weights_of)
     for f in findings:
         if f.id == "program-allocation-oom" and f.severity == "error":
@@ -547,6 +626,7 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
                 f.details["hbm_above_cap_gib"] = f"{budget.total_hbm_gib - budget.cap_gib:.2f}"
     root = _best(findings, weights_of, "boot")
     after_start = _best(findings, weights_of, "after start")
+    beside = _best(findings, weights_of, "beside")
     started = scan.started_line is not None
     status: Literal["ready", "failed", "incomplete"] = (
         "failed" if root is not None else ("ready" if started else "incomplete")
@@ -587,7 +667,11 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
         f"{engine.group(1)} s, compilation {engine.group(2)} s" if engine else None,
     )
     phase("application startup complete", _find(log, "startup_complete"))
-    for name, cause in (("failure", root), ("failure after start", after_start)):
+    for name, cause in (
+        ("failure", root),
+        ("failure after start", after_start),
+        ("failure beside serving", beside),
+    ):
         if cause is not None and cause.first_line:
             phases.append(
                 Phase(
@@ -657,8 +741,10 @@ def diagnose_boot_text(text: str, *, source: str = "log_text") -> BootDiagnosis:
         cross_check=cross,
         root_cause=root,
         after_start=after_start,
+        beside=beside,
         unrecognised=sum(f.signature is None and f.kind == "failure" for f in findings),
         findings=findings,
+        suspected_injection=sorted(set(suspected))[:MAX_FINDING_LINES],
         noise={k: len(v) for k, v in scan.noise.items()},
         noise_lines={k: v[:MAX_FINDING_LINES] for k, v in scan.noise.items()},
     )
@@ -701,6 +787,8 @@ def _cross_check(
             tensor_parallel_size=int(args.get("tensor_parallel_size") or 1),
         )
     except (TpuDevopsError, ValueError, TypeError):
+        return None
+    if plan.kv_tokens is None:  # not reached while the logged weights are passed in: nothing to compare
         return None
     deviation = (plan.kv_tokens - b.kv_tokens) / b.kv_tokens * 100
     implied = round(b.kv_avail_gib * 2**30 / b.kv_tokens, 1) if b.kv_avail_gib else None

@@ -105,8 +105,12 @@ def check_token_budget(token_budget: int) -> int:
     return int(token_budget)
 
 
-def _read_template(t: TemplateStats, ctx: sg.Context) -> tuple[Reading | None, Signature | None, int]:
-    """(reading, rule, weight) of a template from its exemplars' full text."""
+def _read_template(
+    t: TemplateStats, ctx: sg.Context, newest_first: bool = False
+) -> tuple[Reading | None, Signature | None, int]:
+    """(reading, rule, weight) of a template from its exemplars' full text, and for an exception header
+    that announces its reason on the next lines, from those lines (the records that follow it in time:
+    after it in the stream, or before it when the stream lists the newest first)."""
     best: tuple[Reading, Signature] | None = None
     for ex in t.exemplars or []:
         for line in ex.message.splitlines() or [ex.message]:
@@ -122,15 +126,20 @@ def _read_template(t: TemplateStats, ctx: sg.Context) -> tuple[Reading | None, S
                     best = (sg.explain(sig, m.groupdict(), ctx), sig)
                 break
     if best is None and not t.exemplars:
-        sig = sg.match(t.template)
-        if sig is not None:
-            best = (sg.explain(sig, {}, ctx), sig)
+        rule = sg.match(t.template)
+        if rule is not None:
+            best = (sg.explain(rule, {}, ctx), rule)
     if best is not None:
         return best[0], best[1], best[1].weight
-    ex = t.exemplars[0] if t.exemplars else None
-    message = ex.message if ex else t.template
+    first = t.exemplars[0] if t.exemplars else None
+    message = first.message if first else t.template
+    reason = None
+    if first is not None and (following := first.before if newest_first else first.after):
+        continued, reason = sg.read_continued(message, following, ctx)
+        if continued is not None and continued.rule is not None:
+            return continued, sg.BY_ID[continued.rule], continued.weight
     parts = sg.split_line(message.splitlines()[0] if message else "")
-    if parts.level is None and SEVERITY_RANK.get(ex.severity if ex else t.severity, 0) >= ERROR_RANK:
+    if parts.level is None and SEVERITY_RANK.get(first.severity if first else t.severity, 0) >= ERROR_RANK:
         parts = sg.LineParts(parts.proc, "ERROR", parts.src, parts.body)  # the entry's own severity
     kind = sg.classify(parts)
     if kind == "traceback":
@@ -138,7 +147,7 @@ def _read_template(t: TemplateStats, ctx: sg.Context) -> tuple[Reading | None, S
     if kind in ("furniture", "indented"):
         return None, None, FURNITURE_WEIGHT
     if kind in sg.FALLBACK:
-        return sg.unrecognised(message.splitlines()[0], kind), None, sg.FALLBACK[kind]
+        return sg.unrecognised(message.splitlines()[0], kind, reason), None, sg.FALLBACK[kind]
     return None, None, 0
 
 
@@ -168,7 +177,7 @@ def rank(result: MiningResult, context: sg.Context | None = None) -> list[Ranked
             last_ok = pos if last_ok is None or pos > last_ok else last_ok
     ranked: list[Ranked] = []
     for t in result.templates:
-        reading, sig, weight = _read_template(t, ctx)
+        reading, sig, weight = _read_template(t, ctx, down)
         r = Ranked(t, 0.0, sig, reading, weight)
         if r.failure and last_ok is not None and _last_position(t, down) < last_ok:
             r.recovered = True
@@ -206,7 +215,7 @@ def signature_hits(ranked: list[Ranked]) -> list[SignatureHit]:
     hits: dict[str, SignatureHit] = {}
     for r in ranked:
         sig, reading = r.signature, r.reading
-        if sig is None or reading is None:
+        if sig is None or reading is None or r.injection:  # a suspected injection is never a finding
             continue
         hit = hits.get(reading.id)
         if hit is None:
@@ -594,13 +603,19 @@ def to_result(
 
 
 def _observe(pages: Iterable[list[LogRecord]], lines: list[str]) -> Iterator[list[LogRecord]]:
-    """Pass pages through, keeping the lines that give the context (arguments, quantization)."""
+    """Pass pages through, keeping the lines that give the context (arguments, quantization, the vLLM
+    version)."""
+    args = version = False
     for page in pages:
         for record in page:
             msg = record.message
             logged = "non-default args:" in msg or "args: Namespace(" in msg
-            if (logged and not lines) or ("Qwix" in msg and len(lines) < 20):
+            if (logged and not args) or ("Qwix" in msg and len(lines) < 20):
                 lines.append(msg)
+                args = args or logged
+            elif not version and "version " in msg and sg.VERSION_LINE.search(msg):
+                lines.append(msg)
+                version = True
         yield page
 
 

@@ -47,7 +47,7 @@ class _GemmaArgs:
             return self.obj()
         if ch == "[":
             self.i += 1
-            items = []
+            items: list[Any] = []
             self.ws()
             if s.startswith("]", self.i):
                 self.i += 1

@@ -16,12 +16,14 @@ unchanged. `scripts/bench_logs.py` measures the throughput.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
+from tpu_devops.logs.failure_lines import continued
 from tpu_devops.logs.filters import SEVERITY_RANK
 from tpu_devops.logs.sources import LogRecord, parse_epoch
 
@@ -37,19 +39,26 @@ MASKS: list[tuple[str, str]] = [
     (r"\b\d+(?:\.\d+)?(?:[KMGT]i?B?|B|ms|s|%)?(?![\w.>])", "NUM"),
 ]
 _DIGIT = re.compile(r"\d")
+CONTEXT_RECORDS = 4  # records kept around an exception header that announces its reason on the next lines
 MAX_EXEMPLAR_CHARS = 2000  # long enough for the numbers at the end of an XLA or vLLM error line
 CACHE_LIMIT = 200_000
 
 
 @dataclass(slots=True)
 class Exemplar:
-    """One concrete entry of a template."""
+    """One concrete entry of a template.
+
+    ``after`` / ``before``: for an exception header whose message continues on the next lines
+    (`logs.failure_lines.continued`), the messages of the next / previous `CONTEXT_RECORDS` records of
+    the stream (which of them follows in time depends on the stream's order); None otherwise."""
 
     insert_id: str
     timestamp: str
     severity: str
     message: str
     epoch: float | None = None
+    after: list[str] | None = None
+    before: list[str] | None = None
 
 
 @dataclass
@@ -159,6 +168,8 @@ class LogMiner:
         self._last: tuple[float, str] | None = None
         self._prev_epoch: float | None = None
         self._steps = [0, 0]  # timestamps going down, going up from one entry to the next
+        self._recent: deque[str] = deque(maxlen=CONTEXT_RECORDS)  # the last messages, newest last
+        self._awaiting: list[Exemplar] = []  # exemplars still collecting the records after them
 
     def cluster_of(self, body: str) -> int:
         """Drain cluster id for a message body (masking + cache + tree)."""
@@ -176,6 +187,16 @@ class LogMiner:
 
     def add(self, record: LogRecord) -> str:
         """Account one record; returns its template id (``T<n>``)."""
+        if self._awaiting:
+            for waiting in self._awaiting:
+                assert waiting.after is not None
+                waiting.after.append(record.message)
+            self._awaiting = [w for w in self._awaiting if len(w.after or ()) < CONTEXT_RECORDS]
+        stats_id = self._add(record)
+        self._recent.append(record.message)
+        return stats_id
+
+    def _add(self, record: LogRecord) -> str:
         cid = self.cluster_of(record.body)
         stats = self._stats.get(cid)
         if stats is None:
@@ -207,6 +228,10 @@ class LogMiner:
             item = Exemplar(
                 record.insert_id, record.timestamp, sev, record.message[:MAX_EXEMPLAR_CHARS], epoch
             )
+            if "rror" in record.body or ":" in record.body[-2:]:  # cheap filter before the exact test
+                if continued(record.body):
+                    item.after, item.before = [], list(reversed(self._recent))
+                    self._awaiting.append(item)
             if len(ex) < 2:
                 ex.append(item)
                 if len(ex) == 2 and (ex[0].epoch or 0.0) > (ex[1].epoch or 0.0):

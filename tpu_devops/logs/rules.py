@@ -15,7 +15,8 @@ A row (`Signature`):
   status), ``wrapper`` ("See root cause above"), ``warning``, ``info``, ``noise`` (known harmless,
   never a root cause whatever its severity).
 - ``scope``: ``boot`` (the server does not start), ``serving`` (the server started; requests fail),
-  ``cloud`` (the VM or the request around it).
+  ``cloud`` (the VM or the request around it), ``autoscaling`` (the scaling around a server that
+  serves: an HPA that cannot read its metric stops neither the boot nor a request).
 - ``weight``: ranks root causes: failures 60-100 by specificity, the unrecognised-failure fallback
   30-45 (`logs.signatures.FALLBACK`), symptoms 25, warnings 20, info 0, wrappers -60, noise -100.
 - ``cause`` / ``fix``: the generic reading; `logs.signatures.explain` conditions them on the evidence
@@ -32,8 +33,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tpu_devops.catalog import GENERATIONS, safe_memory_utilization_advice
+
 Kind = Literal["failure", "symptom", "wrapper", "warning", "info", "noise"]
-Scope = Literal["boot", "serving", "cloud"]
+Scope = Literal["boot", "serving", "cloud", "autoscaling"]
 
 _SIZE = r"[\d.]+\s?[KMGT]?i?B?"
 
@@ -67,9 +70,10 @@ class Signature:
     @property
     def severity(self) -> Literal["error", "warning", "info", "noise"]:
         """The boot-diagnosis severity of a finding of this rule."""
-        if self.kind in ("failure", "symptom", "wrapper"):
-            return "error"
-        return self.kind
+        kind = self.kind
+        if kind == "warning" or kind == "info" or kind == "noise":
+            return kind
+        return "error"  # failure, symptom, wrapper
 
 
 _WEIGHT = {"symptom": 25, "warning": 20, "info": 0, "wrapper": -60, "noise": -100}
@@ -106,7 +110,12 @@ def _rule(
     )
 
 
-_FIX_UTIL = "--gpu-memory-utilization 0.92 (v5e: leave ~1.26 GiB above the cap for compiled programs)"
+# The generation whose memory ceiling and GKE labels the fixes quote: the seed's (every fixture is v5e).
+_V5E = GENERATIONS["v5e"]
+_FIX_UTIL = (
+    f"--gpu-memory-utilization {_V5E.max_gpu_memory_utilization:g} "
+    "(v5e: leave ~1.26 GiB above the cap for compiled programs)"
+)
 
 SIGNATURES: tuple[Signature, ...] = (
     # ---- boot failures: memory --------------------------------------------------------------------
@@ -116,17 +125,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "boot",
         "hbm",
         (
-            rf"Error loading program '?(?P<program>[^':\n]*)'?: Attempting to reserve (?P<wanted>{_SIZE}) at the "
-            rf"bottom of memory\. That was not possible\. There are (?P<free>{_SIZE}) free",
+            # libtpu names the program ("Error loading program 'jit_x': Attempting ...") or, in other builds,
+            # not ("Error loading program: Attempting to reserve 1.04G ..."): the same allocation failure.
+            rf"Error loading program(?: '?(?P<program>[^':\n]*)'?)?: Attempting to reserve (?P<wanted>{_SIZE}) at "
+            rf"the bottom of memory\. That was not possible\. There are (?P<free>{_SIZE}) free",
             r"RuntimeProgramAllocationFailure|openxla\.org/xla/errors/error_0101",
         ),
         ("Error loading program", "RuntimeProgramAllocationFailure", "error_0101"),
         "compiled program does not fit in HBM (after KV init)",
         "--gpu-memory-utilization too high: the KV pool filled the cap and the HBM left above it cannot hold "
-        "the compiled XLA programs (0.95 on v5e leaves 0.79 GiB; 0.92 leaves 1.26 GiB)",
+        "the compiled XLA programs (0.95 on v5e leaves 0.79 GiB; "
+        f"{_V5E.max_gpu_memory_utilization:g} leaves 1.26 GiB)",
         _FIX_UTIL,
         "XLA E0101 RuntimeProgramAllocationFailure (openxla.org/xla/errors/error_0101; older libtpu: "
-        "'RESOURCE_EXHAUSTED: Error loading program ...: Attempting to reserve'); "
+        "'RESOURCE_EXHAUSTED: Error loading program ...: Attempting to reserve', with or without the program's "
+        "name); "
         "fixtures/vllm-logs/v5e1-e2b-util095-program-oom.log; seed (DESIGN §3)",
         weight=95,
     ),
@@ -151,7 +164,8 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         "KV cache smaller than one max-model-len request",
         "after the weights, the KV pool cannot hold even one request of --max-model-len tokens",
-        "lower --max-model-len to what the pool holds, or raise --gpu-memory-utilization (at most 0.92 on v5e), "
+        "lower --max-model-len to what the pool holds, or raise --gpu-memory-utilization "
+        f"(at most {safe_memory_utilization_advice()}), "
         "or use a larger slice",
         "vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (vLLM 0.9-0.11 'models's ... (X GiB'; "
         "later 'model's ... X GiB'); V0 'is larger than the maximum number of tokens that can be stored in KV "
@@ -378,6 +392,134 @@ SIGNATURES: tuple[Signature, ...] = (
         "libtpu / JAX backend initialization errors",
         weight=85,
     ),
+    _rule(
+        "quantization-unsupported-on-platform",
+        "failure",
+        "boot",
+        "quantization",
+        (
+            r"(?P<method>[\w.-]+) quantization is currently not supported in (?P<platform>\w+)",
+            r"(?P<method>[\w.-]+) quantization method not supported\. Supported methods are",
+            r"Unknown quantization method: (?P<method>[\w.-]+)\. Must be one of",
+        ),
+        (
+            "quantization is currently not supported in",
+            "quantization method not supported",
+            "Unknown quantization method",
+        ),
+        "quantization method not supported on this platform",
+        "the checkpoint's or --quantization's method is not one the platform's kernels implement, so vLLM "
+        "refuses the model config before loading anything",
+        "serve the unquantized (bf16) checkpoint without --quantization, or a checkpoint in a method the "
+        "platform lists",
+        "vLLM Platform.verify_quantization ('X quantization is currently not supported in tpu.', raised inside "
+        "pydantic's ValidationError for ModelConfig); tpu-inference get_tpu_quantization_config ('X "
+        "quantization method not supported. Supported methods are ...'); TPU list: "
+        "tpu_devops.planning.quantization (field report C15)",
+        weight=87,
+    ),
+    _rule(
+        "parser-tokens-missing",
+        "failure",
+        "boot",
+        "flags",
+        (
+            r"(?P<parser>\w+) reasoning parser could not locate think start/end tokens in the tokenizer",
+            r"(?P<parser>[\w][\w .-]*?) Tool parser could not locate tool call start/end tokens in the tokenizer",
+        ),
+        ("could not locate think start/end tokens", "could not locate tool call start/end tokens"),
+        "reasoning / tool-call parser of another model family",
+        "the parser looks for its model family's special tokens (thinking or tool-call delimiters) in the "
+        "tokenizer and this model has none, so the server refuses to start",
+        "use the parsers of the served model's family, or drop --reasoning-parser / --tool-call-parser",
+        "vllm/reasoning/basic_parsers.py ('X reasoning parser could not locate think start/end tokens in the "
+        "tokenizer!'); vLLM tool parsers ('X Tool parser could not locate tool call start/end tokens in the "
+        "tokenizer!'); vllm-project/recipes#515 (field report C16)",
+        weight=84,
+    ),
+    _rule(
+        "transformers-per-layer-attribute",
+        "failure",
+        "boot",
+        "versions",
+        (
+            r"AmbiguousGlobalPerLayerAttributeError: '(?P<attribute>\w+)' is a per-layer attribute",
+            # the exception type alone on its line, the message on the next one (vllm-rbln#1092's log)
+            r"^\s*'(?P<attribute>\w+)' is a per-layer attribute and may vary across layers",
+            r"AmbiguousGlobalPerLayerAttributeError",
+        ),
+        ("AmbiguousGlobalPerLayerAttributeError", "is a per-layer attribute"),
+        "the image's vLLM cannot read this transformers' per-layer model config",
+        "the image pairs a vLLM that reads a global config attribute with a transformers that keeps that "
+        "attribute per layer and refuses the global read",
+        "an image whose vLLM reads the per-layer configs, or transformers pinned to a release that still "
+        "allows the global read",
+        "transformers heterogeneity configuration_utils AmbiguousGlobalPerLayerAttributeError; version ranges "
+        "in tpu_devops.planning.version_traps (vllm-project/vllm#52768, #51744, PR #49797; field report C13)",
+        weight=86,
+    ),
+    _rule(
+        "transformers-unknown-model-type",
+        "failure",
+        "boot",
+        "versions",
+        (
+            r"has model type [`'\"]?(?P<model_type>[\w.-]+)[`'\"]? but Transformers does not recognize this "
+            r"architecture",
+            r"Model architectures \[(?P<architectures>[^\]\n]*)\] are not supported for now",
+        ),
+        ("Transformers does not recognize this architecture", "are not supported for now"),
+        "the image is too old for this model's architecture",
+        "the transformers (or vLLM) in the image predates the model type, so it cannot even read the "
+        "model's config",
+        "use a newer vllm-tpu image (one released after the model; e.g. vllm/vllm-tpu:v0.30.0)",
+        "transformers AutoConfig ValueError ('The checkpoint you are trying to load has model type X but "
+        "Transformers does not recognize this architecture'); vLLM model registry ('Model architectures [...] "
+        "are not supported for now'); first releases in tpu_devops.planning.images.FIRST_SUPPORT",
+        weight=84,
+    ),
+    _rule(
+        "torchax-tensor-elem",
+        "failure",
+        "boot",
+        "model_impl",
+        (r"'Tensor' object has no attribute '_elem'",),
+        ("no attribute '_elem'",),
+        "the PyTorch (torchax) path crashes on this model's in-place tensor update",
+        "on the torchax path vLLM's model fills a plain tensor attribute in place (Gemma 4's "
+        "per_layer_embeddings in embed_input_ids), which torchax never converted: the precompile mixes torch "
+        "and torchax tensors and fails",
+        "serve through tpu-inference's JAX implementation: -e MODEL_IMPL_TYPE=flax_nnx (Gemma 4 E2B/E4B are "
+        "enabled there), or use a tpu-inference with the torchax fix",
+        "vllm-project/tpu-inference PR #3176 (Gemma 4 E2B/E4B on MODEL_IMPL_TYPE=vllm: torchax _aten_copy "
+        "AttributeError: 'Tensor' object has no attribute '_elem'; pinned to flax_nnx), #2126",
+        weight=77,
+    ),
+    _rule(
+        "killed-by-startup-probe",
+        "failure",
+        "boot",
+        "lifecycle",
+        (
+            r"KeyboardInterrupt: terminated",
+            r"Container (?P<container>\S+) failed startup probe, will be restarted",
+        ),
+        ("KeyboardInterrupt: terminated", "failed startup probe"),
+        "stopped from outside by SIGTERM (on GKE: a startup probe shorter than the boot), not a vLLM error",
+        "vLLM turns SIGTERM into KeyboardInterrupt('terminated'): something stopped the container while it "
+        "loaded weights and compiled. On GKE that is the kubelet restarting a container whose startup probe "
+        "(periodSeconds x failureThreshold) is shorter than weight load + XLA compile; elsewhere a docker "
+        "stop, a node drain or a preemption. Not a vLLM error",
+        "lengthen the startup probe so periodSeconds x failureThreshold is above the boot time (cold 857 s on "
+        "v5e-1 with Gemma 4 E2B, plus the image pull on a fresh node: e.g. periodSeconds 10, "
+        "failureThreshold 180 = 30 min), or boot warm from a mounted compile cache; after 'Application "
+        "startup complete' or on a VM, look for who stopped the container (liveness probe, docker stop, "
+        "a node drain, a preemption)",
+        "vLLM api_server signal_handler (raise KeyboardInterrupt('terminated') on SIGTERM); kubelet event "
+        "'Container X failed startup probe, will be restarted'; vllm-project/vllm#17386, PR #19377 (field "
+        "report C04); boot time: seed (DESIGN §3)",
+        weight=74,
+    ),
     # ---- boot failures: Hugging Face -----------------------------------------------------------------
     _rule(
         "hf-rate-limited",
@@ -534,17 +676,28 @@ SIGNATURES: tuple[Signature, ...] = (
             r"manifest for (?P<image>\S+?) not found",
             r"reading manifest (?P<tag>\S+) in (?P<image>\S+?): manifest unknown",
             r"pull access denied for (?P<image>[^,\s]+)",
-            r"manifest unknown|repository does not exist or may require 'docker login'",
+            # containerd (GKE's kubelet): 'Failed to pull image "X": ... failed to resolve reference "X": X: not
+            # found'; 'pull access denied, repository does not exist or may require authorization'
+            r"failed to resolve reference \\?\"(?P<image>[^\"\\\s]+)\\?\": (?:[^\n]*?: )?not found",
+            r"Failed to pull image \\?\"(?P<image>[^\"\\\s]+)\\?\"[^\n]*\bnot found\b",
+            r"manifest unknown|repository does not exist or may require (?:'docker login'|authorization)",
         ),
-        ("manifest", "pull access denied", "repository does not exist"),
+        (
+            "manifest",
+            "pull access denied",
+            "repository does not exist",
+            "failed to resolve reference",
+            "Failed to pull image",
+        ),
         "container image not found (pull failed)",
         "the image tag or name does not exist in the registry (vllm/vllm-tpu publishes no 'latest' tag), or the "
         "registry refused an anonymous pull of a private image",
         "pin an existing tag or digest (VLLM_IMAGE, e.g. vllm/vllm-tpu:v0.30.0; check it with docker manifest "
         "inspect), or log the VM in to the registry",
         "Docker daemon texts ('manifest for X not found: manifest unknown', 'pull access denied for X, repository "
-        "does not exist or may require docker login'), podman ('reading manifest T in X: manifest unknown'); "
-        "vllm-project/vllm#17114 (field report B08)",
+        "does not exist or may require docker login'), podman ('reading manifest T in X: manifest unknown'), "
+        'containerd via the kubelet (\'Failed to pull image "X": ... failed to resolve reference "X": X: not '
+        "found'); vllm-project/vllm#17114 (field report B08)",
         weight=90,
     ),
     _rule(
@@ -577,6 +730,86 @@ SIGNATURES: tuple[Signature, ...] = (
         "read the startup-script lines just before this one; render_startup_script shows what ran",
         "GCE guest agent google_metadata_script_runner: '<key> exit status N' (older agent) and 'Script "
         '"startup-script" failed with error: exit status N\' (guest-agent metadata_script_runner)',
+    ),
+    _rule(
+        "container-name-conflict",
+        "failure",
+        "boot",
+        "container",
+        (
+            r"Conflict\. The container name \\?\"(?P<name>/?[\w.-]+)\\?\" is already in use",
+            r"the container name \\?\"(?P<name>[\w.-]+)\\?\" is already in use",
+        ),
+        ("The container name", "the container name"),
+        "container name already taken (docker run exits 125)",
+        "a container of that name from an earlier boot or restart still exists (running or stopped), so "
+        "docker run --name refuses to create the new one and vLLM is never started",
+        "remove the old container first (docker rm -f NAME; the startup script does so before each run), or "
+        "run with --rm so a stopped container does not keep the name",
+        'Docker daemon text (\'Conflict. The container name "/vllm" is already in use by container "...". You '
+        "have to remove (or rename) that container to be able to reuse that name.', docker run exit status "
+        "125); podman ('the container name \"vllm\" is already in use')",
+        weight=88,
+    ),
+    _rule(
+        "port-in-use",
+        "failure",
+        "boot",
+        "container",
+        (
+            r"\[Errno 98\] error while attempting to bind on address \((?P<address>[^)\n]*)\): address already in use",
+            r"\[Errno 98\] Address already in use",
+            r"Bind for (?P<address>[\d.:\[\]]+) failed: port is already allocated",
+            r"listen tcp (?P<address>[\d.:\[\]]+): bind: address already in use",
+        ),
+        ("Errno 98", "port is already allocated", "bind: address already in use"),
+        "the API port is already in use",
+        "another process listens on the port vLLM binds: an earlier vLLM container still running with "
+        "--net host, or a second engine started with the same --port",
+        "find it (docker ps; ss -ltnp 'sport = :8000'), stop the old container (docker rm -f NAME), or give "
+        "each engine its own --port",
+        "Python OSError '[Errno 98] Address already in use' at vLLM's socket bind; uvicorn 'error while "
+        "attempting to bind on address (...): address already in use'; Docker 'Bind for 0.0.0.0:8000 failed: "
+        "port is already allocated' (with -p)",
+        weight=85,
+    ),
+    _rule(
+        "image-pull-unauthorized",
+        "failure",
+        "boot",
+        "image",
+        (
+            r"failed to authorize: failed to fetch (?:oauth|anonymous) token: unexpected status[^\n]*?(?P<status>401|403)",
+            r"Permission \\?[\"']?artifactregistry\.repositories\.downloadArtifacts\\?[\"']? denied",
+            r"(?:pkg\.dev|gcr\.io)[^\n]*(?P<status>403 Forbidden|401 Unauthorized)",
+        ),
+        ("failed to authorize", "downloadArtifacts", "403 Forbidden", "401 Unauthorized"),
+        "the registry refused the image pull (401/403)",
+        "the node pulls from a private registry (Artifact Registry / Container Registry) without read access: "
+        "its service account lacks the reader role, or the image is in another project",
+        "grant the node's service account roles/artifactregistry.reader on the repository (or pull a public "
+        "image such as vllm/vllm-tpu:v0.30.0)",
+        "containerd pull errors ('failed to authorize: failed to fetch oauth token: unexpected status: 403 "
+        "Forbidden'); Artifact Registry 'Permission \"artifactregistry.repositories.downloadArtifacts\" denied'",
+        weight=89,
+    ),
+    _rule(
+        "image-pull-backoff",
+        "symptom",
+        "boot",
+        "image",
+        (
+            r"Back-off pulling image \\?\"(?P<image>[^\"\\\s]+)",
+            r"\b(?:ErrImagePull|ImagePullBackOff)\b",
+        ),
+        ("Back-off pulling image", "ErrImagePull", "ImagePullBackOff"),
+        "the kubelet cannot pull the image (ErrImagePull / ImagePullBackOff)",
+        "the kubelet failed to pull the container image and waits before it retries; the reason is in the "
+        "'Failed to pull image' event",
+        "read the 'Failed to pull image' event (kubectl describe pod): not found = a tag that does not exist "
+        "(pin e.g. vllm/vllm-tpu:v0.30.0), 401/403 = registry access",
+        "kubelet events ErrImagePull, ImagePullBackOff, 'Back-off pulling image \"X\"' (Kubernetes images "
+        "documentation)",
     ),
     # ---- serving problems: the server started, requests fail -------------------------------------
     _rule(
@@ -613,6 +846,27 @@ SIGNATURES: tuple[Signature, ...] = (
         "--enable-auto-tool-choice --tool-call-parser gemma4 (and --reasoning-parser gemma4)",
         "vLLM OpenAI server error text (ValueError in older releases, HTTP 400 body in newer); DESIGN §3",
         weight=65,
+    ),
+    _rule(
+        "llamacpp-context-exceeded",
+        "failure",
+        "serving",
+        "context",
+        (
+            r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<n_ctx>\d+) tokens\)",
+            r"the request exceeds the available context size[^\n]*?\"n_prompt_tokens\":\s*(?P<prompt>\d+)"
+            r"[^\n]*?\"n_ctx\":\s*(?P<n_ctx>\d+)",
+            r"the request exceeds the available context size|exceed_context_size_error",
+        ),
+        ("exceeds the available context size", "exceed_context_size_error"),
+        "llama-server: the prompt does not fit one slot's context (400)",
+        "llama-server gives each of its --parallel slots --ctx-size / --parallel tokens (n_ctx is per slot), "
+        "and this request's prompt plus output needs more",
+        "shorten the prompt, raise --ctx-size (to --parallel x the longest request), or lower --parallel",
+        "llama.cpp tools/server exceed_context_size_error (older 'the request exceeds the available context "
+        "size, try increasing it' with n_prompt_tokens / n_ctx in the body; newer 'request (N tokens) "
+        "exceeds the available context size (C tokens)'); field report C17",
+        weight=66,
     ),
     # ---- wrappers: they only report a failure raised elsewhere ---------------------------------------
     _rule(
@@ -735,14 +989,237 @@ SIGNATURES: tuple[Signature, ...] = (
         "failure",
         "cloud",
         "capacity",
-        (r"provisioning model is not supported for accelerator type",),
-        ("provisioning model is not supported", "PROVISIONING MODEL IS NOT SUPPORTED", "provisioning model"),
+        (
+            r"provisioning model is not supported for accelerator type",
+            # Cloud TPU error glossary ("Invalid Accelerator Type"): the type is not offered in the zone with
+            # these flags
+            r"[Aa]ccelerator type \S+ as (?:preemptible|spot) \((?:true|false)\) and reserved \((?:true|false)\) "
+            r"is not available in zone",
+        ),
+        (
+            "provisioning model is not supported",
+            "PROVISIONING MODEL IS NOT SUPPORTED",
+            "provisioning model",
+            "is not available in zone",
+        ),
         "Provisioning model not offered here",
         "this (zone, provisioning model, accelerator) triple is not offered",
         "use a zone that lists the provisioning model for this accelerator",
-        "DESIGN §3 (FLEX_START ... not supported ... in location)",
+        "DESIGN §3 (FLEX_START ... not supported ... in location); Cloud TPU error glossary ('Accelerator type "
+        "v2-512 as preemptible (false) and reserved (false) is not available in zone us-central1-a')",
         weight=85,
         flags=re.I,
+    ),
+    # ---- Kubernetes: scheduler, cluster autoscaler, kubelet and HPA events -----------------------------
+    _rule(
+        "k8s-node-selector-mismatch",
+        "failure",
+        "boot",
+        "scheduling",
+        # Only when every node (or the only reason of a scale-up refusal) is a selector mismatch: CPU nodes
+        # that do not match a TPU selector are normal, and then another reason on the line is the cause.
+        (
+            r"0/(?P<nodes>\d+) nodes are available: [^\n]*?\b(?P=nodes) node\(s\) didn't match "
+            r"(?:Pod's node affinity(?:/selector)?|node selector)",
+            r"pod didn't trigger scale-up[^:\n]*: (?P<groups>\d+) node\(s\) didn't match Pod's node "
+            r"affinity(?:/selector)?(?: \(x\d+\))?\s*$",
+        ),
+        ("didn't match Pod's node affinity", "didn't match node selector"),
+        "pod unschedulable: its TPU nodeSelector matches no node pool",
+        "the pod's node selector (cloud.google.com/gke-tpu-accelerator / cloud.google.com/gke-tpu-topology) "
+        "matches no node's labels, and the cluster autoscaler has no node pool it could grow to match "
+        "(NotTriggerScaleUp): the pod stays Pending and vLLM never starts",
+        "set the selector to the TPU pool's labels (v5e, one chip: cloud.google.com/gke-tpu-accelerator: "
+        f"{_V5E.gke_accelerator}, cloud.google.com/gke-tpu-topology: {_V5E.gke_topologies[1]}; see kubectl "
+        "get nodes -L cloud.google.com/gke-tpu-accelerator,cloud.google.com/gke-tpu-topology), or create a "
+        f"node pool with those labels (machine type {_V5E.machine_types[1]})",
+        "kube-scheduler NodeAffinity filter ('N node(s) didn't match Pod's node affinity/selector'; before "
+        "1.22 'didn't match node selector'); cluster-autoscaler NotTriggerScaleUp ('pod didn't trigger "
+        "scale-up: ...'); GKE TPU node labels (kubernetes-engine-samples ai-ml/vllm-tpu); "
+        "huggingface/optimum-tpu#43, #74 (field report C02)",
+        weight=86,
+    ),
+    _rule(
+        "k8s-tpu-taint-not-tolerated",
+        "failure",
+        "boot",
+        "scheduling",
+        (
+            r"untolerated taint \{google\.com/tpu: [^}\n]*\}",
+            r"had taints? \{google\.com/tpu: [^}\n]*\}, that the pod didn't tolerate",
+        ),
+        ("untolerated taint {google.com/tpu", "{google.com/tpu:"),
+        "pod unschedulable: it does not tolerate the TPU nodes' taint",
+        "GKE taints TPU nodes google.com/tpu:NoSchedule and adds the toleration only to pods that request "
+        "google.com/tpu, so a pod without the request (or without the toleration) is kept off them",
+        "request the chips in the container (resources.limits google.com/tpu: 1 for a 1x1 v5e node, the "
+        "same as requests), which also brings the toleration; or add a toleration for google.com/tpu",
+        "kube-scheduler TaintToleration filter ('N node(s) had untolerated taint {google.com/tpu: present}'; "
+        "older 'had taint {...}, that the pod didn't tolerate'); GKE TPU docs (ExtendedResourceToleration)",
+        weight=80,
+    ),
+    _rule(
+        "k8s-insufficient-tpu",
+        "failure",
+        "boot",
+        "scheduling",
+        (
+            r"Node didn't have enough resource: google\.com/tpu, requested: (?P<requested>\d+), used: "
+            r"(?P<used>\d+), capacity: (?P<capacity>\d+)",
+            r"(?P<nodes>\d+) Insufficient google\.com/tpu",
+            r"Insufficient google\.com/tpu|OutOfgoogle\.com/tpu",
+        ),
+        ("Insufficient google.com/tpu", "enough resource: google.com/tpu", "OutOfgoogle.com/tpu"),
+        "no free TPU chips on the node (google.com/tpu)",
+        "the TPU node does not offer the chips the pod requests: right after a node is created the TPU "
+        "device plugin registers google.com/tpu a minute or two after the node is Ready (capacity 0 until "
+        "then); later it means another pod holds the chips, or the pod requests more chips than the node "
+        "has",
+        "if the node is new, wait for its device plugin (kubectl describe node: Allocatable google.com/tpu) "
+        "and the pod schedules by itself; otherwise request exactly the node's chips (1 on a 1x1 v5e node) "
+        "and delete the pod that holds them",
+        "kube-scheduler NodeResourcesFit ('N Insufficient google.com/tpu'); kubelet admission 'Node didn't "
+        "have enough resource: google.com/tpu, requested: 1, used: 0, capacity: 0' (OutOfgoogle.com/tpu); "
+        "GKE TPU device plugin",
+        weight=78,
+    ),
+    _rule(
+        "k8s-scale-up-quota",
+        "failure",
+        "boot",
+        "quota",
+        (
+            r"Quota '(?P<quota>(?:PREEMPTIBLE_)?TPU_[A-Z0-9_]+)' exceeded\.\s+Limit: (?P<limit>[\d.]+) in region "
+            r"(?P<region>[\w-]+)",
+            r"scale up in zones? (?P<zones>[\w, -]+?) associated with this pod failed: GCE quota exceeded",
+            r"GCE quota exceeded|scale\.up\.error\.quota\.exceeded",
+        ),
+        ("GCE quota exceeded", "scale.up.error.quota.exceeded", "TPU_"),
+        "node pool cannot grow: Compute Engine TPU quota exceeded",
+        "GKE node pools draw Compute Engine quota (regional TPU chips: TPU_LITE_PODSLICE_V5 for on-demand "
+        "v5e, PREEMPTIBLE_TPU_LITE_PODSLICE_V5 for spot), not the Cloud TPU API quota that queued resources "
+        "use (TPUV5sLitepodPerProjectPer...ForTPUAPI): the autoscaler could not add a TPU node",
+        "request more Compute Engine TPU chip quota for the region (Cloud Quotas, service "
+        "compute.googleapis.com: TPU_LITE_PODSLICE_V5, or PREEMPTIBLE_TPU_LITE_PODSLICE_V5 for spot), free "
+        "chips held by other node pools, or use a region that has it",
+        "cluster-autoscaler FailedScaleUp ('Node scale up in zones Z associated with this pod failed: GCE "
+        "quota exceeded. Pod is at risk of not being scheduled.'; noScaleUp scale.up.error.quota.exceeded); "
+        "Compute Engine regional TPU quota metrics (gcloud compute regions describe); cloud.google.com/tpu/"
+        "docs/quota (GKE quota is separate)",
+        weight=88,
+    ),
+    _rule(
+        "k8s-scale-up-stockout",
+        "failure",
+        "boot",
+        "capacity",
+        (
+            r"scale up in zones? (?P<zones>[\w, -]+?) associated with this pod failed: GCE out of resources",
+            r"GCE out of resources|scale\.up\.error\.out\.of\.resources",
+        ),
+        ("GCE out of resources", "scale.up.error.out.of.resources"),
+        "node pool cannot grow: no TPU capacity in the zone",
+        "the autoscaler asked Compute Engine for a TPU node and the zone had none (a stockout), not a quota "
+        "limit",
+        "wait and let the autoscaler retry, add a node pool in another zone that offers the TPU, or use "
+        "spot / flex-start / a reservation",
+        "cluster-autoscaler FailedScaleUp ('... failed: GCE out of resources'; noScaleUp "
+        "scale.up.error.out.of.resources)",
+        weight=86,
+    ),
+    _rule(
+        "killed-by-liveness-probe",
+        "failure",
+        "serving",
+        "lifecycle",
+        (
+            r"Container (?P<container>\S+) failed liveness probe, will be restarted",
+            r"Container failed liveness probe\.\.? Container will be killed and recreated",
+        ),
+        ("failed liveness probe",),
+        "the kubelet restarted a serving container (liveness probe failed)",
+        "the liveness probe (GET /health) failed failureThreshold times in a row, so the kubelet killed a "
+        "running server: the engine died or stalled, or the probe's timeout is shorter than /health takes "
+        "under load; every restart costs a full boot",
+        "read the container log just before the restart (diagnose_vllm_boot); if the engine was only busy, "
+        "raise the probe's timeoutSeconds / failureThreshold",
+        "kubelet event 'Container X failed liveness probe, will be restarted' (Kubernetes probes documentation)",
+        weight=66,
+    ),
+    _rule(
+        "k8s-hpa-no-custom-metrics",
+        "failure",
+        "autoscaling",
+        "autoscaling",
+        (
+            r"no custom metrics API \(custom\.metrics\.k8s\.io\) registered",
+            r"the server could not find the requested resource \(get [\w.]+\.custom\.metrics\.k8s\.io[^)\n]*\)",
+            r"no external metrics API \(external\.metrics\.k8s\.io\) registered",
+        ),
+        ("no custom metrics API", "custom.metrics.k8s.io", "no external metrics API"),
+        "the HPA cannot read its metric: no custom metrics API in the cluster (serving is fine)",
+        "no adapter serves custom.metrics.k8s.io, so the HorizontalPodAutoscaler cannot read "
+        "vllm:num_requests_waiting and never scales; the pods themselves serve normally",
+        "install the Custom Metrics Stackdriver Adapter (GoogleCloudPlatform/k8s-stackdriver "
+        "custom-metrics-stackdriver-adapter, new resource model) and give its Kubernetes service account "
+        "roles/monitoring.viewer through Workload Identity; the metric reaches Cloud Monitoring through a "
+        "PodMonitoring on vLLM's /metrics",
+        "Kubernetes custom metrics client ('unable to fetch metrics from custom metrics API: no custom metrics "
+        "API (custom.metrics.k8s.io) registered'; prometheus-operator/kube-prometheus#1232); GKE 'Autoscale "
+        "LLM inference' guide and kubernetes-engine-samples ai-ml/vllm-tpu/vllm-hpa.yaml (field report C06)",
+        weight=62,
+    ),
+    _rule(
+        "k8s-hpa-metric-missing",
+        "failure",
+        "autoscaling",
+        "autoscaling",
+        (
+            r"the server could not find the metric (?P<metric>\S+) for pods",
+            r"no metrics returned from custom metrics API",
+        ),
+        ("could not find the metric", "no metrics returned from custom metrics API"),
+        "the HPA's metric has no samples (serving is fine)",
+        "the custom metrics adapter answers but Cloud Monitoring holds no series of the metric for these "
+        "pods: nothing exports it (no PodMonitoring scraping vLLM's /metrics) or the HPA names it "
+        "differently; the HPA does not scale, the pods serve normally",
+        "apply a PodMonitoring that scrapes the vLLM port's /metrics and wait for the first samples (about 2 "
+        "min); check the HPA's metric name (prometheus.googleapis.com|vllm:num_requests_waiting|gauge)",
+        "Kubernetes HPA metrics client ('no metrics returned from custom metrics API'); custom metrics adapter "
+        "NotFound ('the server could not find the metric X for pods'); Managed Service for Prometheus "
+        "PodMonitoring",
+        weight=61,
+    ),
+    _rule(
+        "k8s-unschedulable",
+        "failure",
+        "boot",
+        "scheduling",
+        (r"0/(?P<nodes>\d+) nodes are available: (?P<reasons>[^\n]*?)(?:\. preemption:|\.?\s*$)",),
+        ("nodes are available:",),
+        "pod unschedulable",
+        "the scheduler found no node for the pod; each reason counts the nodes one filter ruled out",
+        "read the reasons: the TPU node pool must match the pod's node selector, its taint google.com/tpu "
+        "must be tolerated and its chips free; CPU nodes failing a TPU selector are expected",
+        "kube-scheduler FailedScheduling ('0/N nodes are available: <count> <reason>, ...')",
+        weight=70,
+    ),
+    _rule(
+        "k8s-no-scale-up",
+        "failure",
+        "boot",
+        "scheduling",
+        (
+            r"pod didn't trigger scale-up(?: \(it wouldn't fit if a new node is added\))?: (?P<reasons>[^\n]*)",
+        ),
+        ("pod didn't trigger scale-up",),
+        "the cluster autoscaler will not add a node for the pod",
+        "no node pool the autoscaler may grow would fit the pod (its reasons count node pools per cause), so "
+        "the pod stays Pending",
+        "make a TPU node pool fit the pod (selector labels, chips per node, autoscaling enabled with room "
+        "under its max node count), or create one",
+        "cluster-autoscaler NotTriggerScaleUp ('pod didn't trigger scale-up: <count> <reason>, ...')",
+        weight=69,
     ),
     # ---- warnings and information worth showing ------------------------------------------------------
     _rule(
@@ -756,6 +1233,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "the platform logs an fp8 KV dtype; the Init kv-cache line shows what was really allocated",
         "check regular_attn_dtype before counting on 2x capacity",
         "fixtures/vllm-logs/v6e1-e2b-boot-ok.log",
+    ),
+    _rule(
+        "k8s-probe-not-passing",
+        "info",
+        "boot",
+        "lifecycle",
+        (r"(?P<probe>Startup|Readiness|Liveness) probe failed: ",),
+        ("probe failed: ",),
+        "a probe is not passing yet",
+        "the kubelet's probe got no 200 from /health: expected while vLLM loads and compiles; only a "
+        "'failed ... probe, will be restarted' event stops the container",
+        "none while the boot goes on; if the container is restarted, see the startup-probe finding",
+        'kubelet Unhealthy events (\'Startup probe failed: Get "http://IP:8000/health": dial tcp ...: connect: '
+        "connection refused', 'Readiness probe failed: HTTP probe failed with statuscode: 503')",
     ),
     _rule(
         "block-size-scaled",
@@ -878,6 +1369,9 @@ class Milestone:
 MILESTONES: tuple[Milestone, ...] = tuple(
     Milestone(phase, anchor, re.compile(pattern))
     for phase, anchor, pattern in (
+        # Kubernetes: the scheduler placed the pod, the kubelet pulled the image (kubelet / scheduler events)
+        ("pod scheduled", "Successfully assigned", r"Successfully assigned \S+ to \S+"),
+        ("image pulled", "Successfully pulled image", r"Successfully pulled image \S+"),
         ("arguments parsed", "non-default args:", r"non-default args: \{"),
         ("weights loaded", "Loading weights took", r"Loading weights took [\d.]+ seconds"),
         ("weights loaded", "Loading model weights took", r"Loading model weights took [\d.]+ ?G"),

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from tpu_devops.logs import failure_lines as fl
 from tpu_devops.logs import signatures as sg
 from tpu_devops.logs.rules import MILESTONES, SIGNATURES, Signature
 
@@ -137,26 +138,45 @@ def _automaton() -> Any:
     return automaton
 
 
-def candidate_lines(text: str) -> list[tuple[int, int, int]]:
-    """``(line number, start, end)`` of every line that holds an anchor, in order (one C pass)."""
-    out: list[tuple[int, int, int]] = []
+def anchored_lines(text: str) -> list[tuple[int, int, int, frozenset[str]]]:
+    """``(line number, start, end, anchors found)`` of every line that holds an anchor, in order (one C
+    pass over the text, whatever the number of rules)."""
+    out: list[tuple[int, int, int, frozenset[str]]] = []
     line_end = -1
     line_no, counted_to = 1, 0
-    for end, _word in _automaton().iter(text):
+    words: set[str] = set()
+    start = 0
+    if text.startswith(fl.GLOG_LINE_STARTS):  # the first line has no newline before its glog level
+        line_end = text.find("\n")
+        line_end = len(text) if line_end < 0 else line_end
+        words = {"\n" + text[:2]}
+    for end, word in _automaton().iter(text):
         if end < line_end:
-            continue  # another anchor on the same line
+            words.add(word)  # another anchor on the same line
+            continue
+        if words:
+            out.append((line_no, start, line_end, frozenset(words)))
+        # (a glog anchor "\nE0" starts with the newline before its line: rfind finds that one)
         start = text.rfind("\n", 0, end) + 1
         line_end = text.find("\n", end)
         line_end = len(text) if line_end < 0 else line_end
         line_no += text.count("\n", counted_to, start)
         counted_to = start
-        out.append((line_no, start, line_end))
+        words = {word}
+    if words:
+        out.append((line_no, start, line_end, frozenset(words)))
     return out
 
 
-def _rule_of(line: str) -> tuple[Signature, re.Match[str]] | None:
-    """The rule that explains ``line``: known noise first (it is exact by design), else the heaviest."""
-    found = sg.match_line(line)
+def candidate_lines(text: str) -> list[tuple[int, int, int]]:
+    """``(line number, start, end)`` of every line that holds an anchor (`anchored_lines`)."""
+    return [(n, a, b) for n, a, b, _ in anchored_lines(text)]
+
+
+def _rule_of(line: str, anchors: frozenset[str] | None = None) -> tuple[Signature, re.Match[str]] | None:
+    """The rule that explains ``line``: known noise first (it is exact by design), else the heaviest
+    (``anchors``: those found on the line, so only the rules holding one are tried)."""
+    found = sg.match_line(line, anchors)
     for sig in sorted(found, key=lambda s: s.kind != "noise"):
         m = sig.search(line)
         if m is not None:
@@ -174,14 +194,14 @@ def scan_text(text: str) -> Scan:
     tb_open: dict[str | None, int] = {}
     prev_line: dict[str | None, int] = {}  # last candidate line seen per process
     milestones: dict[str, int] = {}
-    for line_no, start, end in candidate_lines(text):
+    for line_no, start, end, anchors in anchored_lines(text):
         line = text[start:end]
         for m in MILESTONES:
             if m.anchor in line and m.pattern.search(line):
                 milestones[m.phase] = line_no
         parts = sg.split_line(line)
         proc = parts.proc
-        rule = _rule_of(line)
+        rule = _rule_of(line, anchors)
         cls = sg.classify(parts)
         event = open_event.get(proc)
         contiguous = (

@@ -24,11 +24,14 @@ import ast
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from tpu_devops.catalog import DEFAULT_GPU_MEMORY_UTILIZATION, safe_memory_utilization_advice
 from tpu_devops.host.untrusted import inline
+from tpu_devops.logs import failure_lines as fl
 from tpu_devops.logs.rules import BY_ID, MILESTONES, SIGNATURES, Milestone, Signature
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "match_line",
     "milestone_of",
     "parse_args_text",
+    "read_continued",
     "split_line",
     "unrecognised",
 ]
@@ -108,11 +112,29 @@ def split_line(line: str) -> LineParts:
 # ---- the rule table ----------------------------------------------------------------------------------
 
 
-def match_line(line: str) -> list[Signature]:
-    """The rules one line matches, highest weight (most specific) first."""
-    found = [s for s in SIGNATURES if s.search(line)]
-    found.sort(key=lambda s: -s.weight)
+@lru_cache(maxsize=1)
+def _rules_by_anchor() -> dict[str, tuple[Signature, ...]]:
+    by: dict[str, list[Signature]] = {}
+    for sig in SIGNATURES:
+        for anchor in sig.anchors:
+            by.setdefault(anchor, []).append(sig)
+    return {a: tuple(v) for a, v in by.items()}
+
+
+def match_line(line: str, anchors: Iterable[str] | None = None) -> list[Signature]:
+    """The rules one line matches, highest weight (most specific) first. ``anchors``: the anchor words
+    already found on the line (the boot scan's Aho-Corasick pass); only rules holding one are tried."""
+    if anchors is None:
+        pool: Iterable[Signature] = SIGNATURES
+    else:
+        by = _rules_by_anchor()
+        pool = {id(s): s for a in anchors for s in by.get(a, ())}.values()
+    found = [s for s in pool if s.search(line)]
+    found.sort(key=lambda s: (-s.weight, _ORDER[s.id]))  # ties in table order, whatever the pool
     return found
+
+
+_ORDER = {s.id: i for i, s in enumerate(SIGNATURES)}
 
 
 def match(text: str) -> Signature | None:
@@ -138,36 +160,16 @@ def milestone_of(line: str) -> Milestone | None:
 
 LineClass = Literal["furniture", "traceback", "indented", "exception", "error", "failure_words"]
 FALLBACK: dict[str, int] = {"exception": 45, "error": 40, "traceback": 35, "failure_words": 30}
-FALLBACK_ANCHORS = (
-    "ERROR",
-    "CRITICAL",
-    "FATAL",
-    "Error",
-    "Exception",
-    "Traceback",
-    "Failure",
-    "NotFound",
-    "error",
-    "failed",
-    "Failed",
-    "fatal",
-    "exit status",
-    "denied",
-    "panic",
-)
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):?\s*$")
+# One definition of a failure line (`logs.failure_lines`): the anchors the boot scan looks for and the
+# classes below come from the same words.
+FALLBACK_ANCHORS = fl.ANCHORS
+_TRACEBACK = fl.TRACEBACK
 _FURNITURE = re.compile(
     r"""^\s*(?:$|File "[^"\n]*", line \d+|[\^~]+\s*$|[-=]{3,}\s*$|"""
     r"""The above exception was the direct cause|During handling of the above exception|"""
     r"""For simplicity, JAX has removed|Process [\w-]+:\s*$|\.\.\.\s*$|\[Previous line repeated)"""
 )
-EXCEPTION = re.compile(
-    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*?(?:Error|Exception|Failure|Exit|Interrupt|NotFound|Abort|Aborted|"
-    r"Timeout|Fault))(?::\s|:$|$)"
-)
-_FAILURE_WORDS = re.compile(
-    r"(?i)\b(?:error|errors|failed|failure|fatal|panic|denied|exit status [1-9]\d*|exited with code [1-9]\d*)\b"
-)
+EXCEPTION = fl.EXCEPTION
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
 
 
@@ -183,14 +185,13 @@ def classify(parts: LineParts) -> LineClass | None:
         return "traceback"
     if _FURNITURE.match(body):
         return "furniture"
-    stripped = body.strip()
-    if EXCEPTION.match(stripped) and not stripped.split(":", 1)[0].endswith("Warning"):
+    if fl.exception_header(body) is not None:
         return "exception"
     if body[:1].isspace():
         return "indented"
     if parts.level in _ERROR_LEVELS:
         return "error"
-    if parts.level is None and _FAILURE_WORDS.search(body):
+    if parts.level is None and fl.has_failure_words(body):
         return "failure_words"
     return None
 
@@ -205,8 +206,7 @@ def is_frame(body: str) -> bool:
 
 def exception_type(body: str) -> str | None:
     """``jax.errors.JaxRuntimeError`` for an exception header line, else None."""
-    m = EXCEPTION.match(body.strip())
-    return m.group("type") if m else None
+    return fl.exception_header(body)
 
 
 # ---- context: what else the log says (arguments, platform) ---------------------------------------------
@@ -275,9 +275,16 @@ class Context:
     args: dict[str, Any] = field(default_factory=dict)
     quantized: bool | None = None
     quantization: str | None = None
+    vllm_version: str | None = None  # from the banner / "vLLM API server version X" line
 
     def get(self, key: str) -> Any:
         return self.args.get(key)
+
+    @property
+    def model(self) -> str | None:
+        """The served model as logged (``model`` or ``model_tag``), or None."""
+        value = self.args.get("model") or self.args.get("model_tag")
+        return str(value) if value else None
 
 
 def _quantization_of(args: dict[str, Any]) -> str | None:
@@ -299,21 +306,28 @@ def context_from_args(args: dict[str, Any]) -> Context:
 
 
 QWIX_LINE = re.compile(r"Applying Qwix quantization|Qwix rules: \[")
+# vLLM's version: "vLLM API server version 0.11.0" (older) or the banner's "... version 0.30.0".
+VERSION_LINE = re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)")
 
 
 def context_from_lines(lines: Iterable[str]) -> Context:
-    """A `Context` from log lines: the first parsable ``non-default args`` line, plus qwix log lines."""
+    """A `Context` from log lines: the first parsable ``non-default args`` line, the first vLLM version
+    line, plus qwix log lines."""
     ctx = Context()
     qwix = False
+    version = None
     for line in lines:
         if not ctx.args and "args: " in line:
             args, _ = logged_args(line)
             if args:
                 ctx = context_from_args(args)
+        if version is None and "version " in line and (m := VERSION_LINE.search(line)):
+            version = m.group(1)
         if "Qwix" in line and QWIX_LINE.search(line):
             qwix = True
     if qwix and not ctx.quantized:
         ctx.quantized, ctx.quantization = True, ctx.quantization or "qwix"
+    ctx.vllm_version = version
     return ctx
 
 
@@ -370,11 +384,13 @@ def _r_program(r: Reading, ctx: Context) -> None:
     d = r.details
     if d.get("program") and d.get("wanted"):
         r.title = f"program '{inline(d['program'])}' needs {d['wanted']} but {d.get('free', '?')} is free"
+    elif d.get("wanted"):
+        r.title = f"a compiled program needs {d['wanted']} of HBM but {d.get('free', '?')} is free"
     util = ctx.get("gpu_memory_utilization")
     if util is not None:
         d["gpu_memory_utilization"] = str(util)
         try:
-            low = float(util) <= 0.92
+            low = float(util) <= DEFAULT_GPU_MEMORY_UTILIZATION
         except (TypeError, ValueError):
             low = False
         if low:
@@ -454,13 +470,17 @@ def _r_kv_small(r: Reading, ctx: Context) -> None:
     if est is not None and max_len:
         r.title = f"KV cache holds {est:,} tokens, less than one max-model-len request ({max_len:,})"
         r.fix = (
-            f"lower --max-model-len to {est:,} or less, or raise --gpu-memory-utilization (at most 0.92 on v5e), "
+            f"lower --max-model-len to {est:,} or less, or raise --gpu-memory-utilization "
+            f"(at most {safe_memory_utilization_advice()}), "
             "or use a larger slice"
         )
     elif est is None and max_len is None:
         r.title = "no HBM left for the KV cache"
         r.cause = "the weights (and activations) leave no memory for KV cache blocks"
-        r.fix = "use a larger slice or a smaller model; raise --gpu-memory-utilization only up to 0.92 on v5e"
+        r.fix = (
+            "use a larger slice or a smaller model; raise --gpu-memory-utilization only up to "
+            f"{safe_memory_utilization_advice()}"
+        )
     if d.get("needed") and d.get("available") and max_len:
         r.cause = (
             f"one request of {max_len:,} tokens needs {d['needed']} of KV cache; only {d['available']} is left "
@@ -536,6 +556,158 @@ def _r_429(r: Reading, ctx: Context) -> None:
         r.details["model"] = str(model)
 
 
+def _r_quantization(r: Reading, ctx: Context) -> None:
+    from tpu_devops.planning.quantization import QUANTIZATION_SOURCE, check_tpu_quantization, supported_text
+
+    method = r.details.get("method") or ctx.get("quantization")
+    platform = (r.details.get("platform") or "").lower()
+    if method:
+        r.details["method"] = str(method)
+    if platform and platform != "tpu":
+        r.title = f"{inline(str(method))} quantization is not supported on {inline(platform)}"
+        return
+    if not method:
+        return
+    check = check_tpu_quantization(str(method))
+    r.title = f"{inline(check.method)} quantization is not supported on TPU"
+    r.cause = (
+        f"{check.method} is not a quantization the TPU platform implements ({check.note}; GPTQ, bitsandbytes, GGUF "
+        "and Marlin are GPU kernels), so vLLM refuses the model config before loading anything"
+    )
+    r.fix = (
+        f"serve the bf16 checkpoint without --quantization (e.g. google/gemma-4-E2B-it), or a checkpoint in a "
+        f"method the TPU platform lists (tpu-inference supported_quantization: {supported_text()})"
+    )
+    r.source = f"{r.source}; {QUANTIZATION_SOURCE}"
+
+
+def _is_gemma4(model: str | None) -> bool:
+    return bool(model and re.search(r"gemma-?4", model, re.I))
+
+
+def _r_parser(r: Reading, ctx: Context) -> None:
+    parser = r.details.get("parser") or ""
+    model = ctx.model
+    gemma4_parser = "gemma4" in parser.lower() or (
+        not parser and "gemma4" in (str(ctx.get("reasoning_parser")), str(ctx.get("tool_call_parser")))
+    )
+    given = [
+        f"--{flag.replace('_', '-')} {ctx.get(flag)}"
+        for flag in ("reasoning_parser", "tool_call_parser")
+        if ctx.get(flag) and str(ctx.get(flag)).lower() == "gemma4"
+    ]
+    if parser:
+        r.title = f"{inline(parser)} does not fit " + (inline(model) if model else "this model")
+    if gemma4_parser and model and not _is_gemma4(model):
+        flags = " and ".join(given) or "--reasoning-parser gemma4 / --tool-call-parser gemma4"
+        r.cause = (
+            f"{flags} are Gemma 4's parsers: they look for Gemma 4's thinking and tool-call tokens, which "
+            f"{model}'s tokenizer does not have, so the server refuses to start"
+        )
+        r.fix = (
+            f"drop {flags} for {model} (Gemma 4 parsers fit only Gemma 4 models), or serve a Gemma 4 -it model "
+            "(e.g. google/gemma-4-E2B-it) with them"
+        )
+
+
+def _r_per_layer(r: Reading, ctx: Context) -> None:
+    from tpu_devops.planning.version_traps import traps_for_rule
+
+    traps = traps_for_rule(r.rule or r.id)
+    version = ctx.vllm_version
+    hit = next((t for t in traps if t.hits_vllm(version)), None) or (traps[0] if traps else None)
+    attr = r.details.get("attribute", "head_dim")
+    if version:
+        r.details["vllm_version"] = version
+    if hit is None:
+        return
+    what = f"vLLM {version}" if version else "this image's vLLM"
+    r.title = (
+        f"{what} cannot read {inline(ctx.model) if ctx.model else 'the model'}'s per-layer '{inline(attr)}' "
+        f"(transformers {hit.transformers})"
+    )
+    r.cause = f"{hit.symptom} (vLLM {hit.vllm}, transformers {hit.transformers})"
+    r.fix = hit.fix
+    r.source = f"{r.source}; {hit.source}"
+
+
+def _r_unknown_type(r: Reading, ctx: Context) -> None:
+    from tpu_devops.planning.images import VERIFIED_IMAGE, support_for
+
+    mt = r.details.get("model_type")
+    archs = [a.strip(" '\"") for a in (r.details.get("architectures") or "").split(",") if a.strip(" '\"")]
+    row = support_for({"model_type": mt, "architectures": archs})
+    what = inline(mt) if mt else ", ".join(inline(a) for a in archs) or "this model type"
+    version = f" (vLLM {ctx.vllm_version})" if ctx.vllm_version else ""
+    r.title = f"the image{version} is too old for model type {what}"
+    if row is not None:
+        r.fix = (
+            f"use an image with vLLM >= {row.min_version} (the first release that serves {row.name}), e.g. "
+            f"{VERIFIED_IMAGE}"
+        )
+    else:
+        r.fix = f"use a newer vllm-tpu image whose transformers knows {what} (e.g. {VERIFIED_IMAGE} or later)"
+
+
+def _r_name(r: Reading, ctx: Context) -> None:
+    name = r.details.get("name")
+    if name:
+        r.title = f"container name {inline(name)} already in use (docker run exits 125)"
+        r.fix = (
+            f"remove the old container first (docker rm -f {inline(name.lstrip('/'))}; the startup script does so "
+            "before each run), or run with --rm so a stopped container does not keep the name"
+        )
+
+
+def _r_port(r: Reading, ctx: Context) -> None:
+    address = r.details.get("address")
+    port = ctx.get("port") or (address.rsplit(",", 1)[-1].rsplit(":", 1)[-1].strip(" '") if address else None)
+    if port:
+        r.title = f"port {inline(str(port))} is already in use: vLLM cannot bind its API server"
+        r.fix = (
+            f"find what listens (docker ps; ss -ltnp 'sport = :{inline(str(port))}'), stop the old container "
+            "(docker rm -f NAME), or give each engine its own --port"
+        )
+
+
+def _r_tpu_insufficient(r: Reading, ctx: Context) -> None:
+    if r.details.get("capacity") == "0":
+        r.title = "the node advertises no TPU chips yet (google.com/tpu capacity 0)"
+        r.cause = (
+            "the pod reached a TPU node before its TPU device plugin registered the chips (capacity 0), so the "
+            "kubelet rejected it"
+        )
+
+
+def _r_scale_up(r: Reading, ctx: Context) -> None:
+    d = r.details
+    if d.get("quota"):
+        limit = d.get("limit", "?")
+        r.title = (
+            f"Compute Engine quota {inline(d['quota'])} exceeded (limit {inline(limit)} in "
+            f"{inline(d.get('region', '?'))}): the TPU node cannot be created"
+        )
+    elif d.get("zones"):
+        r.title = f"{r.title} ({inline(d['zones'].strip())})"
+
+
+def _r_reasons(r: Reading, ctx: Context) -> None:
+    reasons = r.details.get("reasons")
+    if reasons:
+        r.title = f"{r.title}: {inline(reasons.strip()[:200])}"
+
+
+def _r_llamacpp(r: Reading, ctx: Context) -> None:
+    prompt, n_ctx = _num(r.details.get("prompt")), _num(r.details.get("n_ctx"))
+    if prompt is None or not n_ctx:
+        return
+    r.title = f"llama-server: a {prompt:,}-token prompt does not fit one slot's {n_ctx:,}-token context"
+    r.fix = (
+        f"shorten the prompt below {n_ctx:,} tokens (with room for the output), raise --ctx-size to at least "
+        f"{prompt:,} x --parallel, or lower --parallel"
+    )
+
+
 _REFINE: dict[str, Callable[[Reading, Context], None]] = {
     "program-allocation-oom": _r_program,
     "hbm-oom": _r_hbm,
@@ -549,6 +721,18 @@ _REFINE: dict[str, Callable[[Reading, Context], None]] = {
     "cli-argument-error": _r_cli,
     "tool-parser-invalid": _r_tool_parser,
     "hf-rate-limited": _r_429,
+    "quantization-unsupported-on-platform": _r_quantization,
+    "parser-tokens-missing": _r_parser,
+    "transformers-per-layer-attribute": _r_per_layer,
+    "transformers-unknown-model-type": _r_unknown_type,
+    "container-name-conflict": _r_name,
+    "port-in-use": _r_port,
+    "k8s-insufficient-tpu": _r_tpu_insufficient,
+    "k8s-scale-up-quota": _r_scale_up,
+    "k8s-scale-up-stockout": _r_scale_up,
+    "k8s-unschedulable": _r_reasons,
+    "k8s-no-scale-up": _r_reasons,
+    "llamacpp-context-exceeded": _r_llamacpp,
 }
 
 
@@ -581,9 +765,10 @@ def read_line(line: str, ctx: Context | None = None) -> Reading | None:
     return None
 
 
-def unrecognised(line: str, kind: LineClass) -> Reading:
+def unrecognised(line: str, kind: LineClass, continuation: str | None = None) -> Reading:
     """The fallback reading of a failure line no rule explains (kind: exception / error / traceback /
-    failure_words)."""
+    failure_words). ``continuation``: the reason the exception's message gives on its next lines
+    (`logs.failure_lines.continuation`: pydantic's ``Value error, ...``), quoted with the header."""
     from tpu_devops.host.redact import redact_text
 
     parts = split_line(line)
@@ -600,20 +785,47 @@ def unrecognised(line: str, kind: LineClass) -> Reading:
     details = {"line": body[:300]}
     if exc:
         details["exception_type"] = exc
+    shown = body[:160]
+    if continuation:
+        reason = redact_text(continuation.strip())[:300]
+        details["cause"] = reason
+        # The header names only the exception; the reason is what a reader needs first.
+        shown = f"{body[:100]} -> {reason[:160]}"
     return Reading(
         id="unrecognised-failure",
         rule=None,
         kind="failure",
         scope="boot",
         weight=FALLBACK[kind],
-        title=f"{what}: {inline(body[:160])}",
-        cause="no known rule explains this line; it is the "
-        + ("first exception" if kind == "exception" else "first failure line")
-        + " logged where nothing later shows progress",
+        title=f"{what}: {inline(shown)}",
+        cause=(
+            f"no known rule explains this failure; its message gives the reason on the next line: {inline(details['cause'])}"
+            if continuation
+            else "no known rule explains this line; it is the "
+            + ("first exception" if kind == "exception" else "first failure line")
+            + " logged where nothing later shows progress"
+        ),
         fix="read the line and the lines just before it; if it recurs, report it with the log so a rule can be added",
-        source="fallback for unexplained ERROR/CRITICAL, exception and traceback lines (issue 13 §1)",
+        source="fallback for unexplained ERROR/CRITICAL, exception and traceback lines",
         details=details,
     )
+
+
+def read_continued(
+    header: str, following: Iterable[str], ctx: Context | None = None
+) -> tuple[Reading | None, str | None]:
+    """For an exception header whose message continues on the next lines (`failure_lines.continued`):
+    the rule reading of the reason (None when no rule explains it) and the reason itself. ``following``:
+    the raw lines after the header, in log order. (None, None) when the header announces no reason."""
+    head = split_line(header)
+    if not fl.continued(head.body):
+        return None, None
+    # Only the same process continues the message (the engine's and the API server's lines interleave).
+    parts = (split_line(x) for x in following)
+    reason = fl.continuation(p.body for p in parts if p.proc == head.proc)
+    if not reason:
+        return None, None
+    return read_line(reason, ctx), reason
 
 
 class SignatureHit(BaseModel):

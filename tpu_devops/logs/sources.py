@@ -11,6 +11,8 @@ Inputs understood:
 - ``gcloud logging read --format=json`` exports: one JSON array of LogEntry objects (newest first),
   read incrementally with ``json.JSONDecoder.raw_decode``;
 - JSON lines (one LogEntry per line) and ``{"entries": [...]}`` API responses;
+- Kubernetes events (`logs.kube_events`): GKE's export of the ``events`` log, ``kubectl get events -o
+  json`` and bare Event objects, each read as a line ``<type> <reason> <Kind> <ns>/<name>: <message>``;
 - plain text such as ``docker logs [--timestamps]`` output: one record per line, ``insertId``
   ``line-N`` (1-based), severity from vLLM's ``LEVEL MM-DD HH:MM:SS [file:line]`` prefix.
 
@@ -58,7 +60,9 @@ from tpu_devops.host.untrusted import (
     looks_like_instruction,
     untrusted_data,
 )
+from tpu_devops.logs.failure_lines import looks_failed
 from tpu_devops.logs.filters import SEVERITY_ALIASES, SEVERITY_RANK, FilterSpec, build_filter, quote_value
+from tpu_devops.logs.kube_events import entry_from_event, event_text, is_event, is_event_list, severity_of
 from tpu_devops.logs.timestamps import leading_timestamp
 
 PAGE_SIZE = 1000
@@ -83,9 +87,6 @@ SYSTEM_LOG_IDS = (
 VLLM_PREFIX = re.compile(
     r"^(?:\((?P<proc>[A-Za-z_]+)(?: pid=\d+)?\)\s+)?"
     r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[(?P<src>[^\]]{1,80})\] ?)?"
-)
-_EXCEPTION_HINT = re.compile(
-    r"^\s*(?:Traceback \(most recent call last\)|[A-Za-z_.]*(?:Error|Exception|Failure)\b[:(])"
 )
 
 
@@ -253,8 +254,15 @@ def _leaves(value: Any, path: tuple[Any, ...] = (), out: list[tuple[tuple[Any, .
     return out
 
 
+_DEEPER = "<nested deeper than 9 levels: not shown>"
+
+
 def _rebuilt(value: Any, replaced: dict[tuple[Any, ...], str], path: tuple[Any, ...] = ()) -> Any:
-    """``value`` with the string fields at the paths in ``replaced`` swapped for their new text."""
+    """``value`` with the string fields at the paths in ``replaced`` swapped for their new text; an object
+    or array below the levels `_leaves` reads is shown as `_DEEPER` (a payload nested thousands of levels
+    deep would end the read with a RecursionError here or in ``json.dumps``)."""
+    if len(path) > 9 and isinstance(value, dict | list):
+        return _DEEPER
     if isinstance(value, dict):
         return {k: _rebuilt(v, replaced, (*path, k)) for k, v in value.items()}
     if isinstance(value, list):
@@ -302,6 +310,10 @@ def record_from_entry(entry: dict[str, Any], redactor: Redactor) -> LogRecord:
     """A `LogRecord` from one LogEntry JSON object. Every text field a tool or prompt can show
     (message, insertId, timestamp, log name, resource type, label keys and values) is redacted with
     ``redactor``; call it for the entries of one read in order (see `Redactor.redact_message`)."""
+    if is_event(entry.get("jsonPayload")):  # GKE's export of Kubernetes events: reason and object in the text
+        event = entry["jsonPayload"]
+        entry = {**entry, "jsonPayload": {"message": event_text(event)}}
+        entry.setdefault("severity", severity_of(event))
     message, instance, container = _payload_texts(entry, redactor)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS]
@@ -358,7 +370,7 @@ def record_from_line(
             timestamp = f"{reference.year}-{pm.group('md')}T{pm.group('hms')}Z"
     if level:
         severity = SEVERITY_ALIASES.get(level, level)
-    elif _EXCEPTION_HINT.match(body):
+    elif looks_failed(body):  # the classifier's own definition (`logs.failure_lines`)
         severity = "ERROR"
     else:
         severity = "DEFAULT"
@@ -671,7 +683,10 @@ class FileSource:
         return "text"
 
     def _entry(self, value: Any, where: str) -> dict[str, Any]:
-        """``value`` when it is a LogEntry object, else InputError naming where it sits."""
+        """``value`` when it is a LogEntry object (a bare Kubernetes Event becomes one), else InputError
+        naming where it sits."""
+        if is_event(value):
+            return entry_from_event(value)
         if isinstance(value, dict) and LOG_ENTRY_KEYS.intersection(value):
             return value
         shown = (
@@ -704,6 +719,10 @@ class FileSource:
                             + ("" if whole else f" within {MAX_LINE_CHARS >> 20} MiB"),
                             "export with --format=json",
                         ) from None
+                    if is_event_list(entry):  # kubectl get events -o json, written on one line (jq -c)
+                        for index, value in enumerate(entry["items"]):
+                            yield self._entry(value, f"line {number} items[{index}]")
+                        continue
                     yield self._entry(entry, f"line {number}")
             else:
                 if self._path.stat().st_size > MAX_OBJECT_BYTES:
@@ -712,6 +731,10 @@ class FileSource:
                         "export with `gcloud logging read --format=json` (a JSON array, read as a stream) or JSON lines",
                     )
                 data = json.load(handle)
+                if is_event_list(data):  # kubectl get events -o json
+                    for index, value in enumerate(data["items"]):
+                        yield self._entry(value, f"items[{index}]")
+                    return
                 entries = data.get("entries") if isinstance(data, dict) else None
                 if not isinstance(entries, list):
                     yield self._entry(data, "the JSON value")
@@ -1067,7 +1090,7 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
         source.page_size = limit
     records = [r for page in source.pages() for r in page]
     views = [r.view() for r in records]
-    token = source.next_page_token if cloud else None
+    token = source.next_page_token if isinstance(source, CloudLoggingSource) else None
     notices: list[str] = []
     suspected = [r.insert_id for r in records if looks_like_instruction(r.message)]
     if suspected:
@@ -1083,7 +1106,7 @@ def read_page(source: CloudLoggingSource | FileSource, limit: int) -> LogsPage:
         notices.append(notice)
     return LogsPage(
         source=source.describe(),
-        filter=source.filter_ if cloud else None,
+        filter=source.filter_ if isinstance(source, CloudLoggingSource) else None,
         returned=len(views),
         entries=views,
         next_page_token=token,

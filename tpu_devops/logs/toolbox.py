@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.host.untrusted import inline, neutralize
+from tpu_devops.host.untrusted import inline, looks_like_instruction, neutralize
 from tpu_devops.logs.evidence import DEFAULT_TOKEN_BUDGET, Summary, summarize_mining
 from tpu_devops.logs.filters import SEVERITY_RANK, normalize_severity
 from tpu_devops.logs.mining import LogMiner, TemplateStats
@@ -323,6 +323,8 @@ class Citation(BaseModel):
     kind: str  # "entry" | "template"
     verified: bool
     excerpt: str | None = None
+    # the cited text reads like an instruction to an AI agent: evidence of nothing, never verified
+    suspected_injection: bool = False
 
 
 def verify_citations(answer: str, index: LogIndex) -> tuple[str, list[Citation]]:
@@ -346,18 +348,30 @@ def verify_citations(answer: str, index: LogIndex) -> tuple[str, list[Citation]]
             continue
         if re.fullmatch(r"T\d+", ref):
             t = index.templates.get(ref)
-            cites[ref] = Citation(
-                ref=ref, kind="template", verified=t is not None, excerpt=t.template[:160] if t else None
+            order = t is not None and (
+                looks_like_instruction(t.template)
+                or any(looks_like_instruction(e.message) for e in t.exemplars)
             )
+            cites[ref] = Citation(
+                ref=ref, kind="template", verified=t is not None and not order,
+                excerpt=t.template[:160] if t else None, suspected_injection=order,
+            )  # fmt: skip
         else:
             found = index.get(ref)
-            ok = found is not None or index.has_insert_id(ref)
+            order = found is not None and looks_like_instruction(found[0].message)
+            ok = (found is not None or index.has_insert_id(ref)) and not order
             cites[ref] = Citation(
-                ref=ref, kind="entry", verified=ok, excerpt=found[0].message[:160] if found else None
-            )
-    bad = {c.ref for c in cites.values() if not c.verified}
+                ref=ref, kind="entry", verified=ok, excerpt=found[0].message[:160] if found else None,
+                suspected_injection=order,
+            )  # fmt: skip
+    bad = {c.ref: c for c in cites.values() if not c.verified}
     if bad:
-        answer = _CITE.sub(
-            lambda m: f"[{m.group(1)} (unverified)]" if m.group(1) in bad else m.group(0), answer
-        )
+
+        def mark(m: re.Match[str]) -> str:
+            c = bad.get(m.group(1))
+            if c is None:
+                return m.group(0)
+            return f"[{m.group(1)} ({'suspected injection' if c.suspected_injection else 'unverified'})]"
+
+        answer = _CITE.sub(mark, answer)
     return answer, list(cites.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 
+import anyio
 from pydantic import Field
 
 from tpu_devops.config import Settings
@@ -147,8 +148,8 @@ async def deployment_config(settings: Settings) -> DeploymentConfig:
         f'-d \'{{"model": {json.dumps(settings.model_name)}, "messages": [{{"role": "user", "content": "ping"}}], "max_tokens": 8}}\''
     )
     notes = [
-        "Save the render_startup_script tool's script as startup_script.sh where you run the create line "
-        "(--metadata-from-file reads it).",
+        "render_startup_script writes the startup script to a file (its answer gives the path): copy it as "
+        "startup_script.sh where you run the create line (--metadata-from-file reads it).",
         f"The create line tags the node {network_tag(rid)}: vLLM's port opens only through the rig's firewall "
         "rule on that tag, which create_tpu_queued_resource makes (plan_queued_resource shows it).",
         "Health checks use /v1/chat/completions: /v1/completions returns empty text on -it models.",
@@ -192,4 +193,5 @@ async def deployment_view(settings: Settings, form: str) -> DeploymentView:
         return DeploymentView(view=form, commands=await deployment_config(settings))
     script = render_startup_script(settings)
     script.notes.extend(lint_notes(settings))
+    script = await anyio.to_thread.run_sync(script.with_file, settings.state_dir)
     return DeploymentView(view="script", script=script)

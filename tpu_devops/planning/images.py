@@ -1,7 +1,7 @@
 """The vLLM image against the model: is the image's vLLM new enough to serve the model's architecture?
 
 An image older than the first vLLM release that supports the architecture pulls fine and then fails
-to load the model, minutes into a billed boot (issue 11 §3). `check_image` reads the vLLM version from
+to load the model, minutes into a billed boot. `check_image` reads the vLLM version from
 the image tag (``vllm/vllm-tpu:v0.30.0`` -> 0.30.0) and the architecture from the model's
 ``config.json`` (``model_type`` / ``architectures``; bundled or local copies only, never the network),
 and compares them with `FIRST_SUPPORT`, one row per architecture with its source.
@@ -9,7 +9,10 @@ and compares them with `FIRST_SUPPORT`, one row per architecture with its source
 The default image, ``vllm/vllm-tpu:v0.30.0`` (`VERIFIED_IMAGE`), is the release the seed article served
 google/gemma-4-E2B-it with on a v5e-1 (2026-10-25); the real boot logs in tests/data are 0.26.x builds.
 A digest-only reference (``@sha256:...``) names no version: the answer says so. A moving tag
-(``nightly``, ``latest``) is `lint`'s ``image-unpinned`` warning, never a refusal.
+(``nightly``, ``latest``) is `lint`'s ``image-unpinned`` warning, never a refusal. A release inside a
+known bad version range for the model (`tpu_devops.planning.version_traps`, e.g. vLLM 0.27.x with
+transformers >= 5.15 on Gemma 4) is a warning from plan, create, the sweep and lint alike
+(`image_traps`), and the same row gives `diagnose_vllm_boot` its fix when the log shows the failure.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
+
+from tpu_devops.planning.version_traps import VersionTrap, traps_for
 
 VERIFIED_IMAGE = "vllm/vllm-tpu:v0.30.0"
 VERIFIED_SOURCE = (
@@ -175,7 +180,7 @@ def check_image(image: str, model: str | None, config: dict[str, Any] | None = N
     ref = parse_image(image)
     row = support_for(config if config is not None else (local_model_config(model) or {}))
     version = str(ref.version) if ref.version else None
-    base = {"image": image, "model": model, "version": version}
+    base: dict[str, Any] = {"image": image, "model": model, "version": version}
     if ref.floating:
         return ImageCheck(
             **base, status="floating", required=row.min_version if row else None,
@@ -213,6 +218,16 @@ def check_image(image: str, model: str | None, config: dict[str, Any] | None = N
     )  # fmt: skip
 
 
+def image_traps(image: str, model: str | None, config: dict[str, Any] | None = None) -> list[VersionTrap]:
+    """The known bad version ranges (`tpu_devops.planning.version_traps`) the image's vLLM release
+    falls into for ``model`` (config: its parsed config.json, else a bundled/local copy, else its id)."""
+    ref = parse_image(image)
+    if ref.version is None:
+        return []
+    cfg = config if config is not None else local_model_config(model)
+    return traps_for(model, ref.version, cfg)
+
+
 def image_gate(
     image: str, model: str | None, *, allow_unsupported_image: bool = False, dry_run: bool = False
 ) -> list[str]:
@@ -242,4 +257,10 @@ def image_gate(
         return [f"UNSUPPORTED IMAGE (allow_unsupported_image=true): {check.message}"]
     if check.status in ("floating", "version_unknown"):
         return [f"{check.message}: {check.fix}"]
-    return []
+    # A trap that needs a transformers range is a warning: the tag does not say which transformers the
+    # image ships (vllm/vllm-openai v0.27.1 shipped 5.15.0, the bad one).
+    return [
+        f"KNOWN VERSION TRAP ({trap.id}): {image} is vLLM {check.version} and {trap.symptom}. Fix: {trap.fix} "
+        f"[{trap.source}]"
+        for trap in image_traps(image, model)
+    ]

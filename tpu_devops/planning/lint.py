@@ -16,14 +16,20 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import AcceleratorType, machine_type_mixup, resolve_accelerator_type
+from tpu_devops.catalog import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    AcceleratorType,
+    machine_type_mixup,
+    resolve_accelerator_type,
+    safe_memory_utilization_advice,
+)
 from tpu_devops.config import Settings
-from tpu_devops.errors import InputError
+from tpu_devops.errors import InputError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
 
 Severity = Literal["error", "warning", "info"]
@@ -147,7 +153,7 @@ FLAG_EXAMPLES = {
     "max-num-batched-tokens": "4096",
     "max-num-seqs": "256",
     "tensor-parallel-size": "1",
-    "gpu-memory-utilization": "0.92",
+    "gpu-memory-utilization": f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}",
     "port": "8000",
     "tool-call-parser": "gemma4",
     "reasoning-parser": "gemma4",
@@ -176,6 +182,10 @@ class LintResult(ToolResult):
     model: str | None
     image: str | None
     flags: dict[str, Any] = Field(description="parsed flags, normalised names without dashes prefix")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="the container's environment as linted (docker run -e / --env-file / env); secret values hidden",
+    )
     errors: int
     warnings: int
     findings: list[Finding]
@@ -195,6 +205,8 @@ class LintResult(ToolResult):
         if self.flags:
             shown = [f"--{k}" if v is True else f"--{k} {v}" for k, v in self.flags.items()]
             lines.append(f"flags read: {' '.join(shown)}")
+        if self.env:
+            lines.append("environment: " + " ".join(f"{k}={v}" for k, v in self.env.items()))
         for f in self.findings:
             where = " ".join(x for x in (f.flag, f.value) if x) or f.id
             lines.append(f"{f.severity.upper()} {where}: {f.what_happens}")
@@ -207,13 +219,18 @@ class LintResult(ToolResult):
 
 @dataclass
 class ServeSpec:
-    """A parsed serve command: model, flags (name -> value, True for booleans), image, raw text."""
+    """A parsed serve command: model, flags (name -> value, True for booleans), image, raw text, and for
+    ``docker run``: the container's environment (``-e``/``--env``; None for ``-e VAR``, which passes the
+    host's value through), the ``--env-file`` paths, and the mounts as (source, container path)."""
 
     model: str | None
     flags: dict[str, Any]
     image: str | None
     in_container: bool
     raw: str
+    env: dict[str, str | None] = field(default_factory=dict)
+    env_files: list[str] = field(default_factory=list)
+    mounts: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _norm(name: str) -> str:
@@ -263,9 +280,13 @@ def parse_serve_command(command: str) -> ServeSpec:
     prefix = tokens[: start - 1]
     in_container = "docker" in prefix or "podman" in prefix or "run" in prefix
     image = None
+    env: dict[str, str | None] = {}
+    env_files: list[str] = []
+    mounts: list[tuple[str, str]] = []
     if in_container:
         before = [t for t in prefix if t != "vllm"]
         image = before[-1] if before and not before[-1].startswith("-") else None
+        env, env_files, mounts = docker_run_options(prefix)
     model = None
     flags: dict[str, Any] = {}
     rest = tokens[start:]
@@ -288,10 +309,90 @@ def parse_serve_command(command: str) -> ServeSpec:
             model = tok
         i += 1
     model = model or (str(flags["model"]) if "model" in flags else None)
-    mounts = " ".join(prefix)
-    if in_container:
-        flags.setdefault("_compile_cache_mounted", ".cache/vllm" in mounts)
-    return ServeSpec(model=model, flags=flags, image=image, in_container=in_container, raw=command)
+    return ServeSpec(
+        model=model,
+        flags=flags,
+        image=image,
+        in_container=in_container,
+        raw=command,
+        env=env,
+        env_files=env_files,
+        mounts=mounts,
+    )
+
+
+def _option_value(tokens: list[str], i: int, short: str, long: str) -> tuple[str | None, int]:
+    """The value of ``tokens[i]`` when it is ``short``/``long`` (``-e V``, ``-eV``, ``--env V``,
+    ``--env=V``), and the index of the next token; (None, i + 1) otherwise."""
+    tok = tokens[i]
+    if tok in (short, long):
+        return (tokens[i + 1] if i + 1 < len(tokens) else None), i + 2
+    if tok.startswith(long + "="):
+        return tok[len(long) + 1 :], i + 1
+    if short and tok.startswith(short) and not tok.startswith("--") and len(tok) > len(short):
+        return tok[len(short) :].lstrip("="), i + 1
+    return None, i + 1
+
+
+def docker_run_options(tokens: list[str]) -> tuple[dict[str, str | None], list[str], list[tuple[str, str]]]:
+    """``docker run`` / ``podman run`` options before the image: the environment (``-e`` / ``--env``;
+    ``VAR`` alone passes the host's value, recorded as None), the ``--env-file`` paths, and the volumes
+    (``-v``/``--volume SRC:DST[:opts]``, ``--mount type=bind,source=SRC,target=DST``).
+
+    Source: docs.docker.com/reference/cli/docker/container/run (--env, --env-file, --volume, --mount).
+    """
+    env: dict[str, str | None] = {}
+    env_files: list[str] = []
+    mounts: list[tuple[str, str]] = []
+    i = 0
+    while i < len(tokens):
+        for short, long, kind in (
+            ("-e", "--env", "env"),
+            ("", "--env-file", "file"),
+            ("-v", "--volume", "vol"),
+        ):
+            value, nxt = _option_value(tokens, i, short, long)
+            if value is None:
+                continue
+            if kind == "env":
+                name, eq, val = value.partition("=")
+                if name:
+                    env[name] = val if eq else None
+            elif kind == "file":
+                env_files.append(value)
+            else:
+                parts = value.split(":")
+                if len(parts) >= 2:
+                    mounts.append((parts[0], parts[1]))
+            i = nxt
+            break
+        else:
+            value, nxt = _option_value(tokens, i, "", "--mount")
+            if value is not None:
+                fields = dict(kv.partition("=")[::2] for kv in value.split(","))
+                target = fields.get("target") or fields.get("destination") or fields.get("dst")
+                if target:
+                    mounts.append((fields.get("source") or fields.get("src") or "", target))
+            i = nxt
+    return env, env_files, mounts
+
+
+def parse_env_file(text: str) -> dict[str, str | None]:
+    """Variables of a ``docker run --env-file`` file: ``VAR=VALUE`` lines taken literally (no quote
+    processing), ``VAR`` alone passes the host's value (None), ``#`` lines and blank lines skipped.
+
+    Source: docs.docker.com/reference/cli/docker/container/run/#env.
+    """
+    out: dict[str, str | None] = {}
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        name, eq, value = stripped.partition("=")
+        name = name.strip()
+        if name:
+            out[name] = value if eq else None
+    return out
 
 
 def spec_from_mapping(flags: Mapping[str, Any], model: str | None, image: str | None) -> ServeSpec:
@@ -326,7 +427,8 @@ class Context:
     accel: AcceleratorType
     kv_heads: int | None
     health_check_path: str | None
-    engines: int = 1  # vLLM engines on the host; each runs this command (scale-out, issue 15)
+    engines: int = 1  # vLLM engines on the host; each runs this command (one engine per chip)
+    env_origin: dict[str, str] = field(default_factory=dict)  # variable -> where it was set (for findings)
 
     @property
     def gen(self) -> str:
@@ -471,22 +573,23 @@ def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
                 what_happens="vLLM refuses to start",
                 why="the flag is a fraction of HBM in (0, 1]",
                 source="vLLM CacheConfig.gpu_memory_utilization",
-                fix="use 0.92 on v5e",
+                fix=f"use {safe_memory_utilization_advice()}",
             )
         )
-    elif ctx.gen == "v5e" and util > 0.92:
+    elif (ceiling := ctx.accel.generation.max_gpu_memory_utilization) is not None and util > ceiling:
+        row = ctx.accel.generation
         out.append(
             Finding(
-                id="memory-utilization-above-0.92",
+                id=f"memory-utilization-above-{ceiling:g}",
                 severity="error",
                 flag=flag,
                 value=value,
                 what_happens="boot fails ~14 min in, after KV init, with RuntimeProgramAllocationFailure loading a "
-                "compiled program (0.95: jit_structured_decode_fn wanted 384.11M, 346.77M free)",
+                f"compiled program ({row.memory_ceiling_failure})",
                 why="the KV pool grows to fill the cap, and compiled XLA programs live in the HBM above the cap, "
-                "which shrinks from 1.26 GiB (0.92) to 0.79 GiB (0.95)",
-                source=f"{_SEED}; fixtures/vllm-logs/v5e1-e2b-util095-program-oom.log",
-                fix="--gpu-memory-utilization 0.92",
+                f"which shrinks from {row.memory_ceiling_headroom}",
+                source=row.memory_ceiling_source,
+                fix=f"--gpu-memory-utilization {ceiling:g}",
             )
         )
     elif util > 0.95:
@@ -500,7 +603,8 @@ def rule_memory_utilization(ctx: Context, out: list[Finding]) -> None:
                 what_happens="compiled programs may not fit above the cap (late RuntimeProgramAllocationFailure)",
                 why="HBM above the cap holds XLA programs; the flag does not govern it",
                 source=f"{_SEED} (v5e; not measured on {ctx.gen}); vllm-project/tpu-inference#2333 runs 0.98 on v6e-4",
-                fix="if the boot fails late with RuntimeProgramAllocationFailure, lower it to 0.92-0.95",
+                fix="if the boot fails late with RuntimeProgramAllocationFailure, lower it to "
+                f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}-0.95",
             )
         )
 
@@ -721,7 +825,7 @@ def _one_chip_weights_gib(model: str | None, generation: str) -> float | None:
 
 
 def rule_idle_chips(ctx: Context, out: list[Finding]) -> None:
-    """Chips paid for and idle: engines x TP below the chips of the accelerator type (issue 15)."""
+    """Chips paid for and idle: engines x TP below the chips of the accelerator type."""
     tp = _num(ctx, "tensor-parallel-size", out, int) or 1
     if tp < 1 or tp > ctx.accel.chips:
         return  # reported by rule_flag_values / rule_tensor_parallel
@@ -731,7 +835,8 @@ def rule_idle_chips(ctx: Context, out: list[Finding]) -> None:
     idle = ctx.accel.chips - used
     gen = ctx.accel.generation
     weights = _one_chip_weights_gib(ctx.spec.model, gen.name)
-    small = weights is not None and weights < gen.hbm_gib_visible * 0.92
+    util = gen.max_gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    small = weights is not None and weights < gen.hbm_gib_visible * util
     engines = f"{ctx.engines} engine(s)" if ctx.engines > 1 else "one engine"
     fix = (
         f"the model fits one chip ({weights:.2f} GiB of weights): serve {ctx.accel.chips} one-chip engines, one "
@@ -876,7 +981,7 @@ def rule_quantization(ctx: Context, out: list[Finding]) -> None:
     qwix = ((extra or {}).get("quantization") or {}).get("qwix") if isinstance(extra, dict) else None
     if not isinstance(qwix, dict):
         return
-    rules = qwix.get("rules") if isinstance(qwix.get("rules"), list) else []
+    rules = rules_ if isinstance(rules_ := qwix.get("rules"), list) else []
     int8 = any(isinstance(r, dict) and str(r.get("weight_qtype", "")).lower() == "int8" for r in rules)
     if ctx.is_gemma4 and int8 and qwix.get("use_abstract_model") is True:
         out.append(
@@ -967,20 +1072,322 @@ def rule_image_version(ctx: Context, out: list[Finding]) -> None:
     )
 
 
-def rule_compile_cache(ctx: Context, out: list[Finding]) -> None:
-    if ctx.spec.in_container and ctx.get("_compile_cache_mounted") is False:
+# vLLM envs.py: VLLM_XLA_CACHE_PATH defaults to <XDG_CACHE_HOME or ~/.cache>/vllm/xla_cache; the vllm-tpu
+# image runs as root. tpu-inference's CompilationManager hands it to jax_compilation_cache_dir unless
+# VLLM_DISABLE_COMPILE_CACHE is set; an empty value leaves JAX without a cache (vllm PR #15567: "disable it
+# by export VLLM_XLA_CACHE_PATH=").
+DEFAULT_XLA_CACHE = "/root/.cache/vllm/xla_cache"
+_CACHE_SOURCE = (
+    "vLLM envs.py VLLM_XLA_CACHE_PATH (default ~/.cache/vllm/xla_cache); vllm-project/vllm PR #15567 (an empty "
+    "VLLM_XLA_CACHE_PATH disables the cache); tpu-inference runner/compilation_manager.py "
+    "(jax_compilation_cache_dir = VLLM_XLA_CACHE_PATH unless VLLM_DISABLE_COMPILE_CACHE); " + _SEED
+)
+_COLD = "every boot compiles cold: 857 s against 497 s warm on v5e-1 (80% of a cold start is XLA compile)"
+
+
+def xla_cache_path(env: Mapping[str, str | None]) -> str | None:
+    """The compile cache directory vLLM uses inside the container: VLLM_XLA_CACHE_PATH ('' = off), else
+    <XDG_CACHE_HOME or /root/.cache>/vllm/xla_cache; None when the value comes from the host (``-e VAR``)."""
+    if "VLLM_XLA_CACHE_PATH" in env:
+        return env["VLLM_XLA_CACHE_PATH"]
+    root = env.get("XDG_CACHE_HOME")
+    return f"{root.rstrip('/')}/vllm/xla_cache" if root else DEFAULT_XLA_CACHE
+
+
+def _under(path: str, mount: str) -> bool:
+    mount = mount.rstrip("/") or "/"
+    return path == mount or path.startswith(mount if mount.endswith("/") else mount + "/")
+
+
+def _env_flag(ctx: Context, name: str) -> str:
+    return ctx.env_origin.get(name, f"-e {name}")
+
+
+def rule_version_traps(ctx: Context, out: list[Finding]) -> None:
+    """The image's vLLM release in a known bad range for the model (`tpu_devops.planning.version_traps`)."""
+    from tpu_devops.planning.images import image_traps
+
+    if not ctx.spec.image:
+        return
+    for trap in image_traps(ctx.spec.image, ctx.spec.model):
         out.append(
             Finding(
-                id="compile-cache-not-mounted",
-                severity="warning",
+                id="image-version-trap",
+                # The transformers an image ships is not in its tag: a trap that needs one is a warning.
+                severity="warning" if trap.transformers else "error",
                 flag=None,
-                value=None,
-                what_happens="every boot recompiles: cold start 857 s vs 497 s warm",
-                why="80% of a cold start is XLA compilation; the JAX cache lives in ~/.cache/vllm inside the container",
-                source=_SEED,
-                fix="-v /root/.cache/vllm:/root/.cache/vllm on docker run",
+                value=ctx.spec.image,
+                what_happens=f"the server fails at boot reading the model config: {trap.symptom}",
+                why=f"vLLM {trap.vllm}"
+                + (f" with transformers {trap.transformers}" if trap.transformers else "")
+                + f" cannot serve {trap.family}",
+                source=trap.source,
+                fix=trap.fix,
             )
         )
+
+
+def rule_compile_cache(ctx: Context, out: list[Finding]) -> None:
+    """The JAX compile cache as the container will see it: switched off (an empty VLLM_XLA_CACHE_PATH,
+    VLLM_DISABLE_COMPILE_CACHE), on Cloud Storage (no hits), or outside every mount (lost with the
+    container)."""
+    env = ctx.spec.env
+    if not ctx.spec.in_container and not env:
+        return
+    disabled = str(env.get("VLLM_DISABLE_COMPILE_CACHE") or "").strip().lower() in ("1", "true", "yes")
+    path = xla_cache_path(env)
+    mounted = any(_under(path, target) for _, target in ctx.spec.mounts) if path else False
+    if disabled:
+        out.append(
+            Finding(
+                id="compile-cache-disabled",
+                severity="warning",
+                flag=_env_flag(ctx, "VLLM_DISABLE_COMPILE_CACHE"),
+                value=str(env.get("VLLM_DISABLE_COMPILE_CACHE")),
+                what_happens=_COLD,
+                why="VLLM_DISABLE_COMPILE_CACHE makes tpu-inference skip the JAX compile cache altogether"
+                + ("; the cache mount is then useless" if mounted else ""),
+                source=_CACHE_SOURCE,
+                fix="drop VLLM_DISABLE_COMPILE_CACHE (a development switch)",
+            )
+        )
+    elif path == "":
+        out.append(
+            Finding(
+                id="xla-cache-path-empty",
+                severity="warning",
+                flag=_env_flag(ctx, "VLLM_XLA_CACHE_PATH"),
+                value="(empty)",
+                what_happens=_COLD,
+                why="an empty VLLM_XLA_CACHE_PATH leaves JAX without a compile cache directory: nothing is written "
+                "or read" + (", so the ~/.cache/vllm mount stays empty" if ctx.spec.mounts else ""),
+                source=_CACHE_SOURCE,
+                fix="drop VLLM_XLA_CACHE_PATH (the default /root/.cache/vllm/xla_cache lies in the "
+                "-v /root/.cache/vllm mount), or set it to a mounted directory",
+            )
+        )
+    caches = {k: env.get(k) for k in ("VLLM_XLA_CACHE_PATH", "JAX_COMPILATION_CACHE_DIR")}
+    remote = {k: v for k, v in caches.items() if v and v.startswith(("gs://", "gcs://"))}
+    for name, value in remote.items():
+        out.append(
+            Finding(
+                id="xla-cache-on-cloud-storage",
+                severity="warning",
+                flag=_env_flag(ctx, name),
+                value=value,
+                what_happens="boots stay cold: a JAX compile cache on a gs:// path is not hit across restarts",
+                why="reported with vllm-tpu on TPU: a local cache directory cut the second boot from 357 s to 154 s, "
+                "the same cache on gs:// gave no speed-up (marin-community/marin#2318)",
+                source="marin-community/marin#2318; " + _CACHE_SOURCE,
+                fix="keep the cache on local disk (the default /root/.cache/vllm/xla_cache, mounted from the host) "
+                "and copy it to or from the bucket around the boot (the startup script's warm boot does so)",
+            )
+        )
+    if remote or disabled or path in ("", None) or not ctx.spec.in_container or mounted:
+        return
+    out.append(
+        Finding(
+            id="compile-cache-not-mounted",
+            severity="warning",
+            flag=None,
+            value=path,
+            what_happens=_COLD,
+            why=f"the JAX compile cache ({path}) is written inside the container and lost with it: no -v mount "
+            "covers it",
+            source=_CACHE_SOURCE,
+            fix="-v /root/.cache/vllm:/root/.cache/vllm on docker run"
+            if path == DEFAULT_XLA_CACHE
+            else f"mount a host directory at {path} (-v /var/cache/xla:{path})",
+        )
+    )
+
+
+def rule_quantization_method(ctx: Context, out: list[Finding]) -> None:
+    """``--quantization`` against the TPU platform's list (`tpu_devops.planning.quantization`), and a
+    checkpoint whose own config (or name) says it is quantized in a method TPU does not run."""
+    from tpu_devops.planning.quantization import QUANTIZATION_SOURCE, check_tpu_quantization, supported_text
+
+    raw = ctx.get("quantization")
+    fix = (
+        "serve the bf16 checkpoint without --quantization (e.g. google/gemma-4-E2B-it), or a checkpoint in a "
+        f"method the TPU platform lists: {supported_text()}"
+    )
+    if raw is not None and raw is not True:
+        check = check_tpu_quantization(str(raw))
+        if check.status == "unsupported":
+            out.append(
+                Finding(
+                    id="quantization-unsupported-on-tpu",
+                    severity="error",
+                    flag="--quantization",
+                    value=str(raw),
+                    what_happens=f"vLLM refuses the model config at boot: {check.method} quantization is currently "
+                    "not supported in tpu",
+                    why=f"{check.method} is not on the TPU platform's supported_quantization list ({check.note}; "
+                    "GPTQ, bitsandbytes, GGUF and Marlin are GPU kernels)",
+                    source=QUANTIZATION_SOURCE,
+                    fix=fix,
+                )
+            )
+        elif check.status == "earlier_only":
+            out.append(
+                Finding(
+                    id="quantization-name-changed",
+                    severity="warning",
+                    flag="--quantization",
+                    value=str(raw),
+                    what_happens="a current vllm-tpu image refuses it; an older one may boot",
+                    why=f"tpu-inference accepted '{check.method}' once ({check.note})",
+                    source=QUANTIZATION_SOURCE,
+                    fix=f"use the current name (supported: {supported_text()}) with a current image",
+                )
+            )
+        return
+    method = _checkpoint_quantization(ctx.spec.model)
+    if method is None:
+        return
+    name, how = method
+    check = check_tpu_quantization(name)
+    if check.status == "supported":
+        return
+    out.append(
+        Finding(
+            id="checkpoint-quantization-unsupported-on-tpu",
+            severity="error" if how == "config.json" else "warning",
+            flag=None,
+            value=ctx.spec.model,
+            what_happens=f"vLLM reads the quantization from the checkpoint and refuses it at boot: {check.method} "
+            "quantization is currently not supported in tpu",
+            why=f"the checkpoint is quantized with {check.method} ({how}), which the TPU platform does not run",
+            source=QUANTIZATION_SOURCE,
+            fix=fix.replace("without --quantization", "instead of the quantized checkpoint"),
+        )
+    )
+
+
+# Checkpoint names that say how they were quantized (Hub naming, e.g. "...-GPTQ-Int4", "...-bnb-4bit").
+_QUANT_IN_NAME = re.compile(r"(?i)(?:^|[-_/.])(gptq|bnb|bitsandbytes|gguf|exl2|hqq|marlin)(?=$|[-_/.])")
+
+
+def _checkpoint_quantization(model: str | None) -> tuple[str, str] | None:
+    """(method, how it is known) of a pre-quantized checkpoint: its local or bundled config.json's
+    ``quantization_config.quant_method``, else its name; None when neither says."""
+    from tpu_devops.planning.images import local_model_config
+
+    cfg = local_model_config(model)
+    q = (cfg or {}).get("quantization_config") or {}
+    if isinstance(q, dict) and q.get("quant_method"):
+        return str(q["quant_method"]).lower(), "config.json"
+    m = _QUANT_IN_NAME.search(model or "")
+    if m:
+        name = m.group(1).lower()
+        return ("bitsandbytes" if name == "bnb" else name), "its name"
+    return None
+
+
+# Parsers that belong to one model family: vLLM's gemma4 reasoning parser looks for Gemma 4's thinking
+# tokens and refuses to start without them (vllm/reasoning/basic_parsers.py; vllm-project/recipes#515);
+# the gemma4 tool parser reads Gemma 4's <|tool_call>call:...<tool_call|> syntax
+# (vllm/tool_parsers/gemma4_tool_parser.py), which no other family emits.
+PARSER_FAMILIES: dict[str, tuple[str, re.Pattern[str]]] = {
+    "gemma4": ("Gemma 4", re.compile(r"gemma-?4", re.I)),
+}
+
+
+def rule_parser_family(ctx: Context, out: list[Finding]) -> None:
+    model = ctx.spec.model
+    if not model or _local_path(model):
+        return  # a local path does not say its family
+    for flag, severity, what in (
+        (
+            "reasoning-parser",
+            "error",
+            "vLLM refuses to start: {parser}ReasoningParser could not locate think start/end tokens in the tokenizer",
+        ),
+        (
+            "tool-call-parser",
+            "warning",
+            "tool calls come back as plain text: {family} tool-call syntax is never seen",
+        ),
+    ):
+        parser = ctx.get(flag)
+        if not parser or parser is True:
+            continue
+        family = PARSER_FAMILIES.get(str(parser).lower())
+        if family is None or family[1].search(model):
+            continue
+        name = str(parser)
+        out.append(
+            Finding(
+                id="parser-family-mismatch",
+                severity=severity,  # type: ignore[arg-type]
+                flag=f"--{flag}",
+                value=name,
+                what_happens=what.format(parser=name.capitalize(), family=family[0]),
+                why=f"--{flag} {name} is {family[0]}'s parser and {model} is not a {family[0]} model",
+                source="vllm/reasoning/basic_parsers.py; vllm/tool_parsers/gemma4_tool_parser.py; "
+                "vllm-project/recipes#515 (field report C16)",
+                fix=f"drop --{flag} {name} for {model} (use its own family's parser, if any), or serve a "
+                f"{family[0]} -it model (e.g. google/gemma-4-E2B-it)",
+            )
+        )
+
+
+def _local_path(model: str) -> bool:
+    return model.startswith((".", "/", "~"))
+
+
+VLLM_DEFAULT_MEMORY_UTILIZATION = 0.9  # vLLM's --gpu-memory-utilization default (vllm/engine/arg_utils.py)
+
+
+def rule_model_fit(ctx: Context, out: list[Finding]) -> None:
+    """The weights plus one request's KV cache against the HBM cap (`tpu_devops.planning.fit`): vLLM
+    refuses to start when they do not fit, after the pull and the download. Judged only when the model's
+    config is on this machine."""
+    from tpu_devops.errors import TpuDevopsError
+    from tpu_devops.planning.fit import check_fit
+
+    tp = _num(ctx, "tensor-parallel-size", out, int) or 1
+    util = _num(ctx, "gpu-memory-utilization", out, float) or VLLM_DEFAULT_MEMORY_UTILIZATION
+    if not ctx.spec.model or not 1 <= tp <= ctx.accel.chips or not 0 < util < 1:
+        return  # no model, or flags rule_flag_values / rule_tensor_parallel report
+    try:
+        verdict = check_fit(
+            ctx.spec.model, ctx.accel.name, tensor_parallel_size=tp, gpu_memory_utilization=util,
+            max_model_len=_num(ctx, "max-model-len", out, int),
+        )  # fmt: skip
+    except TpuDevopsError:
+        return
+    if verdict.fits is False:
+        out.append(
+            Finding(
+                id="model-does-not-fit", severity="error", flag="--model", value=ctx.spec.model,
+                what_happens=verdict.message(),
+                why="vLLM needs the KV cache of one max_model_len request beside the weights, under the cap",
+                source="vLLM kv_cache_utils.check_enough_kv_cache_memory; sizing from config.json (plan_capacity)",
+                fix=verdict.fix().replace("ACCELERATOR_TYPE=", "accelerator type ").replace("MAX_MODEL_LEN=", "--max-model-len "),
+            )
+        )  # fmt: skip
+
+
+def rule_chat_checkpoint(ctx: Context, out: list[Finding]) -> None:
+    """A base (not instruction-tuned) checkpoint served for chat and tool calls (`planning.checkpoint`)."""
+    from tpu_devops.planning.checkpoint import chat_checkpoint
+
+    tools = ctx.get("enable-auto-tool-choice") is True or bool(ctx.get("tool-call-parser"))
+    warning = chat_checkpoint(ctx.spec.model).warning(
+        "tool calling (--enable-auto-tool-choice) and chat completions" if tools else "chat completions"
+    )
+    if warning:
+        out.append(
+            Finding(
+                id="base-model-for-chat", severity="warning", flag="--model", value=ctx.spec.model,
+                what_happens=warning.split(": ", 1)[1],
+                why="only the instruction-tuned checkpoint is trained on the chat template and the tool-call syntax",
+                source="the publishers' model naming (Gemma -it, Llama / Mistral / Qwen2 -Instruct, Qwen3 -Base)",
+                fix=f"serve {chat_checkpoint(ctx.spec.model).suggested or 'the instruction-tuned checkpoint'}",
+            )
+        )  # fmt: skip
 
 
 RULES: list[Callable[[Context, list[Finding]], None]] = [
@@ -998,7 +1405,12 @@ RULES: list[Callable[[Context, list[Finding]], None]] = [
     rule_completions_health,
     rule_image,
     rule_image_version,
+    rule_version_traps,
     rule_compile_cache,
+    rule_quantization_method,
+    rule_parser_family,
+    rule_model_fit,
+    rule_chat_checkpoint,
 ]
 
 
@@ -1029,14 +1441,22 @@ def lint_vllm_flags(
     image: str | None = None,
     health_check_path: str | None = None,
     engines: int = 1,
+    env: Mapping[str, str] | None = None,
+    read_env_file: Callable[[str], str] | None = None,
 ) -> LintResult:
     """Check a ``vllm serve`` command line (or a flag mapping) for the known vLLM-on-TPU traps.
 
     ``engines`` is how many engines run this command on the host (one per chip when scaling out);
     engines x tensor-parallel size below the chips of the accelerator type leaves chips idle.
 
+    The container's environment is read as Docker builds it: ``--env-file`` files first (each read with
+    ``read_env_file(path) -> text`` when given, else named in a notice as not read), then ``-e`` /
+    ``--env``, then ``env`` (variables given by the caller, e.g. the env file's contents). Values of
+    variables named like secrets (token, key, secret, password) are never shown.
+
     Raises:
-        InputError: neither or both of command/flags given; unparsable command.
+        InputError: neither or both of command/flags given; unparsable command; ``env`` not a mapping of
+        names to strings.
         ConfigError: unknown accelerator type.
     """
     if (command is None or not command.strip()) == (flags is None):
@@ -1059,12 +1479,15 @@ def lint_vllm_flags(
         spec.model = model
     if image:
         spec.image = image
+    notices = [accel.notice] if accel.notice else []
+    origin = _merge_env(spec, env, read_env_file, notices)
     ctx = Context(
         spec=spec,
         accel=accel,
         kv_heads=_kv_heads(spec.model),
         health_check_path=health_check_path,
         engines=engines,
+        env_origin=origin,
     )
     findings: list[Finding] = []
     for rule in RULES:
@@ -1079,7 +1502,88 @@ def lint_vllm_flags(
         errors=sum(f.severity == "error" for f in findings),
         warnings=sum(f.severity == "warning" for f in findings),
         findings=findings,
-        notices=[accel.notice] if accel.notice else [],
+        notices=notices,
+        env={k: _shown(k, v) for k, v in spec.env.items()},
+    )
+
+
+_SECRET_NAME = re.compile(r"(?i)(?:^|_)(?:key|token|secret|password|passwd|credentials?)(?:$|_)")
+
+
+def _shown(name: str, value: str | None) -> str:
+    """A variable's value as the result shows it: secrets never, a host pass-through as such."""
+    if value is None:
+        return "(from the host environment)"
+    if _SECRET_NAME.search(name):
+        return "(set)" if value else "(empty)"
+    return value
+
+
+def _merge_env(
+    spec: ServeSpec,
+    env: Mapping[str, str] | None,
+    read_env_file: Callable[[str], str] | None,
+    notices: list[str],
+) -> dict[str, str]:
+    """``spec.env`` as the container gets it (env files, then -e, then ``env``); returns where each
+    variable was set. Unreadable env files are named in ``notices``."""
+    if env is not None and (
+        not isinstance(env, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
+        raise InputError(
+            "env must map variable names to string values",
+            field="env",
+            value=str(env)[:200],
+            fix='pass e.g. {"VLLM_XLA_CACHE_PATH": "/root/.cache/vllm/xla_cache"}',
+        )
+    merged: dict[str, str | None] = {}
+    origin: dict[str, str] = {}
+    for path in spec.env_files:
+        if read_env_file is None:
+            notices.append(
+                f"--env-file {path} was not read (lint sees no file): its variables are not checked; pass them as env"
+            )
+            continue
+        try:
+            text = read_env_file(path)
+        except (TpuDevopsError, OSError, UnicodeDecodeError) as exc:
+            notices.append(
+                f"--env-file {path} was not read ({getattr(exc, 'message', exc)}): its variables are not checked"
+            )
+            continue
+        for name, value in parse_env_file(text).items():
+            merged[name], origin[name] = value, f"--env-file {path}: {name}"
+    for name, value in spec.env.items():
+        merged[name], origin[name] = value, f"-e {name}"
+    for name, value in (env or {}).items():
+        merged[name], origin[name] = value, f"env {name}"
+    spec.env = merged
+    return origin
+
+
+MAX_ENV_FILE_BYTES = 1 << 20
+
+
+def _env_file_reader(settings: Any) -> Callable[[str], str]:
+    """Reads an ``--env-file`` named in a command from the directories tools may read
+    (`tpu_devops.host.files`), at most 1 MiB; raises InputError otherwise."""
+    from tpu_devops.host import files
+
+    def read(path: str) -> str:
+        real = files.readable_file(settings, path, field="--env-file", max_bytes=MAX_ENV_FILE_BYTES)
+        return files.read_text(real, field="--env-file", value=path, max_bytes=MAX_ENV_FILE_BYTES)
+
+    return read
+
+
+def _vm_env_file(path: str) -> str:
+    """The configured deployment's env file exists only on the TPU VM (the startup script writes it)."""
+    raise InputError(
+        "written on the TPU VM at boot by the startup script; it holds the HF token and the API key only",
+        field="--env-file",
+        value=path,
+        fix="nothing to do: it sets no cache or serving variable",
     )
 
 
@@ -1095,6 +1599,7 @@ def lint_with_defaults(settings: Any, **args: Any) -> LintResult:
     if not args.get("accelerator_type"):
         args["accelerator_type"] = settings.accelerator_type
     configured = not (args.get("command") or "").strip() and args.get("flags") is None
+    args.setdefault("read_env_file", _vm_env_file if configured else _env_file_reader(settings))
     if configured:
         from tpu_devops.planning.multiengine import engines_per_host
         from tpu_devops.planning.startup import docker_run_command, vllm_serve_argv

@@ -1,4 +1,4 @@
-"""One host, one vLLM engine per chip (issue 15 §2): engine count, ports, chip isolation, load balancer.
+"""One host, one vLLM engine per chip: engine count, ports, chip isolation, load balancer.
 
 A multi-chip host (v5litepod-4 / -8) serves ``chips / tensor-parallel-size`` engines, each in its own
 container on its own port, behind HAProxy on ``VLLM_PORT``. No setting adds idle chips: the engine

@@ -13,9 +13,9 @@ Anchoring keeps out the look-alikes: ``Commitment v1: TPU v5e in ... for 1 Year`
 are skipped. The SKU list is cached per process (`clear_cache` resets it).
 
 When the catalog cannot be read, the fallback table answers instead, and every answer says which
-source was used. The table holds the seed's measured us-west4 v5e prices (DESIGN §3: on-demand $1.20,
-flex-start $0.60, spot $0.5779 per chip-hour, from the xbill9/gemma4-dev build log, 2026-08); it is a
-fallback, never the primary answer (a hard-coded 0.12 for v5e was once off by 10x).
+source was used. The table is each catalog row's ``fallback_prices`` (today the seed's measured us-west4
+v5e prices, DESIGN §3, sources in `tpu_devops.catalog`); it is a fallback, never the primary answer (a
+hard-coded 0.12 for v5e was once off by 10x).
 
 Formulas: $/hour = chips x $/chip-hour; $/month (24/7) = $/hour x 730; $/M output tokens =
 $/hour / (tok/s x 3600) x 1e6 (seed: $0.5779/h at 1,496.5 tok/s -> $0.107).
@@ -28,14 +28,23 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import Field
 
-from tpu_devops.catalog import PROVISIONING_MODELS, provisioning_model_name, resolve_accelerator_type
+from tpu_devops.catalog import (
+    GENERATIONS,
+    PROVISIONING_MODELS,
+    provisioning_model_name,
+    resolve_accelerator_type,
+)
 from tpu_devops.config import Settings
 from tpu_devops.errors import CloudError, ConfigError, InputError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
+
+if TYPE_CHECKING:  # at run time the billing adapter is imported only when a live price is asked
+    from tpu_devops.gcp.billing import SkuPrice
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +63,18 @@ _ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
 
 FALLBACK_DATE = "2026-08"
 FALLBACK_SOURCE = "seed build log (xbill9/gemma4-dev, us-west4), DESIGN §3"
-# (generation, region, provisioning model) -> USD per chip-hour
-FALLBACK_PRICES: dict[tuple[str, str, str], float] = {
-    ("v5e", "us-west4", "on-demand"): 1.20,
-    ("v5e", "us-west4", "flex-start"): 0.60,
-    ("v5e", "us-west4", "spot"): 0.5779,
-}
+
+
+def fallback_prices() -> dict[tuple[str, str, str], float]:
+    """The fallback table from the catalog rows: (generation, region, provisioning model) -> USD per
+    chip-hour."""
+    return {
+        (gen.name, region, pm): price
+        for gen in GENERATIONS.values()
+        for region, by_model in gen.fallback_prices.items()
+        for pm, price in by_model.items()
+    }
+
 
 # Region -> the city name Google's SKU descriptions use. Regions not listed match any city text.
 REGION_CITY = {
@@ -88,7 +103,7 @@ def description_pattern(generation: str, provisioning_model: str, region: str) -
 
 @dataclass
 class _Cache:
-    skus: list | None = None
+    skus: list[SkuPrice] | None = None
     fetched_at: float = 0.0
     error: str | None = None
     failed_at: float = 0.0
@@ -133,7 +148,7 @@ class PriceQuote(ToolResult):
         return "price given by the caller"
 
 
-async def _skus(settings: Settings) -> list:
+async def _skus(settings: Settings) -> list[SkuPrice]:
     from tpu_devops.gcp import billing
 
     key = settings.gcp_endpoint or "google"
@@ -239,7 +254,7 @@ async def get_price(
     gen = accel.generation.name
     region, region_notes = validate_region(region or settings.region)
     pm = _validate(provisioning_model or settings.provisioning_model)
-    base = dict(
+    base: dict[str, Any] = dict(
         accelerator_type=accel.name, generation=gen, chips=accel.chips, region=region, provisioning_model=pm
     )
     notes = ([accel.notice] if accel.notice else []) + region_notes
@@ -279,9 +294,9 @@ async def get_price(
     except TpuDevopsError as exc:
         reason = f"Billing Catalog unavailable: {exc.message}"
     log.info("pricing fallback: %s", reason)
-    price = FALLBACK_PRICES.get((gen, region, pm))
+    price = accel.generation.fallback_prices.get(region, {}).get(pm)
     if price is None:
-        known = ", ".join(f"{g} {p} in {r}" for g, r, p in FALLBACK_PRICES)
+        known = ", ".join(f"{g} {p} in {r}" for g, r, p in fallback_prices())
         raise ConfigError(
             f"no price for {accel.name} {pm} in {region}: {reason}; the fallback table only has {known}",
             field="usd_per_chip_hour",
@@ -301,14 +316,14 @@ async def get_price(
 
 
 def match_sku(
-    skus: list, generation: str, provisioning_model: str, region: str
-) -> tuple[object, list[str]] | None:
+    skus: list[SkuPrice], generation: str, provisioning_model: str, region: str
+) -> tuple[SkuPrice, list[str]] | None:
     """The SKU for (generation, provisioning model, region): anchored description, region listed,
     hourly unit, price > 0. Returns (sku, notes) or None. Several priced matches: the highest price is
     taken (conservative) and noted."""
     pattern = description_pattern(generation, provisioning_model, region)
     notes: list[str] = []
-    found = []
+    found: list[SkuPrice] = []
     for s in skus:
         if not pattern.match(s.description.strip()) or region not in s.service_regions:
             continue

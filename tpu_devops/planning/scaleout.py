@@ -63,8 +63,6 @@ BUNDLED_CURVE_LABEL = (
     "bf16, 128 output tokens (xbill9/gemma4-dev tpu-vllm-v5e1-2b/benchmarks/runs/2026-08-06-vllm-sweep-v5e1)"
 )
 GKE_CLUSTER_FEE_USD_PER_HOUR = 0.10  # cloud.google.com/kubernetes-engine/pricing: per cluster, per hour
-# Inter-chip interconnect bandwidth per chip, GB/s: v5e 1,600 Gbps (cloud.google.com/tpu/docs/v5e).
-ICI_GB_PER_S = {"v5e": 200.0}
 MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs on TPU (sizing.DEFAULT_MAX_NUM_SEQS)
 MAX_NODES = 512
 MAX_STREAMS = 100_000
@@ -298,7 +296,15 @@ def _streamed_weight_bytes(cfg: dict[str, Any], geom: Any, weights_gib: float) -
     text = _text_config(cfg)
     hidden, inter, vocab = text.get("hidden_size"), text.get("intermediate_size"), text.get("vocab_size")
     heads = text.get("num_attention_heads")
-    if not all(isinstance(v, int) and v > 0 for v in (hidden, inter, vocab, heads)):
+    if (
+        not (
+            isinstance(hidden, int)
+            and isinstance(inter, int)
+            and isinstance(vocab, int)
+            and isinstance(heads, int)
+        )
+        or min(hidden, inter, vocab, heads) <= 0
+    ):
         return (
             weights_gib * GIB,
             f"all {weights_gib:.2f} GiB of weights (config lacks dense sizes: upper bound)",
@@ -565,7 +571,7 @@ class _Ctx:
     def engine(self, tp: int) -> tuple[Engine, int, float, int]:
         """(engine model, KV tokens, replication, max streams) for a TP=tp engine."""
         tokens, replication = self.kv_pool(tp)
-        ici = ICI_GB_PER_S.get(self.gen.name)
+        ici = self.gen.ici_gb_per_s
         collective = 0.0
         if tp > 1 and ici:
             per_stream_bytes = 2 * self.geom.num_layers * self.hidden * ACTIVATION_BYTES * 2 * (tp - 1) / tp
@@ -626,7 +632,7 @@ def _option(
         "single-chip-nodes": f"GKE node pool of {hosts} x {accel.machine_type} (topology 1x1), one vLLM pod per node behind a Service",
         "tensor-parallel": f"one TPU VM, one vLLM engine with --tensor-parallel-size {tp}",
     }[shape]
-    base = dict(
+    base: dict[str, Any] = dict(
         shape=shape,
         title=SHAPE_TITLES[shape],
         accelerator_type=accel.name,
@@ -714,7 +720,7 @@ def size_shapes(
     """
     one_chip = resolve_accelerator_type(f"{gen.api_prefix}-{gen.cores_per_chip}")
     hosts = _multi_chip_types(gen)
-    kw = dict(streams=streams, target_tok_s=target_tok_s)
+    kw: dict[str, Any] = dict(streams=streams, target_tok_s=target_tok_s)
     if chips is not None:
         host = next(h for h in hosts if h.chips == chips)
         return [
@@ -889,6 +895,7 @@ async def plan_scale_out(
             tensor_parallel_size=tp,
         )
         replication = max((g.replication for g in plan.kv.groups), default=1.0)
+        assert plan.kv_tokens is not None  # weights_gib is known, so the KV pool is sized
         return plan.kv_tokens, replication
 
     warnings: list[str] = []
@@ -954,8 +961,8 @@ async def plan_scale_out(
         "tensor parallelism divides device work only; host work per step and per stream stays with the one engine",
         "TP adds two all-reduces per layer of batch x hidden x 2 B over ICI"
         + (
-            f" at {ICI_GB_PER_S[one_chip.name]:g} GB/s per chip (cloud.google.com/tpu/docs/v5e)"
-            if one_chip.name in ICI_GB_PER_S
+            f" at {one_chip.ici_gb_per_s:g} GB/s per chip ({one_chip.ici_source})"
+            if one_chip.ici_gb_per_s is not None
             else " (not modelled for this generation: no ICI figure)"
         )
         + "; collective latency is not modelled (it would lower TP further)",

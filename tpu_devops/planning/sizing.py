@@ -36,11 +36,19 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.catalog import GIB, AcceleratorType, machine_type_mixup, resolve_accelerator_type
+from tpu_devops.catalog import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    GIB,
+    AcceleratorType,
+    machine_type_mixup,
+    resolve_accelerator_type,
+    safe_memory_utilization_advice,
+)
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.errors import ConfigError, InputError
 from tpu_devops.host import files
 from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.geometry import ModelGeometry, geometry_from_config
 from tpu_devops.planning.model_files import MAX_CONFIG_BYTES, check_config_file
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -52,145 +60,6 @@ DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs on TPU ("Prepared requ
 SMEM_BYTES = 1024 * 1024  # per-core SMEM on TPU up to v6e (tpu-inference PallasAttentionBackend comment)
 MIN_BLOCK_SIZE = 16
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-# ---------------------------------------------------------------------------------------------
-# Model geometry
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelGeometry:
-    """Attention geometry of a decoder, read from ``config.json``.
-
-    ``layer_kinds[i]`` is ``"full"`` or ``"sliding"`` for every layer; ``cache_owning_layers`` is how
-    many of the first layers own a KV cache (the rest reuse it); head dims in elements.
-    """
-
-    model: str
-    model_type: str
-    num_layers: int
-    cache_owning_layers: int
-    layer_kinds: tuple[str, ...]
-    head_dim: int
-    full_head_dim: int
-    kv_heads: int
-    full_kv_heads: int
-    dtype: str
-    max_position_embeddings: int | None
-    is_gemma4: bool
-    head_dim_source: str
-
-
-def _need(cfg: dict[str, Any], key: str, source: str) -> Any:
-    value = cfg.get(key)
-    if value is None:
-        raise InputError(
-            f"config.json has no {key!r}, which the KV-cache size depends on",
-            field=f"model ({source})",
-            value=key,
-            fix="pass a decoder config.json with num_hidden_layers, num_attention_heads, num_key_value_heads "
-            "(and head_dim when it is not hidden_size / num_attention_heads)",
-        )
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise InputError(
-            f"config.json field {key!r} must be a positive integer",
-            field=f"model ({source})",
-            value=value,
-            fix="check the config.json: this field is a count",
-        )
-    return value
-
-
-def _optional_count(cfg: dict[str, Any], key: str, source: str, default: int | None, minimum: int = 1) -> Any:
-    """An optional integer field: ``default`` when absent or null, else an int >= ``minimum``.
-
-    Raises:
-        InputError: present but not an integer >= ``minimum`` (e.g. a string or a list).
-    """
-    value = cfg.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InputError(
-            f"config.json field {key!r} must be an integer >= {minimum}",
-            field=f"model ({source})",
-            value=value,
-            fix=f"check {key} in the config.json (the published config has a whole number), or remove it",
-        )
-    return value
-
-
-def geometry_from_config(cfg: dict[str, Any], *, model: str = "model") -> ModelGeometry:
-    """Read the attention geometry from a parsed ``config.json`` (multimodal configs: ``text_config``).
-
-    Raises:
-        InputError: a field needed for the KV size is missing or not a positive integer.
-    """
-    if not isinstance(cfg, dict):
-        raise InputError(
-            "config.json is not a JSON object", field="model", value=model, fix="pass a model config.json"
-        )
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    model_type = str(text.get("model_type") or cfg.get("model_type") or "")
-    is_gemma4 = model_type.startswith("gemma4") or str(cfg.get("model_type", "")).startswith("gemma4")
-    layers = _need(text, "num_hidden_layers", model)
-    heads = _need(text, "num_attention_heads", model)
-    kv_heads = text.get("num_key_value_heads")
-    kv_heads = heads if kv_heads is None else _need(text, "num_key_value_heads", model)
-    if text.get("head_dim") is not None:
-        head_dim = _need(text, "head_dim", model)
-        head_dim_source = "config head_dim"
-    elif is_gemma4:
-        raise InputError(
-            "a Gemma 4 config must state head_dim (hidden_size / heads gives the wrong value)",
-            field=f"model ({model})",
-            value="head_dim",
-            fix="use the model's published config.json, which has head_dim and global_head_dim",
-        )
-    else:
-        hidden = _need(text, "hidden_size", model)
-        head_dim = hidden // heads
-        head_dim_source = f"hidden_size / num_attention_heads = {hidden} / {heads}"
-    full_head_dim = _optional_count(text, "global_head_dim", model, head_dim)
-    full_kv_heads = _optional_count(text, "num_global_key_value_heads", model, kv_heads)
-    shared = _optional_count(text, "num_kv_shared_layers", model, 0, minimum=0)
-    max_positions = _optional_count(text, "max_position_embeddings", model, None)
-    if not 0 <= shared < layers:
-        raise InputError(
-            "num_kv_shared_layers must be between 0 and num_hidden_layers - 1",
-            field=f"model ({model})",
-            value=shared,
-            fix="check the config.json",
-        )
-    types = text.get("layer_types")
-    if isinstance(types, list) and len(types) == layers:
-        kinds = tuple("full" if str(t).startswith("full") else "sliding" for t in types)
-    elif is_gemma4:
-        raise InputError(
-            "a Gemma 4 config must list layer_types (sliding vs full attention per layer)",
-            field=f"model ({model})",
-            value="layer_types",
-            fix="use the model's published config.json",
-        )
-    else:
-        kinds = ("full",) * layers
-    dtype = str(text.get("torch_dtype") or cfg.get("torch_dtype") or "bfloat16")
-    return ModelGeometry(
-        model=model,
-        model_type=model_type,
-        num_layers=layers,
-        cache_owning_layers=layers - shared,
-        layer_kinds=kinds,
-        head_dim=head_dim,
-        full_head_dim=full_head_dim,
-        kv_heads=kv_heads,
-        full_kv_heads=full_kv_heads,
-        dtype=dtype,
-        max_position_embeddings=max_positions,
-        is_gemma4=is_gemma4,
-        head_dim_source=head_dim_source,
-    )
 
 
 class LayerGroup(BaseModel):
@@ -408,14 +277,22 @@ def _match_known(model: str) -> str | None:
 
 
 def resolve_weights(
-    model: str, local_dir: Path | None, weights_gib: float | None, generation: str | None = None
+    model: str,
+    local_dir: Path | None,
+    weights_gib: float | None,
+    generation: str | None = None,
+    *,
+    config: dict[str, Any] | None = None,
+    hub: bool = False,
 ) -> tuple[float, str]:
     """HBM taken by weights (GiB) and where the number came from.
 
     Order: the explicit ``weights_gib``; a measured value for a known model (per TPU generation when
     measured there, see ``data/measured_weights.json``); the checkpoint size from a
     local ``model.safetensors.index.json`` (``metadata.total_size``, an estimate: on-disk size can
-    differ from HBM use, e.g. E2B 9.54 GiB on disk vs 8.97 GiB in HBM).
+    differ from HBM use, e.g. E2B 9.54 GiB on disk vs 8.97 GiB in HBM); with the model's ``config``,
+    what `tpu_devops.planning.params.estimate_from_config` finds (the cached index, the Hub's metadata
+    when ``hub``, else the parameter count of the config).
 
     Raises:
         InputError: negative / absurd ``weights_gib``, or no way to know the weights.
@@ -443,6 +320,14 @@ def resolve_weights(
             total = (data.get("metadata") or {}).get("total_size") if isinstance(data, dict) else None
             if isinstance(total, int | float) and total > 0:
                 return total / GIB, f"estimate: checkpoint size from {index.name} (HBM use may differ)"
+    if config is not None:
+        from tpu_devops.planning.params import estimate_from_config
+
+        try:
+            estimate = estimate_from_config(model, config, hub=hub)
+            return estimate.gib, estimate.source
+        except InputError:
+            pass  # the config cannot be counted: the weights stay unknown
     raise InputError(
         "the HBM taken by the weights is unknown for this model",
         field="weights_gib",
@@ -618,7 +503,7 @@ def plan_from_geometry(
     *,
     weights_gib: float | None,
     weights_source: str,
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_model_len: int = 16384,
     tensor_parallel_size: int = 1,
     kv_dtype: str = "bfloat16",
@@ -636,7 +521,10 @@ def plan_from_geometry(
         InputError: utilization, lengths or TP out of range.
     """
     _check_number(
-        gpu_memory_utilization, "gpu_memory_utilization", *GPU_MEMORY_UTILIZATION_RANGE, "use 0.92 on v5e"
+        gpu_memory_utilization,
+        "gpu_memory_utilization",
+        *GPU_MEMORY_UTILIZATION_RANGE,
+        f"use {safe_memory_utilization_advice()}",
     )
     _check_number(max_model_len, "max_model_len", *MAX_MODEL_LEN_RANGE, "use e.g. 16384")
     if isinstance(tensor_parallel_size, bool) or tensor_parallel_size < 1:
@@ -659,9 +547,10 @@ def plan_from_geometry(
             f"max_model_len {max_model_len:,} exceeds the model's max_position_embeddings "
             f"{geom.max_position_embeddings:,}: vLLM refuses it unless overridden"
         )
-    if accel.generation.name == "v5e" and gpu_memory_utilization > 0.92:
+    ceiling = accel.generation.max_gpu_memory_utilization
+    if ceiling is not None and gpu_memory_utilization > ceiling:
         warnings.append(
-            "gpu_memory_utilization above 0.92 on v5e fails ~14 min into boot "
+            f"gpu_memory_utilization above {ceiling:g} on {accel.generation.name} fails ~14 min into boot "
             "(RuntimeProgramAllocationFailure: too little HBM left outside the cap for compiled programs)"
         )
     kv = kv_breakdown(geom, tensor_parallel_size=tensor_parallel_size, kv_dtype=kv_dtype)
@@ -673,7 +562,7 @@ def plan_from_geometry(
     per_chip = accel.generation.hbm_gib_visible
     chips = tensor_parallel_size
     if chips < accel.chips:
-        # One engine over `chips` chips: the rest of the slice is billed and idle (issue 15).
+        # One engine over `chips` chips: the rest of the slice is billed and idle.
         warnings.append(
             f"this plan uses {chips} of the {accel.chips} chips of {accel.name}: one engine with "
             f"--tensor-parallel-size {chips} alone leaves {accel.chips - chips} chip(s) paid for and idle; the "
@@ -777,10 +666,84 @@ def plan_from_geometry(
     )
 
 
+@dataclass(frozen=True)
+class Fit:
+    """Whether weights of ``weights`` GiB plus one request fit: the cap and the request's KV (GiB), bytes
+    per token of KV (slice-wide)."""
+
+    fits: bool
+    cap_gib: float
+    request_kv_gib: float
+    bytes_per_token: int
+
+
+MIN_SUGGESTED_LEN = 2048  # a shorter context is not worth suggesting as the way to fit
+
+
+def fit_of(
+    geom: ModelGeometry, accel: AcceleratorType, weights: float, tp: int, util: float, max_model_len: int
+) -> Fit:
+    """`Fit` of one engine over ``tp`` chips of ``accel`` at utilisation ``util``: the weights may take at
+    most the cap minus one ``max_model_len`` request's KV cache, in whole blocks (`plan_from_geometry`)."""
+    plan = plan_from_geometry(
+        geom, accel, weights_gib=None, weights_source="", gpu_memory_utilization=util,
+        max_model_len=max_model_len, tensor_parallel_size=min(max(tp, 1), accel.chips),
+    )  # fmt: skip
+    return Fit(
+        weights <= plan.max_weights_gib, plan.budget.cap_gib, plan.request_kv_gib, plan.kv.bytes_per_token
+    )
+
+
+def fitting_slices(
+    geom: ModelGeometry, heads: int, weights: float, util: float, max_model_len: int, *,
+    prefer: AcceleratorType, limit: int = 2,
+) -> list[tuple[str, int]]:  # fmt: skip
+    """The smallest one-host slices whose one engine (tensor-parallel over all the host's chips) holds
+    the model, as (accelerator type, tensor-parallel size): the smallest of ``prefer``'s generation first,
+    then of each other one, up to ``limit``. One engine spans one host here (the startup script runs
+    an engine per host), and its chips must split the ``heads`` attention heads evenly (vLLM requires
+    num_attention_heads % tensor_parallel_size == 0). The utilisation is kept at or under the generation's
+    measured ceiling (catalog ``max_gpu_memory_utilization``)."""
+    from tpu_devops.catalog import GENERATIONS
+
+    out: list[tuple[str, int]] = []
+    for gen in [prefer.generation, *(g for g in GENERATIONS.values() if g.name != prefer.generation.name)]:
+        host = max(gen.machine_types) if gen.machine_types else 1
+        for size in gen.sizes:
+            accel = resolve_accelerator_type(f"{gen.api_prefix}-{size}")
+            if accel.chips > host or heads % accel.chips:
+                continue
+            ceiling = gen.max_gpu_memory_utilization
+            u = min(util, ceiling) if ceiling is not None else util
+            if fit_of(geom, accel, weights, accel.chips, u, max_model_len).fits:
+                out.append((accel.name, accel.chips))
+                break
+        if len(out) >= limit:
+            break
+    return out
+
+
+def longest_that_fits(
+    geom: ModelGeometry, accel: AcceleratorType, weights: float, tp: int, util: float
+) -> int | None:
+    """The longest max_model_len (a multiple of 1,024, at least `MIN_SUGGESTED_LEN`) one request of which
+    fits beside the weights on ``accel``; None when not even that does."""
+    first = fit_of(geom, accel, weights, tp, util, MIN_SUGGESTED_LEN)
+    if not first.fits:
+        return None
+    length = max(
+        MIN_SUGGESTED_LEN, int((first.cap_gib - weights) * GIB / first.bytes_per_token) // 1024 * 1024
+    )
+    length = min(length, MAX_MODEL_LEN_RANGE[1])
+    while length > MIN_SUGGESTED_LEN and not fit_of(geom, accel, weights, tp, util, length).fits:
+        length -= 1024
+    return length
+
+
 def plan_capacity(
     model: str,
     accelerator_type: str = "v5litepod-1",
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_model_len: int = 16384,
     tensor_parallel_size: int = 1,
     weights_gib: float | None = None,
@@ -820,7 +783,10 @@ def plan_capacity(
     weights: float | None
     missing: str | None = None
     try:
-        weights, weights_source = resolve_weights(model, local_dir, weights_gib, accel.generation.name)
+        weights, weights_source = resolve_weights(
+            model, local_dir, weights_gib, accel.generation.name, config=cfg,
+            hub=source.startswith("huggingface.co"),
+        )  # fmt: skip
     except InputError as exc:
         if weights_gib is not None or exc.field != "weights_gib":
             raise  # a bad weights_gib given is the caller's to fix; only an unknown size is planned around
@@ -840,15 +806,31 @@ def plan_capacity(
         config_source=source,
     )
     plan.weights_missing = missing
-    if plan.budget.kv_pool_gib is not None and plan.budget.kv_pool_gib <= 0:
+    if weights is not None and weights > plan.max_weights_gib:
         b = plan.budget
+        fits = fitting_slices(
+            geom, int((cfg.get("text_config") or cfg).get("num_attention_heads") or 1), weights,
+            gpu_memory_utilization, max_model_len, prefer=accel,
+        )  # fmt: skip
+        shorter = longest_that_fits(geom, accel, weights, tensor_parallel_size, gpu_memory_utilization)
+        where = ", or ".join(
+            [f"accelerator_type={a} with tensor_parallel_size={tp}" for a, tp in fits]
+            + ([f"max_model_len={shorter}"] if shorter else [])
+        )
+        room = (
+            "leaving no room for a KV cache"
+            if b.kv_pool_gib is not None and b.kv_pool_gib <= 0
+            else f"leaving {max(b.kv_pool_gib or 0.0, 0.0):.2f} GiB, less than the {plan.request_kv_gib:.2f} GiB one "
+            f"{max_model_len:,}-token request needs (vLLM refuses to start)"
+        )
         raise InputError(
-            f"the model does not fit: weights {b.weights_gib:.2f} GiB ({weights_source}) exceed the HBM cap "
+            f"the model does not fit: weights {b.weights_gib:.2f} GiB ({weights_source}) under the HBM cap "
             f"{b.cap_gib:.2f} GiB ({b.chips} chip(s) x {b.hbm_per_chip_gib:.2f} GiB x {b.gpu_memory_utilization:g}), "
-            "leaving no room for a KV cache",
-            field="weights_gib",
-            value=weights_gib if weights_gib is not None else round(weights or 0.0, 2),
-            fix="use an accelerator type with more HBM per deployment (more chips with tensor_parallel_size, or "
+            + room,
+            field="weights_gib" if weights_gib is not None else "model",
+            value=weights_gib if weights_gib is not None else model,
+            fix=(f"it fits with {where}; " if where else "")
+            + "use an accelerator type with more HBM per deployment (more chips with tensor_parallel_size, or "
             "v6e: 32 GiB/chip), or a smaller model; weights_gib is GiB of HBM after loading, not of the download",
         )
     plan.warnings[:0] = extra

@@ -4,8 +4,8 @@
 deployment config and the create path (queued-resource metadata) all call it, so what is planned,
 linted and deployed cannot drift apart.
 
-`render_startup_script` fills ``startup_script.sh.tmpl`` (repository root) with ``str.format``; every
-value is passed through `shlex.quote` first, and values with control characters (newline, NUL, ...)
+`render_startup_script` fills ``startup_script.sh.tmpl`` (package data in ``tpu_devops/data/``; the
+repository root links to it) with ``str.format``; every value is passed through `shlex.quote` first, and values with control characters (newline, NUL, ...)
 are refused because no quoting makes a multi-line setting safe to show in a log. The script itself
 never contains the Hugging Face token or the vLLM API key: the VM fetches both from Secret Manager at
 boot (DESIGN §2) and hands them to the container through a root-only env file.
@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import Field
 
 from tpu_devops import __version__, names
+from tpu_devops.catalog import safe_memory_utilization_advice
 from tpu_devops.config import (
     GPU_MEMORY_UTILIZATION_RANGE,
     MAX_MODEL_LEN_RANGE,
@@ -36,11 +37,14 @@ from tpu_devops.config import (
     Settings,
 )
 from tpu_devops.errors import ConfigError
+from tpu_devops.host import artifacts
+from tpu_devops.host.artifacts import Artifact
 from tpu_devops.host.results import ToolResult
 from tpu_devops.planning import multiengine
 from tpu_devops.planning.shapes import shape_key
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "startup_script.sh.tmpl"
+# Package data (in the wheel); the checkout's top-level startup_script.sh.tmpl is a link to it.
+TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "data" / "startup_script.sh.tmpl"
 GEMMA4_PARSER = "gemma4"  # vLLM tool-call and reasoning parser name for Gemma 4 (seed serve command)
 # Gemma 4 needs a batch budget of at least one multimodal item (2496 tokens): vLLM disables chunked MM
 # input for it and refuses to boot at the 2048 default. 4096 is the seed's measured power-of-two value.
@@ -168,7 +172,7 @@ def apply_overrides(
                 f"not a fraction between {lo_u} and {hi_u}",
                 field="gpu_memory_utilization",
                 value=gpu_memory_utilization,
-                fix="use 0.92 on v5e",
+                fix=f"use {safe_memory_utilization_advice()}",
             )
         update["gpu_memory_utilization"] = gpu_memory_utilization
     if max_num_batched_tokens is not None:
@@ -201,28 +205,61 @@ def _q(field: str, value: Any) -> str:
 
 
 class RenderedScript(ToolResult):
-    """`render_startup_script` result: the script plus what it will run."""
+    """`render_startup_script` result: what the script will run, and the script itself as a file.
+
+    The whole script (~30 KB) is larger than an answer every host takes whole (`tpu_devops.host.results`),
+    so the answer carries its settings block (what a person checks), digest and size, and ``file``: the
+    script written under the state directory, offered as an MCP resource (`tpu_devops.host.artifacts`).
+    Without a file (the state directory cannot be written) the text carries the script instead.
+    """
 
     metadata_key: str = Field("startup-script", description="instance metadata key the script goes under")
-    script: str
+    script: str = Field(exclude=True)  # the file holds it: `file`, or the text when there is none
     sha256: str
     bytes: int
     image: str
     serve_command: str = Field(description="the vllm serve command line inside the container")
     flags: list[str]
+    settings_block: str = Field(description="the script's rendered settings: project, secrets, image, flags")
     records: dict[str, str] = Field(description="where the VM records flags, progress and container logs")
     notes: list[str]
+    file: Artifact | None = Field(None, description="the whole script, written under the state directory")
 
     def headline(self) -> str:
         """One line: size, digest, what it serves."""
         return f"startup script: {self.bytes:,} bytes, sha256 {self.sha256[:12]}, serves {self.serve_command}"
 
     def render_text(self) -> str:
-        """Headline, where it goes and what it records, notes, then the script."""
+        """Headline, the file, where it goes and what it records, notes, the settings block (the whole
+        script instead when there is no file)."""
         notes = "\n".join(f"- {n}" for n in self.notes)
         records = "\n".join(f"records {k}: {v}" for k, v in self.records.items())
         meta = f"instance metadata key: {self.metadata_key}; sha256 {self.sha256}"
-        return f"{self.headline()}\n{meta}\n{records}\n{notes}\n\n{self.script}"
+        if self.file is None:
+            return f"{self.headline()}\n{meta}\n{records}\n{notes}\n\n{self.script}"
+        where = f"file: {self.file.describe()}; pass it as --metadata-from-file {self.metadata_key}=PATH"
+        return f"{self.headline()}\n{where}\n{meta}\n{records}\n{notes}\n\nsettings block:\n{self.settings_block}"
+
+    def more_hint(self) -> str:
+        return "read the script's file (file.path, or resources/read of file.uri)"
+
+    def with_file(self, state_dir: str) -> RenderedScript:
+        """This result with the script written under ``state_dir`` (`tpu_devops.host.artifacts.write`);
+        unchanged (the text then carries the script) when it cannot be written."""
+        try:
+            file = artifacts.write(
+                "startup-script",
+                self.script,
+                suffix=".sh",
+                mime_type="text/x-shellscript",
+                state_dir=state_dir,
+            )
+        except OSError as exc:
+            self.notes.append(
+                f"The script could not be saved under {state_dir} ({exc.strerror or exc}): it is inline."
+            )
+            return self
+        return self.model_copy(update={"file": file})
 
 
 def render_startup_script(settings: Settings) -> RenderedScript:
@@ -238,7 +275,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
             "startup script template not found",
             field="template",
             value=str(TEMPLATE_PATH),
-            fix="reinstall tpu-devops from a full checkout",
+            fix="reinstall tpu-devops (the wheel carries tpu_devops/data/startup_script.sh.tmpl)",
         ) from None
     # Settings may be copies with fields replaced: the names are checked again where they become a script.
     names.check_model_id(settings.model_name, "MODEL_NAME")
@@ -309,6 +346,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         image=settings.vllm_image,
         serve_command=shlex.join(vllm_serve_argv(settings)),
         flags=flags,
+        settings_block=_settings_block(script),
         records={
             "serving_flags": f"guest attribute {GUEST_ATTRIBUTE_FLAGS}; /var/lib/tpu-devops/serving-flags.json; syslog 'SERVING_FLAGS'",
             "progress": f"guest attribute {GUEST_ATTRIBUTE_STAGE}; syslog tag tpu-devops 'STAGE <name>'; serial console",
@@ -316,6 +354,16 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         },
         notes=notes,
     )
+
+
+def _settings_block(script: str) -> str:
+    """The lines between the script's ``# ---- settings`` markers (the markers excluded)."""
+    lines = script.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("# ---- settings")]
+    ends = [i for i, line in enumerate(lines) if line.startswith("# ---- end settings")]
+    if not starts or not ends or ends[0] < starts[0]:
+        return ""
+    return "\n".join(lines[starts[0] + 1 : ends[0]])
 
 
 def engines_note(settings: Settings) -> list[str]:
@@ -339,8 +387,8 @@ def compact(script: str) -> str:
     header replaces the rest).
 
     The template documents every step for the people who change it; the rendered copy is what the VM runs
-    and what ``render_startup_script`` shows, which must fit one MCP answer (`MAX_RESULT_CHARS` 40,000,
-    with its notes) also for an eight-engine host. Only whole-line comments outside here-documents go;
+    and what ``render_startup_script`` writes as its file (`RenderedScript.file`), also for an eight-engine
+    host. Only whole-line comments outside here-documents go;
     a ``#`` inside a line (``${#names[@]}``, a URL fragment) is never touched.
     """
     lines = script.splitlines()

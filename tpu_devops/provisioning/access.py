@@ -1,5 +1,5 @@
 """Who can reach the rig's vLLM endpoint: its API key and its firewall rule, created with the TPU and
-deleted with it (issue 11 §4, DESIGN §3 "Endpoint access").
+deleted with it, so nothing it opened outlives it (DESIGN §3 "Endpoint access").
 
 Why: on the default VPC, tcp:8000 on a node's external IP is closed from the internet (the
 ``default-allow-internal`` rule admits only 10.128.0.0/9), so the endpoint times out from the user's
@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -110,6 +111,23 @@ class EndpointAccess(BaseModel):
         )
 
 
+def lookup_disclosure(settings: Settings) -> str:
+    """What a plan or create says about the public-IP lookup it made: which service was asked (a third
+    party unless PUBLIC_IP_LOOKUP_URL or a local fake names it) and how to make no such request."""
+    url = lookup_url(settings)
+    who = (
+        f"{url} (a third-party service)"
+        if url == DEFAULT_LOOKUP_URL
+        else f"{url} (PUBLIC_IP_LOOKUP_URL)"
+        if settings.public_ip_lookup_url
+        else f"{url} (the local fake)"
+    )
+    return (
+        f"to find your public IPv4 this asked {who}; to make no such request set ALLOWED_SOURCE_RANGES in "
+        "tpu.env or pass allowed_source_ranges (e.g. 203.0.113.7/32)"
+    )
+
+
 def lookup_url(settings: Settings) -> str:
     """Where the caller's public IPv4 is asked: PUBLIC_IP_LOOKUP_URL, else the local fake's
     ``/public-ip`` when TPU_DEVOPS_GCP_ENDPOINT points at one (nothing leaves the machine then),
@@ -130,20 +148,24 @@ async def detect_public_ip(settings: Settings) -> str:
     """
     import httpx
 
+    from tpu_devops.host.bounded import ReadLimitError, bounded_async_transport
+
     url = lookup_url(settings)
     fix = (
         "pass allowed_source_ranges (e.g. your address as 203.0.113.7/32), set ALLOWED_SOURCE_RANGES, or point "
         "PUBLIC_IP_LOOKUP_URL at a service that answers your public IPv4 as text"
     )
     try:
+        transport = bounded_async_transport(httpx.AsyncHTTPTransport(trust_env=False))
         async with httpx.AsyncClient(
-            timeout=LOOKUP_TIMEOUT_S, follow_redirects=False, trust_env=False
+            timeout=LOOKUP_TIMEOUT_S, follow_redirects=False, trust_env=False, transport=transport
         ) as client:
             response = await client.get(url)
             response.raise_for_status()
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, ReadLimitError) as exc:
+        why = exc.message if isinstance(exc, ReadLimitError) else type(exc).__name__
         raise ConfigError(
-            f"could not detect your public IPv4 from {url} ({type(exc).__name__})",
+            f"could not detect your public IPv4 from {url} ({why})",
             field="allowed_source_ranges", value=None, fix=fix,
         ) from None  # fmt: skip
     text = response.text.strip()[:64]
@@ -181,7 +203,7 @@ async def plan_access(
             ``open_to_internet``, or (not ``preview``) a public IP that could not be detected.
     """
     rig = settings.resource_id
-    undetected = ""
+    undetected = asked = ""  # asked: the public-IP lookup made, said in the answer (a third party by default)
     if allowed_source_ranges is not None:
         ranges = list(source_ranges_setting(",".join(allowed_source_ranges), field="allowed_source_ranges"))
         if not ranges:
@@ -196,12 +218,13 @@ async def plan_access(
         try:
             ranges, ranges_from = (
                 [f"{await detect_public_ip(settings)}/32"],
-                "your public IPv4, detected just now",
+                f"your public IPv4, detected just now by asking {urlsplit(lookup_url(settings)).netloc}",
             )
         except ConfigError as exc:
             if not preview:
                 raise
             ranges, ranges_from, undetected = [], "undetected", f"{exc.message}. Fix: {exc.fix}"
+        asked = lookup_disclosure(settings)
     else:
         ranges, ranges_from = [], "none (no external IP)"
     access = EndpointAccess(
@@ -228,6 +251,8 @@ async def plan_access(
                 f"only {ranges[0]} may reach tcp:{settings.vllm_port}: check it is your address; from another "
                 "network pass allowed_source_ranges"
             )
+    if asked:
+        access.notes.append(asked)
     if not settings.external_ip:
         access.notes.append(
             "TPU_EXTERNAL_IP=0: the node gets only an internal address; reach vLLM from inside the VPC "

@@ -3,8 +3,11 @@
 - ``zone``: no capacity / stockout / insufficient reserved capacity, a zonal quota, a request preempted
   while being created, or one that waited out its budget: try another zone; expires.
 - ``region``: a regional chip quota exhausted (``Limit N in region R``): skip the region's zones; expires.
-- ``model``: the provisioning model is not offered for this accelerator in this zone: never retry
-  that (zone, model, accelerator) triple.
+- ``model``: the provisioning model is not offered for this accelerator in this zone (``FLEX_START
+  provisioning model is not supported ... in location``; Cloud TPU's glossary wording ``Accelerator type X
+  as preemptible (false) and reserved (false) is not available in zone Z``: a message naming a zone and
+  the provisioning flags): never retry that (zone, model, accelerator) triple, and go on to the next
+  zone.
 - ``config``: network / subnetwork not found, the accelerator type or runtime version unknown (``the
   accelerator X was not found``), permission denied, any other invalid request: a flag is wrong; stop
   the whole sweep ("failed in every zone" must never hide a typo).
@@ -61,6 +64,17 @@ _INTERNAL = re.compile(
     re.I,
 )
 _MODEL = re.compile(r"provisioning model is not supported|is not supported for provisioning model", re.I)
+# Cloud TPU's error glossary ("Invalid Accelerator Type"): "Accelerator type v2-512 as preemptible (false)
+# and reserved (false) is not available in zone us-central1-a, please contact support." Its solution: the
+# availability of an accelerator in a zone depends on the type and the preemptible, spot and reserved
+# flags. A message that names a zone and those flags is about that (zone, provisioning model,
+# accelerator), not about the request as a whole: other zones may offer it.
+_ZONE_FLAGS = re.compile(r"\b(?:preemptible|spot|reserved)\s*\((?:true|false)\)", re.I)
+_NOT_IN_ZONE = re.compile(
+    r"accelerator(?: type)?\s+[\"']?(?P<accel>[\w-]+)[\"']?[^\n]*?\bis not (?:available|offered|supported) in "
+    r"zone\s+[\"']?(?P<zone>[a-z]+-[a-z]+\d+-[a-z])\b",
+    re.I,
+)
 _ZONE_PATTERNS = (
     (re.compile(r"no more capacity|stockout|out of capacity|insufficient capacity|ZONE_RESOURCE_POOL_EXHAUSTED", re.I), "stockout"),
     (re.compile(r"insufficient reserved capacity", re.I), "reserved_capacity"),
@@ -129,6 +143,16 @@ def classify_failure(
             "unsupported_model",
             text,
             "the provisioning model is not offered here; try another zone or model",
+        )
+    # Without the flags the same words are ambiguous (a misspelt or unknown type reads alike), so they
+    # stay a configuration error below.
+    if (where := _NOT_IN_ZONE.search(text)) and _ZONE_FLAGS.search(text):
+        return Failure(
+            "model",
+            "not_offered_in_zone",
+            text,
+            f"zone {where['zone']} does not offer {where['accel']} with these provisioning flags "
+            "(preemptible / spot / reserved): another zone may; the sweep moves on",
         )
     for pattern, reason in _ZONE_PATTERNS:
         if pattern.search(probe):

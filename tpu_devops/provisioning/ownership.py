@@ -1,7 +1,7 @@
 """Ownership by this server's rig: which queued resources are ours, and who created them.
 
 Ours means the labels ``managed-by=tpu-devops`` and ``rig=<RESOURCE_ID of this server>`` on every node
-spec, always; never the id a caller passes (issue 12 §1: a destroy of ``queued_resource_id=other-rig``
+spec, always; never the id a caller passes (a destroy of ``queued_resource_id=other-rig``
 used to compare the labels with that id and deleted another rig's TPU). Every resource this server
 creates carries the rig label whatever its id, so status, the one-TPU guard, endpoint discovery and
 teardown see all of them.

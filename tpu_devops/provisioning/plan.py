@@ -12,6 +12,8 @@ from pydantic import Field
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.checkpoint import chat_checkpoint
+from tpu_devops.planning.fit import fit_gate
 from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess, plan_access
 from tpu_devops.provisioning.ownership import CREATE_TOOL, this_rig
@@ -113,12 +115,14 @@ async def plan_queued_resource(
 
     Raises:
         ConfigError: bad zone / model / durations / source ranges, no startup-script renderer, or a
-            public IP that could not be detected (pass allowed_source_ranges).
+            public IP that could not be detected (pass allowed_source_ranges); the model cannot fit the
+            slice (field ``MODEL_NAME``, `tpu_devops.planning.fit.fit_gate`: create would refuse it too).
     """
 
     zone = check_zone(or_default(zone, settings.zone, "zone"))
     model = check_provisioning_model(provisioning_model, settings)
     max_run, valid = check_durations(model, max_run_duration_s, valid_until_duration_s, settings)
+    fit_notes = fit_gate(settings)  # a model the slice cannot hold is refused before anything is priced
     no_project = not settings.project
     settings = with_placeholder_project(settings)  # a dry run is useful before a project exists
     if store is None:
@@ -198,6 +202,8 @@ async def plan_queued_resource(
             dry_run=True,
         )
     )
+    warnings.extend(fit_notes)
+    warnings.extend(w for w in [chat_checkpoint(settings.model_name).warning()] if w)
     warnings.extend(settings.notices)
     if no_project:
         warnings.append(

@@ -4,7 +4,7 @@ Two blast radii (DESIGN §2): creating touches only the id it was given and is n
 deleting lives in `tpu_devops.provisioning.teardown`. A queued resource is ours when its node carries
 ``managed-by=tpu-devops`` and ``rig=<RESOURCE_ID of this server>`` (`ownership`), whatever its id.
 
-One TPU per rig, failing closed (issue 12 §2): a create takes the rig lease (`store.acquire_rig_lease`,
+One TPU per rig, failing closed: a create takes the rig lease (`store.acquire_rig_lease`,
 shared with the sweep), lists every zone first and refuses when a listing fails, and after creating
 lists every zone again. If a concurrent create (another server, possibly with its own state
 directory) made another live request of the rig, the newer of the two deletes itself at once and says
@@ -25,11 +25,14 @@ import anyio
 from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings, require_project
-from tpu_devops.errors import CloudError, ConfigError, NotFoundError, TpuDevopsError
+from tpu_devops.errors import CloudError, ConfigError, DeadlineError, NotFoundError, TpuDevopsError
+from tpu_devops.host import deadline
 from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.checkpoint import chat_checkpoint
+from tpu_devops.planning.fit import fit_gate
 from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess
-from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
+from tpu_devops.provisioning.cloud import api, call, get_queued
 from tpu_devops.provisioning.failures import classify_failed_data
 from tpu_devops.provisioning.ownership import CREATE_TOOL, Rig, this_rig
 from tpu_devops.provisioning.plan import hourly_price, stops_text
@@ -47,9 +50,15 @@ from tpu_devops.provisioning.requests import (
     node_specs,
     or_default,
     provisioning_model_of,
-    termination_time_of,
 )
-from tpu_devops.provisioning.store import CREATE, RigLease, acquire_rig_lease, open_store
+from tpu_devops.provisioning.store import (
+    CREATE,
+    RigLease,
+    acquire_rig_lease,
+    fenced_error,
+    open_store,
+    rig_lease_name,
+)
 from tpu_devops.types import check_resource_id, check_zone
 
 TERMINAL_STATES = ("FAILED", "SUSPENDED")
@@ -229,7 +238,7 @@ class CreateResult(ToolResult):
         loud = "".join(
             f" WARNING: {w}."
             for w in self.warnings
-            if w.startswith(("SECOND TPU", "UNSUPPORTED IMAGE", "CREATED BY"))
+            if w.startswith(("SECOND TPU", "UNSUPPORTED IMAGE", "CREATED BY", "NOT AN INSTRUCTION-TUNED"))
         )
         return f"queued resource '{self.queued_resource_id}' in {self.zone}: {verb}, state {self.state}.{loud} {self.next_step}"
 
@@ -323,6 +332,8 @@ async def create_queued_resource(
     allow_unsupported_image: bool = False,
     allowed_source_ranges: list[str] | None = None,
     open_to_internet: bool = False,
+    epoch: int | None = None,
+    access: EndpointAccess | None = None,
 ) -> CreateResult:
     """Create the queued resource (non-destructive: touches only its own id) and return at once.
 
@@ -333,8 +344,15 @@ async def create_queued_resource(
     create every zone is listed again and, if a concurrent create won, this one deletes itself
     (``withdrawn``). ``tool`` is recorded in the ``tool`` label. Before the create, the rig's endpoint
     access is put in place (`access.ensure_access`: the API key secret and the firewall rule admitting
-    ``allowed_source_ranges``, default your public IPv4); ``check_secret=False`` skips that with the HF
-    secret check (the sweep does both once).
+    ``allowed_source_ranges``, default your public IPv4); ``check_secret=False`` skips planning that with
+    the HF secret check (the sweep plans once and passes its plan as ``access``, put in place again
+    before each of its creates, since a teardown may have deleted the rule meanwhile). After the create
+    the rule is read again: a request whose planned rule is gone is withdrawn (deleted) at once, so no
+    TPU of the rig exists without it.
+
+    The teardown fence (`store.ZoneStore.begin_create`): the create goes ahead only if no teardown of the
+    rig was confirmed since ``epoch`` (the sweep's start; default: this call's start), and is marked in
+    flight until it ends, so a teardown waits it out.
 
     Raises:
         ConfigError: bad arguments (empty values, durations, max_run_duration_s with spot /
@@ -342,8 +360,11 @@ async def create_queued_resource(
         ConfigError: also when the rig already has a live queued resource (field ``zone``; fix: use or
             delete it, or ``allow_second=true``).
         ConfigError: VLLM_IMAGE is older than the first vLLM release that serves the model
-            (`tpu_devops.planning.images`), unless ``allow_unsupported_image`` (then a loud warning).
-        JobError: a sweep of this rig is running (or another create held the lease too long).
+            (`tpu_devops.planning.images`), unless ``allow_unsupported_image`` (then a loud warning); the
+            model's weights plus one request's KV cache cannot fit the slice (field ``MODEL_NAME``,
+            `tpu_devops.planning.fit.fit_gate`).
+        JobError: a sweep of this rig is running (or another create held the lease too long), or a
+            teardown of the rig was confirmed after ``epoch`` (nothing was created).
         CloudError (and subclasses): the API refused (``classify_exception`` gives its reach), or a zone
             could not be listed (before the create: nothing was made; after it: ours was deleted again).
     """
@@ -354,21 +375,65 @@ async def create_queued_resource(
     image_warnings = image_gate(
         settings.vllm_image, settings.model_name, allow_unsupported_image=allow_unsupported_image
     )
+    image_warnings += fit_gate(settings)  # no create for a model the slice cannot hold
+    image_warnings += [w for w in [chat_checkpoint(settings.model_name).warning()] if w]
     check_create_settings(
         settings, zone=zone, qr_id=qr_id, provisioning_model=model, max_run_duration_s=max_run,
         valid_until_duration_s=valid,
     )  # fmt: skip
+    store = open_store(settings)
+    if epoch is None:
+        epoch = (await anyio.to_thread.run_sync(store.fence, rig_lease_name(settings))).epoch
     rig = await this_rig(settings)
-    held = lease or await acquire_rig_lease(settings, open_store(settings), CREATE)
+    held = lease or await acquire_rig_lease(settings, store, CREATE)
     try:
-        return await _create_under_lease(
-            settings, rig, zone=zone, model=model, qr_id=qr_id, max_run=max_run, valid=valid,
-            check_secret=check_secret, allow_second=allow_second, tool=tool, warnings=list(image_warnings),
-            allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet,
-        )  # fmt: skip
+        async with create_section(
+            settings, store, epoch, "this sweep" if lease else "this create"
+        ) as section:
+            return await _create_under_lease(
+                settings, rig, zone=zone, model=model, qr_id=qr_id, max_run=max_run, valid=valid,
+                check_secret=check_secret, allow_second=allow_second, tool=tool, warnings=list(image_warnings),
+                allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet, access=access,
+                section=section,
+            )  # fmt: skip
     finally:
         if lease is None:
             await anyio.to_thread.run_sync(held.release)
+
+
+class CreateSection:
+    """The create in flight (`create_section`); ``sending`` marks the moment its request goes out."""
+
+    def __init__(self, store: Any, name: str, owner: str) -> None:
+        self.store, self.name, self.owner = store, name, owner
+
+    async def sending(self, zone: str, qr_id: str) -> None:
+        await anyio.to_thread.run_sync(self.store.sending, self.name, self.owner, f"{zone}/{qr_id}")
+
+
+@contextlib.asynccontextmanager
+async def create_section(
+    settings: Settings, store: Any, epoch: int, doing: str
+) -> AsyncIterator[CreateSection]:
+    """The block in which one create of the rig runs: entered only when no teardown was confirmed since
+    ``epoch`` (`store.ZoneStore.begin_create`), marked in flight until it ends (shielded); the create
+    marks when its request goes out (`CreateSection.sending`), so that a teardown after a crash watches
+    for it to land.
+
+    Raises:
+        JobError: a teardown was confirmed since ``epoch`` (`store.fenced_error`); nothing was done.
+    """
+    import uuid
+
+    name, owner = rig_lease_name(settings), f"create:{uuid.uuid4().hex}"
+    fence = await anyio.to_thread.run_sync(store.begin_create, name, owner, epoch)
+    if fence is not None:
+        raise fenced_error(settings, fence, doing)
+    try:
+        yield CreateSection(store, name, owner)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(store.end_create, name, owner)
 
 
 async def _existing_result(settings: Settings, view: QueuedResourceView, model: str) -> CreateResult:
@@ -409,6 +474,8 @@ async def _create_under_lease(
     warnings: list[str],
     allowed_source_ranges: list[str] | None,
     open_to_internet: bool,
+    access: EndpointAccess | None = None,
+    section: CreateSection | None = None,
 ) -> CreateResult:
     existing = await get_queued(settings, zone, qr_id)
     if existing is not None:
@@ -426,8 +493,10 @@ async def _create_under_lease(
         warnings.append(source)
     stops = stops_text(model, max_run)
     endpoint_access = None
+    from tpu_devops.provisioning.access import ensure_access
+
     if check_secret:
-        from tpu_devops.provisioning.access import ensure_access, plan_access
+        from tpu_devops.provisioning.access import plan_access
 
         planned = await plan_access(
             settings, allowed_source_ranges=allowed_source_ranges, open_to_internet=open_to_internet
@@ -435,7 +504,11 @@ async def _create_under_lease(
         await ensure_hf_secret(settings)
         endpoint_access = await ensure_access(settings, planned)
         warnings.extend(endpoint_access.warnings)
-    async with release_rule_on_failure(settings, endpoint_access):
+    elif access is not None:  # the sweep's plan, put in place again: a teardown may have deleted the rule
+        endpoint_access = await ensure_access(settings, access.model_copy(deep=True))
+        if endpoint_access.action == "created":
+            access.action = "created"  # the sweep made it, so the sweep deletes it if it ends without a TPU
+    async with release_rule_on_failure(settings, endpoint_access if check_secret else None):
         if check_secret:
             from tpu_devops.provisioning.bucket import create_warnings, prepare_for_create
 
@@ -450,10 +523,24 @@ async def _create_under_lease(
             valid_until_duration_s=valid,
             labels=rig.labels(tool),
         )
-        request = create_call(zone, qr_id, body)
+        key = (settings.project or "", zone, qr_id)
+        earlier = _unanswered_creates.get(key)
+        # the same create again after a call that ran out of time: the same requestId, so Google answers
+        # with the earlier operation instead of making (or refusing) a second one
+        same = earlier is not None and earlier[1] == create_call(zone, qr_id, body, earlier[0]).text
+        request = create_call(zone, qr_id, body, earlier[0] if same and earlier else None)
+    if section is not None:
+        await section.sending(zone, qr_id)
     try:
-        op = await send_create(settings, request)
+        _unanswered_creates[key] = (request.request_id, request.text)
+        with deadline.in_flight(*_create_in_flight(request, model)):
+            try:
+                op = await send_create(settings, request)
+            except DeadlineError:
+                raise deadline.expired_in_flight(f"creating '{qr_id}' in {zone}") from None
+        _unanswered_creates.pop(key, None)
     except CloudError as exc:
+        _unanswered_creates.pop(key, None)
         # It did not exist a moment ago. If it exists now, the create may have been committed with only its
         # answer lost (a 503 after retries, or a retry without the requestId answered 409): ask Google.
         again = await get_queued(settings, zone, qr_id)
@@ -474,6 +561,22 @@ async def _create_under_lease(
         race = await _recheck_after_create(settings, rig, zone, qr_id)
         if race is not None:
             return race.result(model=model, usd_per_hour=per_hour, stops=stops)
+    missing = await _rule_missing(settings, endpoint_access)
+    if missing is not None:  # deleted meanwhile (a teardown elsewhere): a TPU never runs without its rule
+        error = await delete_own_request(settings, rig, zone, qr_id)
+        raise CloudError(
+            f"the rig's firewall rule {missing} disappeared while '{qr_id}' was being created in {zone}, so "
+            + (
+                "the request was deleted again at once"
+                if error is None
+                else f"deleting the request FAILED ({error})"
+            ),
+            field="firewall_rule",
+            value=missing,
+            fix="a teardown of this rig probably ran meanwhile; create again if you want a TPU now"
+            if error is None
+            else f"delete it with destroy_queued_resource(zone='{zone}', queued_resource_id='{qr_id}')",
+        )
     now = await get_queued(settings, zone, qr_id)
     if model == "flex-start":
         try:
@@ -504,6 +607,41 @@ async def _create_under_lease(
         else "poll describe_queued_resource (or the wait job) until ACTIVE; then get_vllm_endpoint",
         endpoint_access=endpoint_access,
     )
+
+
+async def _rule_missing(settings: Settings, access: EndpointAccess | None) -> str | None:
+    """The name of the firewall rule ``access`` put in place when it is no longer there (or no longer
+    ours), else None. A rule that cannot be read counts as there (the create's own check just saw it)."""
+    if access is None or access.firewall_request is None:
+        return None
+    from tpu_devops.provisioning.access import firewall_state
+
+    state = await firewall_state(settings)
+    if state.error is not None or (state.exists and state.ours):
+        return None
+    return state.name
+
+
+# Creates sent whose answer never came back within the call: (project, zone, id) -> (requestId, body
+# text), so the same create repeated re-sends the same requestId (Google's idempotency key, AIP-155).
+_unanswered_creates: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+
+def _create_in_flight(request: CreateCall, model: str) -> tuple[str, str]:
+    """What `deadline.in_flight` says of a create on its way: it may have been committed (and bill), its
+    request id, where to look, and that the same create repeated is safe."""
+    where = f"'{request.queued_resource_id}' in {request.zone}"
+    what = (
+        f"the create of {where} was on its way (requestId {request.request_id}): Google may have committed "
+        f"it, and a {model} TPU bills from then"
+    )
+    fix = (
+        f"look before anything else: describe_queued_resource queued_resource_id={request.queued_resource_id} "
+        f"zone={request.zone}; or repeat this create_queued_resource with the same arguments: it re-sends "
+        f"requestId {request.request_id}, so it reports the one that landed and makes no second; if you do "
+        "not want it, destroy_queued_resource"
+    )
+    return what, fix
 
 
 async def _made_by(settings: Settings, request: CreateCall, view: QueuedResourceView, tool: str) -> bool:
@@ -653,7 +791,7 @@ def rig_subject(rig: list[QueuedResourceView], qr_id: str | None) -> QueuedResou
     None when there is none."""
     named = [q for q in rig if q.id == qr_id] if qr_id is not None else rig
     live = [q for q in named if q.live]
-    return next((q for q in live if q.state == "ACTIVE"), None) or (live or named or [None])[0]
+    return next((q for q in live if q.state == "ACTIVE"), None) or next(iter(live or named), None)
 
 
 async def describe_queued_resource(
@@ -797,242 +935,6 @@ async def list_queued_resources(
         errors={z: exc.message for z, exc in failures.items()},
         elapsed_s=round(time.perf_counter() - started, 3),
     )
-
-
-class ReservationStatus(ToolResult):
-    """State of our queued resource with its node and countdowns. Seconds; times as ISO strings."""
-
-    queued_resource_id: str
-    zone: str
-    exists: bool
-    state: str | None = None
-    ours: bool | None = None
-    owner: str | None = None
-    provisioning_model: str | None = None
-    accelerator_type: str | None = None
-    created_at: str | None = None
-    time_in_state_s: float | None = None
-    age_s: float | None = None
-    max_run_duration_s: float | None = None
-    valid_until_duration_s: float | None = None
-    node_id: str | None = None
-    node_state: str | None = None
-    external_ip: str | None = None
-    endpoint_url: str | None = None
-    expires_at: str | None = None
-    expires_in_s: float | None = None
-    usd_per_hour: float | None = None
-    price_source: str | None = None
-    cost_so_far_usd: float | None = None
-    failed_error: str | None = None
-    failure_reach: str | None = None
-    holds_quota: bool | None = Field(
-        default=None, description="true: a FAILED or SUSPENDED request, holding quota until deleted"
-    )
-    labels: dict[str, str] = Field(default_factory=dict)
-    rig_queued_resources: list[str] = Field(default_factory=list)
-    firewall: str | None = Field(None, description="the rig's firewall rule: who may reach the vLLM port")
-    several: bool = False
-    warnings: list[str] = Field(default_factory=list)
-    next_step: str
-
-    def headline(self) -> str:
-        loud = "".join(f"WARNING: {w}. " for w in self.warnings if self.several or w.startswith("CREATED BY"))
-        if not self.exists:
-            return f"{loud}'{self.queued_resource_id}' does not exist in {self.zone}. {self.next_step}"
-        parts = [f"{loud}'{self.queued_resource_id}' in {self.zone}: {self.state}"]
-        if self.ours is False and self.owner:
-            parts.append(self.owner)
-        if self.endpoint_url:
-            parts.append(f"endpoint {self.endpoint_url}")
-        if self.expires_in_s is not None:
-            parts.append(f"stops in {self.expires_in_s / 60:.0f} min")
-        return ", ".join(parts) + f". {self.next_step}"
-
-
-async def reservation_status(
-    settings: Settings,
-    zone: str | None = None,
-    queued_resource_id: str | None = None,
-    *,
-    scan_all_zones: bool = True,
-) -> ReservationStatus:
-    """State, time in state, node, IP, expiry countdown and cost so far of one queued resource.
-
-    Without an explicit ``zone``, a request of ours with this id in any other zone is found too.
-    With ``scan_all_zones`` (default) every live queued resource of the rig in any zone is listed in
-    ``rig_queued_resources``; more than one sets ``several`` and a warning (each one bills). The
-    detailed one is the one in ``zone`` (or the configured zone), else the first ACTIVE one.
-    Time in state: for ACTIVE it is measured from the node's ``createTime`` (the API records no state
-    timestamps); otherwise from the request's ``createTime``. Flex-start expiry: the time Google states
-    (`requests.termination_time_of`: ``runDuration.terminationTime``, else the node's
-    ``schedulingConfig.terminationTimestamp``), else node ``createTime`` + ``runDuration.maxRunDuration``.
-    """
-    explicit = zone is not None
-    zone = check_zone(or_default(zone, settings.zone, "zone"))
-    qr_id = check_resource_id(or_default(queued_resource_id, settings.resource_id, "queued_resource_id"))
-    me = await this_rig(settings)
-    qr = await get_queued(settings, zone, qr_id)
-    rig: list[QueuedResourceView] = []
-    unlisted: dict[str, str] = {}
-    if scan_all_zones:
-        # find_tpu may have placed it in another zone, and a rig must never hold two: list ours everywhere,
-        # whatever their ids (every resource this server creates carries the rig label).
-        listing = await list_queued_resources(settings, "all", only_ours=True, rig=me)
-        rig, unlisted = listing.queued_resources, listing.errors
-    # The configured zone may hold another rig's resource under our id (or nothing): without an explicit
-    # zone, the subject is this rig's own TPU wherever it is, never someone else's under the same name.
-    if (qr is None or not me.is_ours(qr)) and not explicit and rig:
-        if pick := rig_subject(rig, qr_id if queued_resource_id is not None else None):
-            zone, qr_id = pick.zone, pick.id
-            qr = await get_queued(settings, zone, pick.id)
-    live_rig = [q for q in rig if q.live]
-    warnings = []
-    if len(live_rig) > 1:
-        warnings.append(
-            f"{len(live_rig)} queued resources of rig '{me.rig}' are live ({describe_others(live_rig)}): "
-            "each one bills; keep one and delete the others with destroy_queued_resource zone=<zone> "
-            "queued_resource_id=<id>"
-        )
-    if unlisted:
-        warnings.append(
-            f"{len(unlisted)} zone(s) could not be listed ({', '.join(sorted(unlisted)[:5])}): TPUs of this rig "
-            "there are not shown"
-        )
-    extras = {
-        "rig_queued_resources": [f"{q.id} in {q.zone}: {q.state}, {q.provisioning_model}" for q in rig],
-        "several": len(live_rig) > 1,
-        "warnings": warnings,
-    }
-    if qr is None:
-        return ReservationStatus(
-            queued_resource_id=qr_id,
-            zone=zone,
-            exists=False,
-            next_step="create it with create_tpu_queued_resource or find_tpu",
-            **extras,
-        )
-    view = QueuedResourceView.of(qr, zone, me)
-    extras["warnings"] = warnings + _creator_warning(view)
-    now = time.time()
-    created = _parse_time(qr.get("createTime"))
-    status = ReservationStatus(
-        queued_resource_id=qr_id,
-        zone=zone,
-        exists=True,
-        state=view.state,
-        ours=view.ours,
-        owner=view.owner,
-        provisioning_model=view.provisioning_model,
-        accelerator_type=view.accelerator_type,
-        created_at=view.created_at,
-        age_s=None if created is None else round(now - created, 1),
-        max_run_duration_s=view.max_run_duration_s,
-        valid_until_duration_s=view.valid_until_duration_s,
-        node_id=view.node_id,
-        failed_error=view.failed_error,
-        failure_reach=view.failure_reach,
-        holds_quota=view.holds_quota,
-        labels=view.labels,
-        next_step="",
-        **extras,
-    )
-    status.time_in_state_s = status.age_s
-    per_hour, source = await hourly_price(settings, view.provisioning_model, zone)
-    status.usd_per_hour, status.price_source = per_hour, source
-    if view.state == "ACTIVE" and view.node_id:
-        ip, node = await node_external_ip(settings, zone, view.node_id)
-        if node:
-            status.node_state = node.get("state")
-            node_created = _parse_time(node.get("createTime"))
-            if node_created is not None:
-                status.time_in_state_s = round(now - node_created, 1)
-                if per_hour is not None:
-                    status.cost_so_far_usd = round(per_hour * (now - node_created) / 3600, 2)
-                end = _parse_time(termination_time_of(qr, node))
-                if end is None and view.max_run_duration_s:
-                    end = node_created + view.max_run_duration_s
-                if end is not None:
-                    status.expires_at = datetime.fromtimestamp(end).astimezone().isoformat(timespec="seconds")
-                    status.expires_in_s = round(max(0.0, end - now), 1)
-        status.external_ip = ip
-        if ip:
-            status.endpoint_url = f"http://{ip}:{settings.vllm_port}"
-    if view.ours:
-        from tpu_devops.provisioning.access import firewall_state
-
-        status.firewall = (await firewall_state(settings)).line()
-    status.next_step = next_step_for(view.state, status.endpoint_url)
-    return status
-
-
-def next_step_for(state: str, endpoint_url: str | None = None) -> str:
-    """What to do next for a queued resource in ``state``."""
-    return {
-        "ACTIVE": f"the TPU is up; vLLM answers at {endpoint_url} once it has booted (about 10-15 min)"
-        if endpoint_url
-        else "the TPU is up; the node has no external IP yet",
-        "FAILED": "it failed and still holds quota: destroy_queued_resource(only_failed=true) deletes it; find_tpu tries other zones",
-        "SUSPENDED": "it ran out its time (or was stopped) and still holds quota: clean it up with destroy_queued_resource(only_failed=true)",
-        "PROVISIONING": "resources are being allocated (cannot be deleted now); poll again in a minute",
-        "WAITING_FOR_RESOURCES": "queued for capacity; poll again, or cancel with destroy_queued_resource",
-        "ACCEPTED": "accepted; poll again shortly",
-        "CREATING": "being created; poll again shortly",
-        "SUSPENDING": "stopping; poll again",
-        "DELETING": "being deleted",
-    }.get(state, "poll again")
-
-
-async def wait_for_active(
-    settings: Settings, record: Any, *, zone: str, qr_id: str, timeout_s: float, poll_interval_s: float
-) -> ReservationStatus:
-    """Job body: poll until ACTIVE (with an external IP), FAILED / SUSPENDED, or ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = await reservation_status(settings, zone, qr_id, scan_all_zones=False)
-        record.progress = {"state": status.state, "zone": zone, "queued_resource_id": qr_id}
-        record.message = f"{qr_id} in {zone}: {status.state}"
-        if (
-            not status.exists
-            or status.state in TERMINAL_STATES
-            or (status.state == "ACTIVE" and status.external_ip)
-        ):
-            return status
-        if time.monotonic() >= deadline:
-            status.next_step = f"still {status.state} after {timeout_s:.0f}s; poll describe_queued_resource"
-            return status
-        await anyio.sleep(poll_interval_s)
-
-
-async def create_with_optional_wait(
-    settings: Settings,
-    *,
-    wait: bool = False,
-    wait_timeout_s: float = 3600,
-    poll_interval_s: float = 15,
-    **create_args: Any,
-) -> CreateResult:
-    """`create_queued_resource`, then (``wait``) a job that polls until ACTIVE; its id is ``wait_job_id``."""
-    from tpu_devops.host.jobs import JOBS
-
-    result = await create_queued_resource(settings, **create_args)
-    if wait and result.state not in TERMINAL_STATES:
-        zone, qr_id = result.zone, result.queued_resource_id
-
-        async def body(record: Any) -> ReservationStatus:
-            return await wait_for_active(
-                settings,
-                record,
-                zone=zone,
-                qr_id=qr_id,
-                timeout_s=wait_timeout_s,
-                poll_interval_s=poll_interval_s,
-            )
-
-        rec = JOBS.start("wait-active", f"wait for {qr_id} in {zone} to become ACTIVE", body)
-        result.wait_job_id = result.job_id = rec.id
-        result.next_step = f"a wait job started: poll get_job {rec.id} (job_id='{rec.id}') until it succeeds; then get_vllm_endpoint"
-    return result
 
 
 @contextlib.asynccontextmanager

@@ -5,9 +5,8 @@ the family the provisioning model draws on (on-demand: ``TPUV5sLitepod...``; spo
 Preemptible family), and shows next to it what Google documents about flex-start support and what
 this project has observed, so "has quota" and "will accept" are never confused.
 
-Known flex-start support (Google's "Request Cloud TPUs using Flex-start" page): v5e serving
-``us-central1-a``, v5e training ``us-west4-a``, v6e ``asia-northeast1-b`` and ``us-east5-a``. Observed by
-the seed (DESIGN §3): ``v5litepod-1`` flex-start accepted in ``us-west4-a``, refused in
+Known flex-start support: the zones Google documents per generation are on the catalog row
+(``Generation.flex_start_zones``, sources in `tpu_devops.catalog`). Observed by the seed (DESIGN §3): ``v5litepod-1`` flex-start accepted in ``us-west4-a``, refused in
 ``europe-west4-a`` and ``europe-west4-b``.
 """
 
@@ -24,12 +23,6 @@ from tpu_devops.host.results import Table, ToolResult
 from tpu_devops.provisioning.cloud import call
 from tpu_devops.provisioning.requests import check_provisioning_model, or_default
 from tpu_devops.provisioning.store import Attempt, ZoneStore, open_store
-
-DOCUMENTED_FLEX_START: dict[str, dict[str, str]] = {
-    "v5e": {"us-central1-a": "v5e serving", "us-west4-a": "v5e training"},
-    "v6e": {"asia-northeast1-b": "v6e training and serving", "us-east5-a": "v6e training and serving"},
-}
-
 
 SEED_OBSERVED: dict[tuple[str, str], dict[str, str]] = {
     ("v5litepod-1", "flex-start"): {
@@ -68,10 +61,10 @@ def known_support(
     """
     from tpu_devops.catalog import resolve_accelerator_type
 
-    gen = resolve_accelerator_type(accelerator_type).generation.name
+    gen = resolve_accelerator_type(accelerator_type).generation
     if provisioning_model != "flex-start":
         return Support(True, (), False, False, f"{provisioning_model}: no per-zone model restriction known")
-    docs = DOCUMENTED_FLEX_START.get(gen, {})
+    docs = gen.flex_start_zones
     observed = SEED_OBSERVED.get((accelerator_type, provisioning_model), {}).get(zone)
     accepted = observed == "accepted"
     refused = observed == "refused"

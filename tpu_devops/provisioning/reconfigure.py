@@ -160,7 +160,7 @@ async def find_rig_node(settings: Settings) -> RigNode:
         node=node,
         url=f"http://{ip}:{settings.vllm_port}" if ip else None,
         # Two installations with one RESOURCE_ID are one rig: replacing the container of a node someone
-        # else created interrupts their serving, so say so before acting (issue 12 §1).
+        # else created interrupts their serving, so say so before acting.
         creator_warning=(
             f"WARNING: {q.where()} was created by someone else (created-by={q.created_by}; another "
             "installation with the same RESOURCE_ID shares this rig): reconfiguring replaces the container "
@@ -198,16 +198,9 @@ def flag_changes(old_argv: list[str], new_argv: list[str]) -> list[str]:
 
 
 def _running_here(settings: Settings) -> str | None:
-    from tpu_devops.host.jobs import JOBS
+    from tpu_devops.provisioning.rigjobs import running_here
 
-    for record in JOBS.list():
-        if (
-            record.kind == JOB_KIND
-            and record.state == "running"
-            and record.progress.get("rig") == settings.resource_id
-        ):
-            return record.id
-    return None
+    return next((r.id for r in running_here(settings) if r.kind == JOB_KIND), None)
 
 
 def _unfinished_on_vm(attrs: dict[str, str]) -> str | None:
@@ -293,6 +286,7 @@ async def reconfigure_vllm(
         NotFoundError / OwnershipError: no single ACTIVE node of this rig.
         CloudError: the TPU API refused the metadata update.
     """
+    from tpu_devops.planning.fit import fit_gate
     from tpu_devops.planning.images import image_gate
     from tpu_devops.planning.lint import lint_vllm_flags
     from tpu_devops.planning.multiengine import engines_in_slice
@@ -320,7 +314,7 @@ async def reconfigure_vllm(
             value=first.value,
             fix=first.fix,
         )
-    image_notes = image_gate(new.vllm_image, new.model_name)
+    image_notes = image_gate(new.vllm_image, new.model_name) + fit_gate(new)  # refuses what cannot fit
     running = _running_here(settings)
     if running:
         raise ConfigError(
@@ -382,7 +376,7 @@ async def reconfigure_vllm(
         return result
     generation = f"rc-{uuid.uuid4().hex[:12]}"
     await _write_spec(settings, rig, serving_spec(new, generation))
-    job = _start_follow(settings, new, rig, generation, timeout_s=timeout_s)
+    job = _start_follow(settings, new, rig, generation, timeout_s=timeout_s, expected_s=expected_s)
     result.generation, result.job_id = generation, job
     result.next_step = f"poll get_job {job} (job_id='{job}') until it ends"
     return result
@@ -394,6 +388,8 @@ def _argument_of(flag: str | None, finding_id: str) -> str:
     have no flag, are about ``vllm_image``."""
     if flag is None and finding_id.startswith("image-"):
         return "vllm_image"
+    if flag == "--model":
+        return "model_name"
     return (flag or finding_id).lstrip("-").replace("-", "_")
 
 
@@ -481,7 +477,8 @@ class ReconfigureOutcome(ToolResult):
     """How a reconfigure ended. ``outcome``: ``serving`` (the new flags serve), ``rolled_back`` (they
     failed to boot; the last flags that served answer again), ``unchanged`` (refused, or stopped before
     the serving container was touched: the image could not be pulled, a secret could not be read; the old
-    flags still serve), ``failed`` (the rollback failed too, or nothing served before), ``timeout``. ``stages``: as the VM reported them, in order (``at`` in Unix seconds)."""
+    flags still serve), ``failed`` (the rollback failed too, or nothing served before), ``timeout``,
+    ``gone`` (the node was deleted meanwhile). ``stages``: as the VM reported them, in order (``at`` in Unix seconds)."""
 
     outcome: str
     generation: str
@@ -540,13 +537,18 @@ def _start_follow(
     generation: str,
     *,
     timeout_s: float,
+    expected_s: float | None = None,
 ) -> str:
     from tpu_devops.host.jobs import JOBS
+    from tpu_devops.provisioning.rigjobs import reconfigure_binding
 
     async def body(record: Any) -> ReconfigureOutcome:
         return await follow(settings, new, rig, generation, record, timeout_s=timeout_s)
 
-    record = JOBS.start(JOB_KIND, f"reconfigure {rig.node_id} in {rig.zone} (generation {generation})", body)
+    record = JOBS.start(
+        JOB_KIND, f"reconfigure {rig.node_id} in {rig.zone} (generation {generation})", body,
+        binding=reconfigure_binding(settings, rig.zone, rig.node_id, expected_s),
+    )  # fmt: skip
     record.progress = {"rig": settings.resource_id, "generation": generation, "stages": []}
     return record.id
 
@@ -573,6 +575,8 @@ async def follow(
     """Job body: poll the VM's stages until a terminal one, then check the endpoint (see the module doc).
 
     Polls `POLL_MIN_S` after each new stage, growing by `POLL_GROWTH` up to `POLL_MAX_S` while none comes.
+    A node that is gone (a teardown, a flex-start TPU at its run duration) ends the job at once, saying
+    so (outcome ``gone``), instead of retrying its reads until ``timeout_s``.
     """
     deadline = time.monotonic() + timeout_s
     interval = POLL_MIN_S
@@ -582,6 +586,13 @@ async def follow(
         try:
             attrs = await guest_attributes(settings, rig)
         except TpuDevopsError as exc:
+            if isinstance(exc, NotFoundError) and await _node_gone(settings, rig):
+                return ReconfigureOutcome(
+                    outcome="gone", generation=generation, node_id=rig.node_id, zone=rig.zone, stages=stages,
+                    failure=f"node {rig.node_id} in {rig.zone} is gone (torn down, or its flex-start run ended): "
+                    "nothing serves there any more",
+                    next_step="describe_queued_resource shows what the rig holds; create a TPU again to serve",
+                )  # fmt: skip
             record.message = f"reading the VM's stages failed ({exc.message}); retrying"
         else:
             fresh = _stages(attrs, generation)
@@ -606,6 +617,17 @@ async def follow(
             )  # fmt: skip
         await anyio.sleep(interval)
     return await _conclude(settings, new, rig, generation, stages, attrs)
+
+
+async def _node_gone(settings: Settings, rig: RigNode) -> bool:
+    """The node no longer exists (read again: a 404 from the guest attributes alone could be a blip)."""
+    from tpu_devops.provisioning.cloud import node_external_ip
+
+    try:
+        _, node = await node_external_ip(settings, rig.zone, rig.node_id)
+    except TpuDevopsError:
+        return False
+    return node is None
 
 
 async def _conclude(

@@ -293,7 +293,7 @@ def check_create_settings(
 ) -> None:
     """Read every setting a create depends on before it changes anything in the cloud.
 
-    The server starts with invalid settings and a tool that reads one refuses (issue 11 §6), but a
+    The server starts with invalid settings and a tool that reads one refuses (so the error reaches the host), but a
     create reads most of them only when it renders the request, after it has made the API key, the
     firewall rule and the bucket. Rendering the body once here (and reading the configured zone and
     region, which order a sweep's zones and place the bucket) moves that refusal ahead of every change.

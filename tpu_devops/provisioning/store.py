@@ -6,6 +6,14 @@ one create per rig at a time, across every server sharing the state directory, s
 each create a TPU in a different zone (servers with separate state directories rely on the re-check
 after every create, `tpu_devops.provisioning.queued`). After every attempt it renders ``<state_dir>/tpu_zones_status.md``
 for people. Capacity and quota failures expire (`EXPIRY_S`); unsupported-model failures never do.
+
+The rig's teardown fence (table ``rig_fences``, `Fence`): a confirmed teardown raises the rig's
+``epoch``; every sweep and create reads the epoch when it starts and re-checks it, atomically, as it
+enters each create (`ZoneStore.begin_create`, which also marks the create as in flight until
+`ZoneStore.end_create`). So no create that began before a teardown is sent after it, in any server
+sharing the state directory, and the teardown can wait out the one create that was already on its way
+(`wait_out_create`) before it lists what to delete. A new create, started after the teardown, reads
+the new epoch and goes ahead.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, JobError
@@ -71,6 +80,12 @@ class Lease:
     expires_at: float
     held: bool = False
 
+    @classmethod
+    def from_row(cls, name: str, row: tuple[Any, ...], *, held: bool = False) -> Lease:
+        """The lease named ``name`` from a ``(owner, host, pid, job_id, acquired_at, expires_at)`` row."""
+        owner, host, pid, job_id, acquired_at, expires_at = row
+        return cls(name, owner, host, pid, job_id, acquired_at, expires_at, held)
+
 
 def _alive(host: str, pid: int) -> bool:
     """False only when ``pid`` on this host is known to be gone (another host: assume alive)."""
@@ -83,6 +98,64 @@ def _alive(host: str, pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+CREATE_SECTION_MAX_S = 120.0  # a create in flight longer than this is taken as abandoned (a hung server)
+# A create sent by a server that died may still land (the request was on its way): how long a teardown
+# watches for it to appear before taking it as never sent.
+CREATE_LANDING_S = 30.0
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A rig's teardown fence. ``epoch``: how many teardowns were confirmed (0: none); ``fenced_at`` (Unix
+    seconds) and ``fenced_by`` (who, in words): the last one. ``creating_*``: the create in flight, if any."""
+
+    name: str
+    epoch: int = 0
+    fenced_at: float | None = None
+    fenced_by: str | None = None
+    creating_owner: str | None = None
+    creating_host: str | None = None
+    creating_pid: int | None = None
+    creating_since: float | None = None
+    creating_target: str | None = None  # "zone/queued resource id" being created
+
+    def may_still_land(self, now: float | None = None) -> bool:
+        """A create was entered less than `CREATE_LANDING_S` ago by a process that is gone (it died between
+        sending the create and leaving): the request may still appear at ``creating_target``."""
+        if not self.creating_owner or self.creating_since is None or not self.creating_target:
+            return False
+        now = time.time() if now is None else now
+        return now - self.creating_since < CREATE_LANDING_S and not self.create_in_flight(now)
+
+    def create_in_flight(self, now: float | None = None) -> bool:
+        """A create is between `ZoneStore.begin_create` and `ZoneStore.end_create`, in a process that is
+        not known to be gone, for less than `CREATE_SECTION_MAX_S`."""
+        if not self.creating_owner or self.creating_since is None:
+            return False
+        now = time.time() if now is None else now
+        if now - self.creating_since > CREATE_SECTION_MAX_S:
+            return False
+        return _alive(self.creating_host or "", int(self.creating_pid or 0))
+
+    def when(self) -> str:
+        """``"2026-11-02 10:15:03 UTC by destroy_queued_resource in server pid 123"``."""
+        at = (
+            datetime.fromtimestamp(self.fenced_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            if self.fenced_at
+            else "?"
+        )
+        return f"{at} by {self.fenced_by or 'a teardown'}"
+
+
+def _fence_row(db: sqlite3.Connection, name: str) -> Fence:
+    row = db.execute(
+        "SELECT epoch, fenced_at, fenced_by, creating_owner, creating_host, creating_pid, creating_since,"
+        " creating_target FROM rig_fences WHERE name = ?",
+        (name,),
+    ).fetchone()
+    return Fence(name) if row is None else Fence(name, *row)
 
 
 class ZoneStore:
@@ -103,6 +176,11 @@ class ZoneStore:
                 "CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL,"
                 " host TEXT NOT NULL, pid INTEGER NOT NULL, job_id TEXT, acquired_at REAL NOT NULL,"
                 " expires_at REAL NOT NULL)"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS rig_fences (name TEXT PRIMARY KEY, epoch INTEGER NOT NULL,"
+                " fenced_at REAL, fenced_by TEXT, creating_owner TEXT, creating_host TEXT, creating_pid INTEGER,"
+                " creating_since REAL, creating_target TEXT)"
             )
 
     def _connect(self) -> sqlite3.Connection:
@@ -218,7 +296,7 @@ class ZoneStore:
                     (name,),
                 ).fetchone()
                 if row is not None:
-                    holder = Lease(name, *row, held=False)
+                    holder = Lease.from_row(name, row, held=False)
                     if holder.owner != owner and holder.expires_at > now and _alive(holder.host, holder.pid):
                         db.execute("COMMIT")
                         return holder
@@ -245,6 +323,93 @@ class ZoneStore:
         """Give a lease back (only when this owner holds it)."""
         with self._connect() as db:
             db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
+
+    def lease_holder(self, name: str) -> Lease | None:
+        """Who holds the lease ``name`` now (unexpired, its process not known to be gone), else None.
+        ``held`` is True when it is a lease of this process."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT owner, host, pid, job_id, acquired_at, expires_at FROM leases WHERE name = ?", (name,)
+            ).fetchone()
+        if row is None:
+            return None
+        lease = Lease.from_row(name, row)
+        if lease.expires_at <= time.time() or not _alive(lease.host, lease.pid):
+            return None
+        mine = lease.host == socket.gethostname() and lease.pid == os.getpid()
+        return Lease.from_row(name, row, held=mine)
+
+    # ---- the rig's teardown fence (module docstring) ----
+
+    def fence(self, name: str) -> Fence:
+        """The fence of ``name`` now (epoch 0 when no teardown was ever confirmed)."""
+        with self._connect() as db:
+            return _fence_row(db, name)
+
+    def raise_fence(self, name: str, by: str) -> Fence:
+        """A confirmed teardown: the next epoch of ``name`` (``by``: who, in words). Returns the new fence,
+        with the create that was in flight at that moment (if any) in its ``creating_*`` fields."""
+        now = time.time()
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                old = _fence_row(db, name)
+                db.execute(
+                    "INSERT INTO rig_fences (name, epoch, fenced_at, fenced_by) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT(name) DO UPDATE SET epoch = excluded.epoch, fenced_at = excluded.fenced_at,"
+                    " fenced_by = excluded.fenced_by",
+                    (name, old.epoch + 1, now, by),
+                )
+                new = _fence_row(db, name)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return new
+
+    def begin_create(self, name: str, owner: str, epoch: int, target: str | None = None) -> Fence | None:
+        """Enter a create of ``name`` that began at ``epoch``: None (go ahead; it is marked in flight for
+        ``owner``) unless a teardown raised the fence since, then that `Fence` (do not create). Atomic
+        with `raise_fence` across processes. ``target``: see `sending`."""
+        now = time.time()
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                current = _fence_row(db, name)
+                if current.epoch != epoch:
+                    db.execute("COMMIT")
+                    return current
+                db.execute(
+                    "INSERT INTO rig_fences (name, epoch, creating_owner, creating_host, creating_pid, creating_since,"
+                    " creating_target) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                    " creating_owner = excluded.creating_owner, creating_host = excluded.creating_host,"
+                    " creating_pid = excluded.creating_pid, creating_since = excluded.creating_since,"
+                    " creating_target = excluded.creating_target",
+                    (name, epoch, owner, socket.gethostname(), os.getpid(), now, target),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return None
+
+    def sending(self, name: str, owner: str, target: str) -> None:
+        """The create ``owner`` entered is being sent now, making ``target`` ("zone/id"): if its server
+        dies from here on, the request may still land there (`Fence.may_still_land`)."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE rig_fences SET creating_target = ?, creating_since = ? WHERE name = ? AND creating_owner = ?",
+                (target, time.time(), name, owner),
+            )
+
+    def end_create(self, name: str, owner: str) -> None:
+        """Leave the create ``owner`` entered with `begin_create` (no-op when it is not the one in flight)."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE rig_fences SET creating_owner = NULL, creating_host = NULL, creating_pid = NULL,"
+                " creating_since = NULL, creating_target = NULL WHERE name = ? AND creating_owner = ?",
+                (name, owner),
+            )
 
     def render_status(self) -> None:
         """Write ``tpu_zones_status.md``: the latest outcome per (accelerator, model, zone). Atomic replace."""
@@ -378,3 +543,47 @@ async def acquire_rig_lease(
         if holder.owner.startswith(f"{SWEEP}:") or time.monotonic() >= deadline:
             raise _holder_error(settings, holder, purpose)
         await anyio.sleep(0.2)
+
+
+class FencedError(JobError):
+    """A create (or a sweep's next create) that began before the rig's latest confirmed teardown: refused,
+    nothing was created. ``fence``: that teardown."""
+
+    def __init__(
+        self,
+        fence: Fence,
+        message: str,
+        *,
+        field: str | None = None,
+        value: Any = None,
+        fix: str | None = None,
+    ) -> None:
+        super().__init__(message, field=field, value=value, fix=fix)
+        self.fence = fence
+
+
+def fenced_error(settings: Settings, fence: Fence, doing: str) -> FencedError:
+    """The refusal of a create (``doing``: "this sweep", "this create") that began before the rig's
+    latest confirmed teardown."""
+    return FencedError(
+        fence,
+        f"rig '{settings.resource_id}' was torn down ({fence.when()}) after {doing} began: nothing was "
+        f"created, and {doing} stopped (a teardown ends what would undo it)",
+        field="RESOURCE_ID",
+        value=settings.resource_id,
+        fix="call create_tpu_queued_resource or find_tpu again if you want a TPU now",
+    )
+
+
+async def wait_out_create(store: ZoneStore, name: str, timeout_s: float = CREATE_SECTION_MAX_S) -> Fence:
+    """After `ZoneStore.raise_fence`: wait (polling every 0.1 s, at most ``timeout_s``) until no create of
+    ``name`` is in flight (`Fence.create_in_flight`), so that whatever it made is there to be listed.
+    Returns the fence as last read (``create_in_flight()`` still True only when the wait timed out)."""
+    import anyio
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        fence = await anyio.to_thread.run_sync(store.fence, name)
+        if not fence.create_in_flight() or time.monotonic() >= deadline:
+            return fence
+        await anyio.sleep(0.1)

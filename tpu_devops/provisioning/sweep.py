@@ -4,12 +4,19 @@ Uses `requests` to check arguments, `queued` to create / read / delete the rig's
 `failures` to decide how far a refusal reaches, `store` for the attempt history and the rig lease,
 and `tpu_devops.provisioning.quota` to pick the zones worth trying.
 
-Nothing is left billing or waiting forever (issue 12 §3): every request a sweep sends carries
+Nothing is left billing or waiting forever: every request a sweep sends carries
 ``queueingPolicy.validUntilDuration`` equal to its per-zone budget, so a request abandoned by a sweep
 that died (SIGKILL, cancel, disconnect) expires by itself; the next sweep adopts a live ``find_tpu``
 request of this rig (waits on it until it is ACTIVE or its own time is up, then deletes it) instead of
 refusing to touch it, deletes a FAILED / SUSPENDED one of ours that blocks the zone it tries, and
 treats a request whose create answer was lost as its own.
+
+A teardown ends the sweep (`tpu_devops.provisioning.store`, the rig's fence): the sweep reads the rig's
+fence epoch when it starts and stops, creating nothing more, as soon as a teardown has raised it (checked
+at every poll and, atomically, before every create). A request of the sweep that vanishes while it waits
+was deleted by someone (Google marks a failed request FAILED, it does not remove it): the sweep stops
+there too rather than create in the next zone, which also holds for a teardown from a server with
+another state directory.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pydantic import BaseModel, Field
 from tpu_devops.config import Settings, require_project
 from tpu_devops.errors import ConfigError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
+from tpu_devops.planning.fit import fit_gate
 from tpu_devops.planning.images import image_gate
 from tpu_devops.provisioning.access import EndpointAccess, ensure_access, plan_access
 from tpu_devops.provisioning.cloud import api, call, get_queued, node_external_ip
@@ -52,13 +60,17 @@ from tpu_devops.provisioning.requests import (
     check_durations,
     node_specs,
 )
+from tpu_devops.provisioning.rigjobs import sweep_binding
 from tpu_devops.provisioning.store import (
     LEASE_TTL_S,
     SWEEP,
+    Fence,
+    FencedError,
     RigLease,
     ZoneStore,
     acquire_rig_lease,
     open_store,
+    rig_lease_name,
 )
 from tpu_devops.types import check_zone
 
@@ -82,7 +94,7 @@ class SweepAttempt(BaseModel):
 
 
 # How a sweep ended (``SweepResult.outcome``); only ``found`` is a job that did what it was started for.
-SWEEP_OUTCOMES = ("found", "exists", "config_error", "no_capacity", "no_candidates", "lost_race")
+SWEEP_OUTCOMES = ("found", "exists", "config_error", "no_capacity", "no_candidates", "lost_race", "torn_down")
 
 
 class SweepResult(ToolResult):
@@ -91,7 +103,8 @@ class SweepResult(ToolResult):
     ``outcome`` (one of `SWEEP_OUTCOMES`): ``found`` (this sweep's request became ACTIVE), ``exists`` (the
     rig already holds a TPU or request, so nothing was created), ``config_error`` (a setting stopped the
     sweep), ``no_capacity`` (every zone tried refused or timed out), ``no_candidates`` (no zone has quota),
-    ``lost_race`` (another create of the rig won). Anything but ``found`` ends the `find_tpu` job as
+    ``lost_race`` (another create of the rig won), ``torn_down`` (a teardown of the rig, or someone deleting
+    the sweep's request, ended it: nothing more was created). Anything but ``found`` ends the `find_tpu` job as
     ``failed`` (`job_failed`), with the reason in ``stopped_because`` and the fix in ``next_step``.
     """
 
@@ -138,7 +151,8 @@ class SweepOptions:
     allow_unsupported_image: bool = False
     allowed_source_ranges: list[str] | None = None
     open_to_internet: bool = False
-    access: EndpointAccess | None = None  # planned by start_sweep, put in place once before the first create
+    access: EndpointAccess | None = None  # planned by start_sweep, put in place before each create
+    epoch: int | None = None  # the rig's teardown fence when the sweep started (`store.Fence`)
 
 
 async def candidate_zones(settings: Settings, opts: SweepOptions, store: ZoneStore) -> list[str]:
@@ -238,6 +252,18 @@ class _SweepRun:
         if self.lease is not None:
             self.lease.renew()
 
+    async def fenced(self) -> Fence | None:
+        """The teardown that ended this sweep (the rig's fence moved past its start), else None."""
+        if self.opts.epoch is None:
+            return None
+        fence = await anyio.to_thread.run_sync(self.store.fence, rig_lease_name(self.settings))
+        return fence if fence.epoch != self.opts.epoch else None
+
+    def torn_down(self, why: str) -> SweepResult:
+        return self.result(
+            "torn_down", why, "nothing more was created; call find_tpu again if you want a TPU now"
+        )
+
     def record_failure(self, zone: str, failure: Failure, started: float, *, outcome: str) -> SweepAttempt:
         self.store.record(
             zone=zone, accelerator_type=self.accel, provisioning_model=self.model, outcome=outcome,
@@ -278,12 +304,24 @@ class _SweepRun:
         deadline = time.monotonic() + budget_s
         while True:
             self.renew()
+            fence = await self.fenced()
+            if fence is not None:
+                return _Outcome(
+                    state="TORN_DOWN",
+                    failure=Failure(
+                        "config", "torn_down", f"rig '{self.rig.rig}' was torn down ({fence.when()})", ""
+                    ),
+                )
             qr = await get_queued(self.settings, zone, qr_id)
             if qr is None:
                 return _Outcome(
                     state="GONE",
-                    failure=Failure("zone", "vanished", "the request disappeared while waiting", "try again"),
-                )
+                    failure=Failure(
+                        "config", "vanished",
+                        f"its request '{qr_id}' in {zone} was deleted while it waited (by a teardown, or by hand)",
+                        "",
+                    ),
+                )  # fmt: skip
             state = state_of(qr)
             self.record.progress = dict(self.record.progress, current=f"{zone}: {state}")
             if state == "ACTIVE":
@@ -347,6 +385,10 @@ class _SweepRun:
             return self.found(zone, outcome, qr_id)
         assert outcome.failure is not None
         failure = outcome.failure
+        if outcome.state in ("TORN_DOWN", "GONE"):  # not the zone's verdict: nothing is recorded against it
+            if outcome.state == "TORN_DOWN":
+                await self.delete_own(zone, qr_id)
+            return self.torn_down(failure.message)
         self.record_failure(
             zone, failure, started, outcome="timeout" if failure.reason == "budget" else "failed"
         )
@@ -405,7 +447,8 @@ class _SweepRun:
                     self.settings, zone=zone, provisioning_model=self.model,
                     max_run_duration_s=self.opts.max_run_duration_s, valid_until_duration_s=self.valid_until_s,
                     check_secret=False, lease=self.lease, tool=SWEEP_TOOL,
-                    allow_unsupported_image=self.opts.allow_unsupported_image,
+                    allow_unsupported_image=self.opts.allow_unsupported_image, epoch=self.opts.epoch,
+                    access=self.opts.access,
                 )  # fmt: skip
             except TpuDevopsError as exc:
                 if isinstance(exc, ConfigError) or attempt == RATE_LIMIT_RETRIES:
@@ -429,6 +472,8 @@ class _SweepRun:
                     created = await self.create_backing_off(zone)
             except SecondTpuError as exc:  # a live request of the rig appeared (another server)
                 return self.already(exc.others[0])
+            except FencedError as exc:  # a teardown of the rig since the sweep started
+                return self.torn_down(f"rig '{self.rig.rig}' was torn down ({exc.fence.when()})")
             except (ConfigError, ListingError):  # our settings, or zones we cannot see: not this zone's fault
                 raise
             except TpuDevopsError as exc:
@@ -554,7 +599,8 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
     Raises:
         ConfigError: an explicitly empty zone list, a malformed zone (field ``zones``), bad durations
             (see `requests.check_durations`), an image too old for the model (field ``VLLM_IMAGE``,
-            `tpu_devops.planning.images.image_gate`) unless ``allow_unsupported_image``.
+            `tpu_devops.planning.images.image_gate`) unless ``allow_unsupported_image``, a model the slice
+            cannot hold (field ``MODEL_NAME``, `tpu_devops.planning.fit.fit_gate`).
     """
     if opts.zones is not None:
         if not opts.zones:
@@ -565,6 +611,7 @@ def check_sweep_options(settings: Settings, opts: SweepOptions) -> SweepOptions:
         opts.zones = list(dict.fromkeys(check_zone(z, "zones") for z in opts.zones))
     check_durations(opts.provisioning_model, opts.max_run_duration_s, opts.valid_until_duration_s, settings)
     image_gate(settings.vllm_image, settings.model_name, allow_unsupported_image=opts.allow_unsupported_image)
+    fit_gate(settings)  # no sweep (and so no create) for a model the slice cannot hold
     return opts
 
 
@@ -583,6 +630,8 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
 
     require_project(settings)
     opts = check_sweep_options(settings, opts)
+    store = open_store(settings)
+    opts.epoch = (await anyio.to_thread.run_sync(store.fence, rig_lease_name(settings))).epoch
     if opts.zones:
         known = set(await call(api(settings).list_zones))
         unknown = [z for z in opts.zones if z not in known]
@@ -602,9 +651,7 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
     opts.access = await plan_access(
         settings, allowed_source_ranges=opts.allowed_source_ranges, open_to_internet=opts.open_to_internet
     )
-    lease = await acquire_rig_lease(
-        settings, open_store(settings), SWEEP, ttl_s=max(LEASE_TTL_S, 3 * opts.poll_interval_s)
-    )
+    lease = await acquire_rig_lease(settings, store, SWEEP, ttl_s=max(LEASE_TTL_S, 3 * opts.poll_interval_s))
     try:  # before the job starts, so a missing network or permission is this call's error
         await ensure_hf_secret(settings)
         opts.access = await ensure_access(settings, opts.access)
@@ -630,8 +677,9 @@ async def start_sweep(settings: Settings, opts: SweepOptions) -> SweepStarted:
 
     try:
         rec = JOBS.start(
-            "find-tpu", f"sweep zones for {opts.provisioning_model} {settings.accelerator_type}", body
-        )
+            "find-tpu", f"sweep zones for {opts.provisioning_model} {settings.accelerator_type}", body,
+            binding=sweep_binding(settings, opts.poll_interval_s),
+        )  # fmt: skip
     except BaseException:
         lease.release()
         raise

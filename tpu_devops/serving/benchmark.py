@@ -20,14 +20,14 @@ server's ``vllm:cache_config_info`` (num_gpu_blocks x block_size) when exposed, 
 
 Imported ``vllm bench serve`` JSON uses its own fields: ``max_concurrency``, ``total_input_tokens`` /
 ``completed`` (prompt length), ``output_throughput``, ``median_ttft_ms``, ``p99_ttft_ms``,
-``median_tpot_ms``, ``failed``. Results are written as CSV + JSON + a PNG heatmap (matplotlib, Agg).
+``median_tpot_ms``, ``failed``. Results are written as CSV + JSON + a PNG throughput/latency chart (matplotlib, Agg), and
+the chart goes with the answer as image content (`chart_png`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import csv
-import dataclasses
 import json
 import logging
 import math
@@ -42,8 +42,9 @@ from pydantic import BaseModel, Field, field_serializer
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError, TpuDevopsError
-from tpu_devops.host import files
-from tpu_devops.host.results import Table, ToolResult, ViewResult
+from tpu_devops.host import artifacts, files
+from tpu_devops.host.artifacts import Artifact
+from tpu_devops.host.results import MAX_IMAGE_BYTES, Table, ToolResult, ViewResult
 from tpu_devops.planning.pricing import (
     PriceQuote,
     get_price,
@@ -53,7 +54,7 @@ from tpu_devops.planning.pricing import (
 from tpu_devops.serving.client import MAX_CONNECTIONS, http_client
 from tpu_devops.serving.errors import classify
 from tpu_devops.serving.models import choose_model
-from tpu_devops.serving.resolve import attributed, resolve_endpoint
+from tpu_devops.serving.resolve import Endpoint, attributed, resolve_endpoint
 from tpu_devops.serving.server_kind import LABELS
 from tpu_devops.serving.stream import stream_chat
 
@@ -136,6 +137,9 @@ class BenchmarkResult(ToolResult):
     )
     notices: list[str] = []
     replicas: int | None = Field(None, description="engines behind the endpoint (per-replica figures)")
+    chart: Artifact | None = Field(
+        None, description="the throughput/latency chart (PNG), sent as an image too"
+    )
 
     @field_serializer("files")
     def _files_in_dir(self, files: dict[str, str]) -> dict[str, str]:
@@ -192,6 +196,8 @@ class BenchmarkResult(ToolResult):
                 )
             )
         lines.extend(f"{kind}: {path}" for kind, path in self.files.items())
+        if self.chart:
+            lines.append(f"chart: {self.chart.describe()}")
         lines.extend(f"note: {n}" for n in self.notices)
         return "\n".join(lines)
 
@@ -517,8 +523,14 @@ async def kv_pool(
             max_model_len=settings.max_model_len or 16384,
             tensor_parallel_size=settings.tensor_parallel_size,
         )
+        if plan.kv_tokens is None:
+            notes.append(
+                "KV-pool warning skipped: the weights of MODEL_NAME are unknown, so plan_capacity sizes no KV pool"
+                + (f" ({plan.weights_missing})" if plan.weights_missing else "")
+            )
+            return None, None, notes
         return (
-            int(plan.kv_tokens),
+            plan.kv_tokens,
             f"plan_capacity({settings.model_name}, {settings.accelerator_type})",
             notes,
         )
@@ -582,12 +594,14 @@ def best_line(cells: list[Cell]) -> str | None:
 # ---- files --------------------------------------------------------------------------------------------
 
 
-def write_files(result: BenchmarkResult, directory: Path) -> dict[str, str]:
-    """Write ``results.csv``, ``results.json`` and ``heatmap.png`` (output tok/s) into ``directory``."""
+def write_files(result: BenchmarkResult, directory: Path, state_dir: str | None = None) -> dict[str, str]:
+    """Write ``results.csv``, ``results.json`` and ``chart.png`` (`chart_png`) into ``directory``, and,
+    with ``state_dir``, the same chart as the answer's file (``result.chart``, `tpu_devops.host.artifacts`),
+    which hosts receive as image content beside the text."""
     files = {
         "csv": str(directory / "results.csv"),
         "json": str(directory / "results.json"),
-        "png": str(directory / "heatmap.png"),
+        "png": str(directory / "chart.png"),
     }
     rows = [c.model_dump() for c in result.cells]
     with open(files["csv"], "w", newline="", encoding="utf-8") as fh:
@@ -595,39 +609,78 @@ def write_files(result: BenchmarkResult, directory: Path) -> dict[str, str]:
         writer.writeheader()
         writer.writerows(rows)
     result.files = files
+    png = chart_png(result.cells, title=result.model)
+    Path(files["png"]).write_bytes(png)
+    if state_dir is not None:
+        attach_chart(result, state_dir, png)
     saved = {**result.model_dump(mode="json"), "best": result.best}  # the file keeps the headline's best cell
     Path(files["json"]).write_text(json.dumps(saved, indent=2), encoding="utf-8")
-    _heatmap(result.cells, files["png"])
     return files
 
 
-def _heatmap(cells: list[Cell], path: str) -> None:
+def attach_chart(result: BenchmarkResult, state_dir: str, png: bytes | None = None) -> None:
+    """Set ``result.chart``: the throughput/latency chart written under ``state_dir`` (left as None, with a
+    notice, when it cannot be written). Blocking."""
+    try:
+        png = png if png is not None else chart_png(result.cells, title=result.model)
+        result.chart = artifacts.write(
+            "benchmark-chart", png, suffix=".png", mime_type="image/png", state_dir=state_dir
+        )
+    except (OSError, ValueError) as exc:
+        result.notices.append(f"the chart could not be saved for the answer: {exc}")
+
+
+CHART_DPI = (100, 80, 60)  # tried in order until the PNG is at most MAX_IMAGE_BYTES
+
+
+def chart_png(cells: list[Cell], title: str | None = None) -> bytes:
+    """The throughput/latency chart of ``cells`` as PNG bytes (matplotlib, Agg), at most
+    `tpu_devops.host.results.MAX_IMAGE_BYTES` (hosts show it inline): output tok/s (left) and TTFT p50
+    with p99 dashed, in ms (right), against concurrent clients, one line per prompt length."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    conc = sorted({c.concurrency for c in cells})
-    prompts = sorted({c.prompt_tokens_target or round(c.prompt_tokens_measured or 0) for c in cells})
-    grid = [[math.nan for _ in conc] for _ in prompts]
+    by_prompt: dict[int, list[Cell]] = {}
     for c in cells:
-        p = c.prompt_tokens_target or round(c.prompt_tokens_measured or 0)
-        grid[prompts.index(p)][conc.index(c.concurrency)] = c.output_tokens_per_s or math.nan
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(conc), 1.4 + 0.9 * len(prompts)))
-    image = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
-    ax.set_xticks(range(len(conc)), [str(c) for c in conc])
-    ax.set_yticks(range(len(prompts)), [str(p) for p in prompts])
-    ax.set_xlabel("concurrent clients")
-    ax.set_ylabel("prompt tokens")
-    ax.set_title("output tokens/s")
-    for i, row in enumerate(grid):
-        for j, v in enumerate(row):
-            if not math.isnan(v):
-                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="white", fontsize=9)
-    fig.colorbar(image, ax=ax)
+        by_prompt.setdefault(c.prompt_tokens_target or round(c.prompt_tokens_measured or 0), []).append(c)
+    fig, (tput, ttft) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for prompt, group in sorted(by_prompt.items()):
+        group = sorted(group, key=lambda c: c.concurrency)
+        x = [c.concurrency for c in group]
+        nan = math.nan
+        line = tput.plot(
+            x, [c.output_tokens_per_s or nan for c in group], marker="o", label=f"{prompt} tok prompt"
+        )
+        color = line[0].get_color()
+        ttft.plot(x, [c.median_ttft_ms or nan for c in group], marker="o", color=color, label=f"{prompt} p50")
+        ttft.plot(
+            x, [c.p99_ttft_ms or nan for c in group], linestyle="--", color=color, label=f"{prompt} p99"
+        )
+    for ax, label in ((tput, "output tokens/s"), (ttft, "TTFT ms (p50, p99 dashed)")):
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        clients = sorted({c.concurrency for c in cells})
+        if len(clients) > 1 and clients[0] > 0:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(clients, [str(c) for c in clients])
+        ax.minorticks_off()
+    tput.legend(fontsize=7)
+    fig.suptitle(f"throughput and latency{f': {title}' if title else ''}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        for dpi in CHART_DPI:
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=dpi)
+            if buffer.tell() <= MAX_IMAGE_BYTES:
+                break
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
 
 
 # ---- the sweep job --------------------------------------------------------------------------------------
@@ -700,7 +753,7 @@ async def run_sweep(
         notices=notices,
         replicas=replicas,
     )
-    await asyncio.to_thread(write_files, result, out_dir)
+    await asyncio.to_thread(write_files, result, out_dir, settings.state_dir)
     record.message = f"best: {result.best}" if result.best else "done (no successful requests)"
     return result
 
@@ -718,14 +771,14 @@ async def start_benchmark(
     base_url: str | None = None,
     price: PriceQuote | None = None,
     replicas: int | None = None,
-    endpoint_key: str | None = None,
+    endpoint: Endpoint | None = None,
 ) -> BenchmarkStarted:
     """Validate, resolve the endpoint and model, then start the sweep as a job (returns at once).
 
     ``price`` and ``replicas`` describe a scaled-out deployment behind ``base_url`` (GKE Service, or the
     load balancer of a multi-engine host): $/M tokens then use the whole deployment's price, and the
-    result adds the mean per-replica throughput. ``endpoint_key``: the key of a deployment this server
-    owns, sent to ``base_url`` (the caller has checked that ``base_url`` is that deployment).
+    result adds the mean per-replica throughput. ``endpoint``: a deployment of ours the caller resolved (a
+    GKE Service, with its key) instead of ``base_url``.
 
     Raises:
         InputError: bad sweep values or results directory. ServingError: no endpoint / unreachable /
@@ -744,12 +797,7 @@ async def start_benchmark(
 
         # This rig's own endpoint: a multi-chip host serves one engine per chip behind its balancer.
         replicas = engines_per_host(settings) if engines_per_host(settings) > 1 else None
-    ep = await resolve_endpoint(settings, base_url)
-    if endpoint_key is not None:
-        # A deployment this server owns vouches for its own key (GKE: the Secret its pods read).
-        ep = dataclasses.replace(
-            ep, api_key=endpoint_key, key_source="the deployment's Secret", key_note=None
-        )
+    ep = endpoint or await resolve_endpoint(settings, base_url, sends="benchmark requests")
     with attributed(ep):
         choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
     out_dir = await asyncio.to_thread(results_dir, settings, results_dir_path)
@@ -1007,7 +1055,11 @@ async def import_results(
         notices=notices,
     )
     if write:
-        await asyncio.to_thread(write_files, result, results_dir(settings, results_dir_path))
+        await asyncio.to_thread(
+            write_files, result, results_dir(settings, results_dir_path), settings.state_dir
+        )
+    else:
+        await asyncio.to_thread(attach_chart, result, settings.state_dir)
     return result
 
 

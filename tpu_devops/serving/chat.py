@@ -176,8 +176,13 @@ async def fit_max_tokens(
                 f"context ({choice.server.context_source}): no room is left for an answer",
                 field="prompt",
                 value=f"{prompt_tokens:,} tokens",
-                fix="shorten the prompt, or serve the model with a longer context (vLLM --max-model-len, "
-                "llama-server -c)",
+                fix="shorten the prompt, or serve the model with a longer context ("
+                + (
+                    "llama-server gives each slot --ctx-size / --parallel tokens: raise --ctx-size to --parallel "
+                    "x the longest request, or lower --parallel)"
+                    if choice.server.kind == "llama.cpp"
+                    else "vLLM --max-model-len)"
+                ),
             )
         return max_tokens, prompt_tokens  # an offline count may be high: let the server judge
     if max_tokens > room:
@@ -221,7 +226,7 @@ async def query(
 
     _check_arguments(prompt, max_tokens, temperature)
     want_stats = stats or with_stats
-    ep = await resolve_endpoint(settings, base_url)
+    ep = await resolve_endpoint(settings, base_url, sends="prompts")
     with attributed(ep):
         choice = await choose_model(settings, ep.url, model, api_key=ep.api_key)
     messages = ([{"role": "system", "content": system}] if system else []) + [

@@ -2,7 +2,7 @@
 
 A ``base_url`` argument (or ``VLLM_URL``, or a discovered node) is a request this server makes on the
 caller's behalf, from wherever the server runs, possibly a VM whose metadata server hands out its
-service account's tokens. So, for every serving request whatever its source (issue 12 §4):
+service account's tokens. So, for every serving request whatever its source:
 
 - the URL must be plain ``http(s)://host[:port][/path]``: no userinfo (``http://a:b@host``, or the
   parser-confusion form ``http://127.0.0.1:8000@169.254.169.254/``), query, fragment, backslash,
@@ -14,6 +14,17 @@ service account's tokens. So, for every serving request whatever its source (iss
   that lands there counts: decimal, hex, octal or short IPv4 forms (``2852039166``, ``0xa9fea9fe``,
   ``0251.0376.0251.0376``, ``169.254.43518``), IPv4-mapped / -compatible / 6to4 / NAT64 IPv6 forms, and
   DNS names that resolve to one of them.
+
+What an endpoint may receive depends on whose it is. An *owned* endpoint (``VLLM_URL``, this rig's
+discovered node, a ``base_url`` that is one of them, a GKE deployment of ours: `mark_owned`) receives
+prompts, log evidence, benchmark load and the API key. Any other host is one an argument named: a
+prompt-injected model can name any, so it gets probes only, requests without a body or a key (``GET
+/health``, ``/v1/models``, ``/metrics``, ``/version``). `refuse_unowned` is the refusal a tool gives
+before it sends anything; `PinnedTransport` refuses again per request (a request with a body or an
+``Authorization`` header to an origin not owned), so no call site can forget the rule. Owned means the
+same scheme, host and port as written: ``localhost`` is not ``127.0.0.1``, ``0.0.0.0``, ``[::1]``, a
+decimal or hex spelling of the address, or a name with a trailing dot; such an alias is treated as
+another host (set ``VLLM_URL`` to it to use it).
 
 `check_url` refuses such a URL before anything is sent, with the field named. `GuardedBackend` checks
 again when httpcore opens a connection: it resolves the host once, refuses if any address is blocked,
@@ -65,10 +76,11 @@ class RefusedTarget(Exception):  # noqa: N818 - a refusal, raised inside httpcor
     """A connection to a blocked address was refused (raised at connect time; never an httpcore error,
     so httpx does not relabel it as a connection failure)."""
 
-    def __init__(self, host: str, reason: str) -> None:
+    def __init__(self, host: str, reason: str, fix: str | None = None) -> None:
         super().__init__(f"{host}: {reason}")
         self.host = host
         self.reason = reason
+        self.fix = fix
 
 
 async def _system_resolver(host: str, port: int) -> list[str]:
@@ -227,6 +239,70 @@ async def checked_addresses(host: str, port: int) -> list[str]:
     return addresses
 
 
+# ---- what an endpoint may receive ------------------------------------------------------------------
+
+# origin -> why it is owned ("VLLM_URL", "discovery", "argument", "deployment"); a discovery replaces the
+# node it found before (a recreated node has a new address).
+_owned: dict[tuple[str, str, int], str] = {}
+BODY_FREE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+UNOWNED_FIX = (
+    "leave base_url out to use this rig's endpoint; to use that server, the operator sets VLLM_URL to it "
+    "(tpu.env or the MCP server's environment)"
+)
+
+
+def _origin(url: Any) -> tuple[str, str, int]:
+    import httpx
+
+    u = url if isinstance(url, httpx.URL) else httpx.URL(str(url))
+    return u.scheme, u.host.lower(), u.port or (443 if u.scheme == "https" else 80)
+
+
+def mark_owned(url: str, why: str) -> None:
+    """Record ``url``'s origin as one of ours (see the module docstring); ``why`` is its source."""
+    if why == "discovery":
+        for origin in [o for o, w in _owned.items() if w == "discovery"]:
+            del _owned[origin]
+    _owned.setdefault(_origin(url), why)
+
+
+def forget_owned() -> None:
+    """Forget every origin `mark_owned` recorded (tests; a settings reload)."""
+    _owned.clear()
+
+
+def is_owned(url: Any) -> bool:
+    """True when ``url``'s origin was marked as ours (`mark_owned`)."""
+    try:
+        return _origin(url) in _owned
+    except Exception:  # an unparsable URL is never ours
+        return False
+
+
+def refuse_unowned(url: str, rig: str | None, sends: str) -> InputError:
+    """The refusal for a call that would send ``sends`` (the prompt, log evidence, benchmark load) to a
+    ``base_url`` that is not this rig's endpoint (``rig``, or none known)."""
+    ours = f"this rig's endpoint ({rig})" if rig else "this rig's endpoint (VLLM_URL, or the discovered node)"
+    return InputError(
+        f"{sends} go only to {ours} or the one the operator configured (VLLM_URL); base_url {url} is neither, "
+        "and a host a tool argument names gets probes only (health, models, metrics), never a prompt, log "
+        "evidence, load or the API key",
+        field="base_url",
+        value=url,
+        fix=UNOWNED_FIX,
+    )
+
+
+def _carries_ours(request: Any) -> bool:
+    """True for a request with a body or an Authorization header (a prompt, evidence, load, the key)."""
+    if request.method.upper() not in BODY_FREE_METHODS:
+        return True
+    if "authorization" in request.headers:
+        return True
+    length = request.headers.get("content-length")
+    return bool(length and length != "0")
+
+
 def guarded_backend() -> Any:
     """An httpcore network backend that connects only to checked addresses (see the module docstring)."""
     import httpcore
@@ -295,6 +371,13 @@ def pinned_transport(origin: httpx.URL, limits: httpx.Limits) -> httpx.AsyncBase
             url = request.url
             if (url.scheme, url.host, url.port) != key:
                 raise RefusedTarget(url.host, f"not this endpoint ({origin}): requests never leave it")
+            if _carries_ours(request) and not is_owned(url):
+                raise RefusedTarget(
+                    url.host,
+                    f"{origin} is not this rig's endpoint or VLLM_URL: it gets probes only, no request body "
+                    "and no API key",
+                    UNOWNED_FIX,
+                )
             return await inner.handle_async_request(request)
 
         async def aclose(self) -> None:

@@ -18,9 +18,11 @@ from tpu_devops.host.results import ToolResult
 
 
 class EndpointResult(ToolResult):
-    """``status``: configured (VLLM_URL), discovered, none, not_ready (ours exists but is not ACTIVE),
-    several (more than one ACTIVE of ours), no_ip (ACTIVE but no external IP). ``url`` is set for the
-    first two only."""
+    """``status``: configured (VLLM_URL), discovered, none, pending (no TPU yet, but a sweep or create of
+    this rig is making one), not_ready (ours exists but is not ACTIVE), several (more than one ACTIVE of
+    ours), no_ip (ACTIVE but no external IP). ``url`` is set for the first two only. ``jobs_running``: the
+    jobs working for the rig (a reconfigure replacing the container, a sweep), named in ``next_step``
+    with when to look again."""
 
     status: str
     url: str | None = None
@@ -29,6 +31,7 @@ class EndpointResult(ToolResult):
     queued_resource_id: str | None = None
     state: str | None = None
     candidates: list[str] = []
+    jobs_running: list[str] = []
     next_step: str
 
     def headline(self) -> str:
@@ -37,11 +40,16 @@ class EndpointResult(ToolResult):
         return f"no endpoint ({self.status}): {self.next_step}"
 
 
-async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> EndpointResult:
+async def get_vllm_endpoint(
+    settings: Settings, zone: str | None = None, *, state: Any = None
+) -> EndpointResult:
     """The vLLM base URL (no ``/v1``), or a clear reason there is none.
 
     ``zone``: None (the configured zone, then every zone), a zone (only that one), or ``"all"``
     (every zone at once, as `list_queued_resources` accepts). An explicitly empty zone is an error.
+    Discovery reads the rig's state (`tpu_devops.provisioning.rig.rig_state`; ``state`` when the caller
+    has read it already), so a sweep or create that is making the TPU, or a reconfigure replacing its
+    container, is named with when to look again.
 
     Raises:
         ConfigError: discovery needed but no project configured; a bad or empty zone.
@@ -54,35 +62,51 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
             source="VLLM_URL",
             next_step="verify_model_health checks it answers",
         )
+    from tpu_devops.config import require_project
     from tpu_devops.provisioning.cloud import node_external_ip
-    from tpu_devops.provisioning.queued import list_queued_resources, next_step_for
     from tpu_devops.provisioning.requests import or_default
+    from tpu_devops.provisioning.rig import next_step_for, rig_state
     from tpu_devops.types import check_zone
 
+    require_project(settings)
     explicit = zone is not None
     zone = or_default(zone, settings.zone, "zone")
     everywhere = zone.strip().lower() == "all"
     if everywhere or not explicit:
         # find_tpu may have landed in another zone, and a second TPU of the rig may be anywhere under any
         # id: look in every zone (concurrently), whatever the configured zone holds.
-        listing = await list_queued_resources(settings, "all", only_ours=True)
-        ours = listing.queued_resources
+        state = state or await rig_state(settings)
+        ours = state.queued_resources
         zone = ours[0].zone if ours else ("all" if everywhere else check_zone(zone))
     else:
         zone = check_zone(zone)
-        listing = await list_queued_resources(settings, zone)
-        ours = [q for q in listing.queued_resources if q.ours]
+        state = await rig_state(settings, zone=zone)
+        if state.unlisted:  # the one zone asked for: its failure is the answer
+            from tpu_devops.errors import CloudError
+
+            raise CloudError(
+                f"could not list queued resources in {zone}: {state.unlisted[zone]}", field="zone", value=zone,
+                fix="try again shortly, or omit zone to search every zone",
+            )  # fmt: skip
+        ours = state.queued_resources
     active = [q for q in ours if q.state == "ACTIVE"]
+    jobs = [j.line() for j in state.jobs]
+    if not any(q.live for q in ours) and state.making():
+        return EndpointResult(
+            status="pending", source="discovery", zone=zone, jobs_running=jobs,
+            next_step=f"no TPU of rig '{settings.resource_id}' yet: {state.in_flight()}; do not create another",
+        )  # fmt: skip
     if not ours:
         return EndpointResult(
-            status="none", source="discovery", zone=zone,
+            status="none", source="discovery", zone=zone, jobs_running=jobs,
             next_step=f"no TPU of rig '{settings.resource_id}' in {zone} or any other zone: create one (find_tpu / create_tpu_queued_resource) or set VLLM_URL",
         )  # fmt: skip
     if not active:
-        q = ours[0]
+        q = next((q for q in ours if q.live), ours[0])
+        working = state.in_flight(q)
         return EndpointResult(
             status="not_ready", source="discovery", zone=zone, queued_resource_id=q.id, state=q.state,
-            next_step=next_step_for(q.state),
+            jobs_running=jobs, next_step=f"{working}. {next_step_for(q.state)}" if working else next_step_for(q.state),
         )  # fmt: skip
     if len(active) > 1:
         return EndpointResult(
@@ -95,11 +119,14 @@ async def get_vllm_endpoint(settings: Settings, zone: str | None = None) -> Endp
     if not ip:
         return EndpointResult(
             status="no_ip", source="discovery", zone=zone, queued_resource_id=q.id, state=q.state,
-            next_step=_internal_only_step(settings, q.id, zone, node),
+            jobs_running=jobs, next_step=_internal_only_step(settings, q.id, zone, node),
         )  # fmt: skip
+    working = state.in_flight(q)
+    step = "verify_model_health checks it answers (boot takes ~10-15 min)"
     return EndpointResult(
         status="discovered", url=f"http://{ip}:{settings.vllm_port}", source="discovery", zone=zone,
-        queued_resource_id=q.id, state=q.state, next_step="verify_model_health checks it answers (boot takes ~10-15 min)",
+        queued_resource_id=q.id, state=q.state, jobs_running=jobs,
+        next_step=f"{working}: it may not answer until that ends; {step}" if working else step,
     )  # fmt: skip
 
 

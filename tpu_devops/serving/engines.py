@@ -1,7 +1,9 @@
 """Per-engine and total status of a multi-engine host (`get_serving_status(view='engines')`).
 
 Each engine is reached through the load balancer on the rig's one open port: ``/engines/<i>/health``
-and ``/engines/<i>/metrics`` (routes of `tpu_devops.planning.multiengine.haproxy_config`). Per engine: health
+and ``/engines/<i>/metrics`` (routes of `tpu_devops.planning.multiengine.haproxy_config`). A host that runs
+one engine has no balancer: vLLM itself listens on that port (`multiengine.engine_ports`), so its one
+engine is asked at the root path (``/health``, ``/metrics``), never at ``/engines/0``. Per engine: health
 and its latency, running / waiting requests, KV-cache usage, generated tokens (and tok/s since the
 previous call, from `serving.metrics.summarise`); then the totals. One engine down is data, not an
 error: the answer says which and the balancer's health check keeps traffic off it.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tpu_devops.config import Settings
 from tpu_devops.errors import InputError
@@ -42,11 +44,12 @@ class EngineStatusResult(ToolResult):
 
     endpoint: str
     engines: list[EngineStatus]
-    healthy: int
-    requests_running: float
-    requests_waiting: float
-    generation_tokens_total: float
-    generation_tokens_per_s: float | None
+    # The totals are the summary's words and the sum of ``engines``: only the text states them again.
+    healthy: int = Field(exclude=True)
+    requests_running: float = Field(exclude=True)
+    requests_waiting: float = Field(exclude=True)
+    generation_tokens_total: float = Field(exclude=True)
+    generation_tokens_per_s: float | None = Field(exclude=True)
 
     def headline(self) -> str:
         rate = (
@@ -64,12 +67,12 @@ class EngineStatusResult(ToolResult):
         lines = [self.headline()]
         for e in self.engines:
             if not e.healthy:
-                lines.append(f"engine {e.engine} ({e.path}): DOWN: {e.error}")
+                lines.append(f"engine {e.engine} ({e.path or '/'}): DOWN: {e.error}")
                 continue
             kv = "?" if e.kv_cache_usage is None else f"{e.kv_cache_usage:.0%}"
             rate = "" if e.generation_tokens_per_s is None else f", {e.generation_tokens_per_s:,.1f} tok/s"
             lines.append(
-                f"engine {e.engine} ({e.path}): healthy in {e.health_ms:.0f} ms, {e.requests_running or 0:.0f} running / "
+                f"engine {e.engine} ({e.path or '/'}): healthy in {e.health_ms:.0f} ms, {e.requests_running or 0:.0f} running / "
                 f"{e.requests_waiting or 0:.0f} waiting, KV {kv}, {e.generation_tokens_total or 0:,.0f} tokens generated{rate}"
             )
         lines.append(
@@ -80,10 +83,10 @@ class EngineStatusResult(ToolResult):
         return "\n".join(lines)
 
 
-async def _engine(ep: Endpoint, i: int) -> EngineStatus:
+async def _engine(ep: Endpoint, i: int, path: str) -> EngineStatus:
     from tpu_devops.serving.metrics import fetch_samples, summarise
 
-    url, path = ep.url, f"/engines/{i}"
+    url = ep.url
     started = time.perf_counter()
     try:
         response = await http_client(url).get(f"{path}/health", timeout=probe_timeout())
@@ -117,7 +120,8 @@ async def get_engine_status(
     """Health and metrics of every engine behind the rig's balancer, and the totals.
 
     Args:
-        engines: how many engines the host runs; default chips per host / TENSOR_PARALLEL_SIZE.
+        engines: how many engines the host runs; default chips per host / TENSOR_PARALLEL_SIZE. One
+            engine is asked at the root path (no balancer in front of it), several at ``/engines/<i>``.
 
     Raises:
         InputError: ``engines`` out of range. ServingError: no endpoint to ask.
@@ -130,8 +134,9 @@ async def get_engine_status(
             "out of range", field="engines", value=n, fix="use 1..64 (one engine per chip of the host)"
         )
     ep = await resolve_endpoint(settings, base_url)
+    paths = [""] if n == 1 else [f"/engines/{i}" for i in range(n)]
     with attributed(ep):
-        found = await asyncio.gather(*(_engine(ep, i) for i in range(n)))
+        found = await asyncio.gather(*(_engine(ep, i, path) for i, path in enumerate(paths)))
     rates = [e.generation_tokens_per_s for e in found if e.generation_tokens_per_s is not None]
     return EngineStatusResult(
         endpoint=ep.url,

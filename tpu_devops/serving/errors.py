@@ -3,7 +3,7 @@ becomes a `ServingError` whose ``failure`` names the class with the fix.
 
 Classes: ``connection_refused``, ``unresolvable_host`` (DNS), ``booting`` (503), ``timeout``,
 ``unauthorized`` (401), ``not_found`` (404 on a path), ``model_mismatch``, ``redirect``,
-``refused_target``, ``tool_parser_missing``, ``context_overflow``, ``not_openai_api``, ``http_error``,
+``refused_target``, ``read_limit`` (a cap of `tpu_devops.host.bounded`), ``tool_parser_missing``, ``context_overflow``, ``not_openai_api``, ``http_error``,
 ``no_endpoint``. An error body quoted back is trimmed to one line of `ERROR_TEXT_CHARS` and redacted
 (it is the server's text, and a base_url may point anywhere).
 
@@ -71,10 +71,16 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
     import httpx
     import openai
 
+    from tpu_devops.host.bounded import ReadLimitError
     from tpu_devops.serving.egress import RefusedTarget
 
     if isinstance(exc, ServingError):
         return exc
+    capped = _cause(exc, ReadLimitError)
+    if capped is not None:  # before the transport classes: openai wraps it as a connection error
+        err = ServingError(capped.message, failure="read_limit", field="VLLM_URL", value=url, fix=capped.fix)
+        err.cap = capped.cap  # type: ignore[attr-defined]
+        return err
     refused = _cause(exc, RefusedTarget)
     if refused is not None:
         return ServingError(
@@ -82,7 +88,8 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
             failure="refused_target",
             field="VLLM_URL",
             value=url,
-            fix="point it at the vLLM server itself (its node's IP, a tunnel on 127.0.0.1, or VLLM_URL)",
+            fix=refused.fix
+            or "point it at the vLLM server itself (its node's IP, a tunnel on 127.0.0.1, or VLLM_URL)",
         )
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         if isinstance(exc, httpx.ConnectTimeout) or _caused_by(exc, httpx.ConnectTimeout):
@@ -183,25 +190,35 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
         )
     if status == 400 and (overflow := context_overflow(text)):
         prompt, context = overflow
+        body_prompt, body_ctx, llama = _overflow_body(exc)
+        prompt, context = prompt if prompt is not None else body_prompt, context or body_ctx
+        slot = (
+            f"; llama-server gives each slot --ctx-size / --parallel tokens, so {context or 'n_ctx'} is one slot's "
+            "share: raise --ctx-size (to --parallel x the longest request) or lower --parallel"
+            if llama or _LLAMA_OVERFLOW.search(text)
+            else ""
+        )
         asked = _requested_max_tokens(exc)
         if prompt is not None and context and asked and prompt < context:
             # The prompt fits by itself: max_tokens is what overflows, so name it and its ceiling.
             err = ServingError(
                 f"the request does not fit the server's context: {prompt:,} prompt tokens + max_tokens {asked:,} "
-                f"= {prompt + asked:,} tokens, context {context:,}",
+                f"= {prompt + asked:,} tokens, context {context:,}" + (" per slot" if slot else ""),
                 failure="context_overflow",
                 field="max_tokens",
                 value=asked,
                 fix=f"lower max_tokens to at most {context - prompt:,} (the context holds prompt + output), or "
-                "shorten the prompt",
+                f"shorten the prompt{slot}",
             )
         else:
+            shown = f"{prompt:,}" if prompt is not None else "?"
             err = ServingError(
-                f"the request does not fit the server's context: {prompt or '?'} prompt tokens, context {context or '?'}",
+                f"the request does not fit the server's context: {shown} prompt tokens, context "
+                f"{f'{context:,}' if context else '?'}" + (" per slot" if slot else ""),
                 failure="context_overflow",
                 field="prompt",
                 value=prompt,
-                fix="shorten the prompt or lower max_tokens (the context holds prompt + output)",
+                fix="shorten the prompt or lower max_tokens (the context holds prompt + output)" + slot,
             )
         err.prompt_tokens, err.context_tokens = prompt, context
         return err
@@ -219,7 +236,14 @@ def classify(exc: BaseException, url: str, model: str | None = None) -> ServingE
 # the messages, 700 in the completion)" or "... your request has 9061 input tokens"; llama.cpp
 # (tools/server, type exceed_context_size_error): "request (9761 tokens) exceeds the available context
 # size (8192 tokens), try increasing it".
-_OVERFLOW = re.compile(r"maximum context length is (\d+)|exceeds the available context size \((\d+)", re.I)
+# llama.cpp before the numbers moved into the message: "the request exceeds the available context size, try
+# increasing it", with n_prompt_tokens and n_ctx only in the error body.
+_OVERFLOW = re.compile(
+    r"maximum context length is (\d+)|exceeds the available context size \((\d+)|"
+    r"(the request exceeds the available context size)",
+    re.I,
+)
+_LLAMA_OVERFLOW = re.compile(r"exceeds the available context size|exceed_context_size_error", re.I)
 _OVERFLOW_PROMPT = tuple(
     re.compile(p, re.I)
     for p in (r"(\d+) in the messages", r"request has (\d+) input tokens", r"request \((\d+) tokens\)")
@@ -227,13 +251,31 @@ _OVERFLOW_PROMPT = tuple(
 
 
 def context_overflow(text: str) -> tuple[int | None, int | None] | None:
-    """(prompt tokens, context tokens) from a vLLM or llama.cpp context-overflow message, else None."""
+    """(prompt tokens, context tokens) from a vLLM or llama.cpp context-overflow message, else None. The
+    older llama.cpp wording carries no number (both None: they are in the error body, `_overflow_body`)."""
     m = _OVERFLOW.search(text)
     if not m:
         return None
+    if m.group(3):
+        return None, None
     context = int(next(g for g in m.groups() if g))
     found = next((m for m in (p.search(text) for p in _OVERFLOW_PROMPT) if m), None)
     return (int(found.group(1)) if found else None), context
+
+
+def _overflow_body(exc: BaseException) -> tuple[int | None, int | None, bool]:
+    """(n_prompt_tokens, n_ctx, is llama.cpp) from llama-server's error body (``exceed_context_size_error``
+    with ``n_prompt_tokens`` and ``n_ctx``: ggml-org/llama.cpp tools/server), else (None, None, False)."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(inner, dict):
+        return None, None, False
+
+    def count(key: str) -> int | None:
+        value = inner.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    return count("n_prompt_tokens"), count("n_ctx"), inner.get("type") == "exceed_context_size_error"
 
 
 def _cause(exc: BaseException, kind: type[T]) -> T | None:

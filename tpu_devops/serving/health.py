@@ -1,6 +1,7 @@
 """`verify_model_health`: is the endpoint up, serving the right model, answering, calling tools?
 
-Four probes in order, each timed; the first failure stops the ones that depend on it:
+Four probes in order, each timed; the first failure stops the ones that depend on it (a ``base_url`` that
+is not this rig's endpoint gets the first two only: `tpu_devops.serving.egress`):
 
 1. ``GET /health`` (vLLM answers 200 with an empty body once the engine is up);
 2. ``GET /v1/models``: the configured model must be listed (else ``model_mismatch``);
@@ -40,7 +41,7 @@ from tpu_devops.serving.resolve import Endpoint, for_endpoint, resolve_endpoint
 from tpu_devops.serving.server_kind import LLAMA_CPP, UNKNOWN, VLLM, identify
 from tpu_devops.serving.stream import stream_chat
 
-PROBE_TOOL = {
+PROBE_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_current_time",
@@ -204,6 +205,13 @@ async def verify_health(
     )
     if not looks_instruction_tuned(want):
         notices.append(f"{want!r} does not look instruction-tuned (-it); chat answers may be poor")
+    if not ep.owned:  # a host an argument names gets probes only (`tpu_devops.serving.egress`)
+        notices.append(
+            f"chat and tool-call probes not sent: base_url {ep.url} is not this rig's endpoint "
+            f"({ep.rig or 'VLLM_URL or the discovered node'}), and requests with a body go only there; "
+            "set VLLM_URL to that server to probe its chat"
+        )
+        return result(ep.url, ep.source)
 
     # 3. one short chat completion
     started = time.perf_counter()

@@ -2,11 +2,14 @@
 
 - the endpoint comes from an explicit ``base_url``, else ``VLLM_URL`` (settings.vllm_url), else
   discovery (`tpu_devops.serving.endpoint.get_vllm_endpoint`, imported lazily);
-- the API key (`tpu_devops.provisioning.api_key`) goes only to this rig's endpoint: ``VLLM_URL`` when
-  set, else the discovered node, or a ``base_url`` that is the same URL as one of them. Any other
-  ``base_url`` is dialled without it (an ``Endpoint`` whose ``api_key`` is "" and whose ``key_note``
-  says why); every URL is checked by `tpu_devops.serving.egress` (no metadata servers or link-local
-  addresses, no userinfo), and redirects are never followed;
+- this rig's endpoint is ``VLLM_URL`` when set, else the discovered node, or a ``base_url`` that is the
+  same URL as one of them: it is *owned*, and only it receives what is ours: the API key
+  (`tpu_devops.provisioning.api_key`), prompts, log evidence, benchmark load. Any other ``base_url`` is
+  a host an argument names (a prompt-injected model can name any): it gets probes only (``GET`` with no
+  key: health, models, metrics, version), and a call that would send it something (``sends``) is
+  refused before anything is sent (`tpu_devops.serving.egress.refuse_unowned`); the clients refuse it
+  again per request. Every URL is checked by `tpu_devops.serving.egress` (no metadata servers or
+  link-local addresses, no userinfo), and redirects are never followed;
 - `for_endpoint` adds to a `ServingError` what it means for that endpoint: which key was sent on a
   401, and the TPU-specific causes only for this rig's discovered node.
 """
@@ -30,13 +33,17 @@ class Endpoint:
 
     ``api_key``: the rig's key when this is the rig's endpoint and a key is available, else "" (then
     ``key_note`` says why none is sent); ``key_source``: ``VLLM_API_KEY`` or ``secret <id>``.
+    ``owned``: this rig's endpoint (or a deployment of ours): it may receive prompts, evidence and load;
+    ``rig``: the owned URL a ``base_url`` was compared with (for the refusal's text).
     """
 
     url: str
-    source: str  # "argument", "VLLM_URL" or "discovery"
+    source: str  # "argument", "VLLM_URL", "discovery" or "deployment"
     api_key: str = field(default="", repr=False)
     key_source: str = ""
     key_note: str | None = None
+    owned: bool = True
+    rig: str | None = None
 
     @property
     def field(self) -> str:
@@ -112,13 +119,19 @@ def _explain_unauthorized(err: ServingError, ep: Endpoint) -> None:
     )
 
 
-async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> Endpoint:
+async def resolve_endpoint(
+    settings: Settings, base_url: str | None = None, *, sends: str | None = None
+) -> Endpoint:
     """The vLLM base URL: ``base_url``, else ``VLLM_URL``, else discovery of the ACTIVE TPU we own, with
     the API key attached only when it is this rig's endpoint (module docstring).
 
+    ``sends``: what the call will send there, in words (``"the prompt"``, ``"log evidence"``,
+    ``"benchmark load"``); None for probes that send nothing of ours.
+
     Raises:
         InputError: ``base_url`` (or VLLM_URL, or a discovered address) is malformed, carries userinfo,
-            or is / resolves to a metadata server or link-local address.
+            or is / resolves to a metadata server or link-local address; or ``sends`` is given and
+            ``base_url`` is not this rig's endpoint (field ``base_url``, with the fix).
         ServingError(failure="no_endpoint"): nothing configured and discovery unavailable or empty.
     """
     from tpu_devops.serving import egress
@@ -126,23 +139,31 @@ async def resolve_endpoint(settings: Settings, base_url: str | None = None) -> E
     if base_url:
         await egress.check_url(base_url, "base_url")
         url = normalize_base_url(base_url)
-        key = await _call_key(settings)
-        if not key.value:
-            return Endpoint(url, "argument", key_note=key.note)
         rig = await _rig_url(settings)
         if rig is None or not _same_endpoint(url, rig):
-            note = (
-                f"the API key goes only to this rig's endpoint ({rig or 'VLLM_URL or the discovered node'}); "
-                f"base_url {url} is not it"
-            )
-            return Endpoint(url, "argument", key_note=note)
-        return Endpoint(url, "argument", key.value, key.source)
+            ep = Endpoint(url, "argument", key_note=_not_rig_note(url, rig), owned=False, rig=rig)
+            if sends:
+                raise egress.refuse_unowned(url, rig, sends)
+            return ep
+        egress.mark_owned(url, "argument")
+        key = await _call_key(settings)
+        return Endpoint(url, "argument", key.value, key.source, key.note, rig=rig)
     if settings.vllm_url:
         await egress.check_url(settings.vllm_url, "VLLM_URL")
-        return await _keyed(settings, normalize_base_url(settings.vllm_url), "VLLM_URL")
+        url = normalize_base_url(settings.vllm_url)
+        egress.mark_owned(url, "VLLM_URL")
+        return await _keyed(settings, url, "VLLM_URL")
     url = await _discovered_url(settings)
     await egress.check_url(url, "endpoint (discovered)")
+    egress.mark_owned(url, "discovery")
     return await _keyed(settings, url, "discovery")
+
+
+def _not_rig_note(url: str, rig: str | None) -> str:
+    return (
+        f"the API key goes only to this rig's endpoint ({rig or 'VLLM_URL or the discovered node'}); "
+        f"base_url {url} is not it"
+    )
 
 
 async def _call_key(settings: Settings) -> Any:

@@ -8,8 +8,8 @@ more when it is long or flips case (identifiers, base64, API keys); a long lette
 `SAFETY_FACTOR`.
 
 Calibration (`tests/data/tokens/calibration.json`, checked by `tests/test_tokens.py`): counted
-with a Gemma 3 ``tokenizer.json`` (262,145 entries), the same counts issue 16 measured through
-llama.cpp's ``/tokenize``:
+with a Gemma 3 ``tokenizer.json`` (262,145 entries), the same counts that were measured through
+llama.cpp's ``/tokenize`` on a Gemma GGUF:
 
 =======================================  ======  ========  ========  ============
 text                                     chars   measured  estimate  old chars/3

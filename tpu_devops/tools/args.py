@@ -193,11 +193,26 @@ class ServingOverrides(ParamGroup):
     )
 
 
+def _base_url(value: str | None) -> str | None:
+    if value is not None:
+        from tpu_devops.serving.egress import parse
+
+        parse(value, "base_url")  # a plain http(s) URL: no user info, query, fragment or control characters
+    return value
+
+
 class EndpointRef(ParamGroup):
-    """Which OpenAI-compatible endpoint a call talks to; the API key goes only to this rig's own."""
+    """Which OpenAI-compatible endpoint a call talks to (`tpu_devops.serving.egress` holds the rule): this
+    rig's own (VLLM_URL, else the discovered node) when left out or named; any other URL is a host the
+    caller names, and gets probes only (health, models, metrics, version): a prompt, log evidence, benchmark
+    load or the API key never goes there, whatever the tool (refused with the fix: the operator sets
+    VLLM_URL)."""
 
     base_url: Annotated[
-        str | None, Field(max_length=2048, description="endpoint URL; default this rig's"), SANE
+        str | None,
+        Field(max_length=2048, description="endpoint URL; default this rig's"),
+        AfterValidator(_base_url),
+        SANE,
     ] = None
 
 

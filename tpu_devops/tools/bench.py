@@ -3,7 +3,7 @@ it, or import `vllm bench serve` results into the same table."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -20,6 +20,10 @@ from tpu_devops.tools.args import (
     ServedModel,
     UsdPerChipHour,
 )
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.planning.pricing
+    import tpu_devops.serving.benchmark
 
 toolset = Toolset(
     "bench",

@@ -3,7 +3,7 @@ tear down a vLLM deployment labelled as this rig's."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver.resolve import Resolve
@@ -21,6 +21,12 @@ from tpu_devops.tools.args import (
     PollInterval,
     WaitTimeout,
 )
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.gke.deploy
+    import tpu_devops.gke.manifests
+    import tpu_devops.host.confirmation
+    import tpu_devops.serving.benchmark
 
 toolset = Toolset("gke", "plan, apply, benchmark and tear down vLLM on GKE TPU node pools", default=False)
 tool = toolset.tool

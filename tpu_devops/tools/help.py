@@ -3,7 +3,7 @@ cloud project is ready."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -11,6 +11,10 @@ from pydantic import Field
 import tpu_devops
 from tpu_devops.config import get_settings
 from tpu_devops.host.toolsets import READ, Toolset
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.setup_check
+    import tpu_devops.tools.helpdoc
 
 toolset = Toolset("help", "get_help and the setup check and status dashboard (always on)", default=True)
 toolset.renamed("get_system_status", "check_setup with view='status'")

@@ -52,12 +52,13 @@ class HelpResult(ToolResult):
                 f" (and {more} more below)" if more else ""
             )
         mode = " (read-only mode: tools that change the cloud are hidden)" if self.read_only_mode else ""
-        project = f"project {self.project}" if self.project else "no project"
-        enabled = ", ".join(s.name for s in self.toolsets if s.enabled)
-        return (
-            f"{self.server}: {len(self.tools)} tools in toolsets {enabled}{mode}; {project} "
-            f"(from {self.project_source})"
+        project = (
+            f"project {self.project} (from {self.project_source})"
+            if self.project
+            else f"no project ({self.project_source})"
         )
+        enabled = ", ".join(s.name for s in self.toolsets if s.enabled)
+        return f"{self.server}: {len(self.tools)} tools in toolsets {enabled}{mode}; {project}"
 
     def render_text(self) -> str:
         lines = [self.headline(), ""]
@@ -66,7 +67,8 @@ class HelpResult(ToolResult):
             lines += [f"  - {e}" for e in self.configuration_errors] + [""]
             mode = " (read-only mode)" if self.read_only_mode else ""
             lines += [f"{self.server}: {len(self.tools)} tools{mode}", ""]
-        lines += ["Configuration:", f"  project: {self.project or '(none)'} (from {self.project_source})"]
+        origin = f"from {self.project_source}" if self.project else self.project_source
+        lines += ["Configuration:", f"  project: {self.project or '(none)'} ({origin})"]
         lines += [f"  {k}: {v}" for k, v in self.configuration.items() if v not in (None, "")]
         if self.notices:
             lines += ["", "Notices:"] + [f"  - {n}" for n in self.notices]

@@ -3,13 +3,16 @@ benchmarks, long model answers): poll them, list them, cancel them."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 import tpu_devops
 from tpu_devops.host.toolsets import READ, WRITE_ONCE, Toolset
 from tpu_devops.tools.args import SANE, JobId
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.host.jobs
 
 toolset = Toolset("jobs", "poll, list and cancel long operations", default=True)
 tool = toolset.tool

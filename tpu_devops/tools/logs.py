@@ -4,7 +4,7 @@ IPs, project numbers) before any of it leaves the process, and marked as untrust
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,14 @@ from tpu_devops.config import get_settings
 from tpu_devops.host.results import MAX_EVIDENCE_TOKENS
 from tpu_devops.host.toolsets import READ, Toolset
 from tpu_devops.tools.args import SANE, EndpointRef, LogQuery, LogWindow, Node, Since
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.gcp.common
+    import tpu_devops.logs.analyst
+    import tpu_devops.logs.boot
+    import tpu_devops.logs.evidence
+    import tpu_devops.logs.sources
+    import tpu_devops.planning.warmboot
 
 toolset = Toolset("logs", "read, summarize and diagnose logs; ask Gemma about them", default=True)
 tool = toolset.tool
@@ -96,7 +104,8 @@ def summarize_logs(
     by the same rules as diagnose_vllm_boot (vLLM boot failures, OOMs, preemption / maintenance, Hugging
     Face, image pulls, quota and capacity) with their fix, failures no rule explains listed as
     unrecognised, and known noise that is never a root cause. Triage is by content as well as severity (a
-    failure logged at INFO counts). Secrets and personal data are redacted."""
+    failure logged at INFO counts). Kubernetes events (GKE's Cloud Logging export, kubectl get events -o
+    json) are read as a source too. Secrets and personal data are redacted."""
     return tpu_devops.logs.evidence.summarize_logs(
         get_settings(), token_budget=token_budget, **query.values()
     )

@@ -3,7 +3,7 @@ startup script (or the same deployment as commands). No cloud account needed."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,12 @@ import tpu_devops
 from tpu_devops.config import GPU_MEMORY_UTILIZATION_RANGE, MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.host.toolsets import READ, Toolset
 from tpu_devops.tools.args import SANE, AcceleratorType, ServingOverrides
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.planning.deployment
+    import tpu_devops.planning.lint
+    import tpu_devops.planning.sizing
+    import tpu_devops.planning.startup
 
 toolset = Toolset("plan", "size, lint and render a deployment before paying for it", default=True)
 tool = toolset.tool
@@ -90,8 +96,10 @@ def lint_vllm_flags(
     v5e, fp8 or invalid KV cache dtypes, non-power-of-two or too-small max-num-batched-tokens, pinned
     block size, tensor parallelism beyond the chips or with one KV head, chips paid for and idle (engines x
     TP below the slice's chips), missing tool-calling flags, /v1/completions health checks on -it models,
-    unpinned images, no compile-cache mount. Each finding: severity, flag, value, what happens, why,
-    source, fix."""
+    unpinned images, no compile-cache mount. A docker run line is read whole: its -e / --env / --env-file
+    variables (an empty or gs:// XLA cache path), mounts, quantization against the TPU platform's list,
+    parsers given to another model family, known bad vLLM/transformers version pairs. Each finding:
+    severity, flag, value, what happens, why, source, fix."""
     return tpu_devops.planning.lint.lint_with_defaults(
         get_settings(),
         command=command,

@@ -4,7 +4,7 @@ configuration on the running TPU."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver.resolve import Resolve
@@ -27,6 +27,18 @@ from tpu_devops.tools.args import (
     ZoneOrAll,
     Zones,
 )
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.host.confirmation
+    import tpu_devops.provisioning.plan
+    import tpu_devops.provisioning.queued
+    import tpu_devops.provisioning.quota
+    import tpu_devops.provisioning.reconfigure
+    import tpu_devops.provisioning.requests
+    import tpu_devops.provisioning.rig
+    import tpu_devops.provisioning.sweep
+    import tpu_devops.provisioning.teardown
+    import tpu_devops.setup_check
 
 toolset = Toolset(
     "provision", "quota, plan, create, find, describe and tear down this rig's TPU", default=True
@@ -91,7 +103,7 @@ async def create_tpu_queued_resource(
     allow_unsupported_image=true). If a concurrent create of the rig (another server) got there first, this
     one deletes its request at once and says so. Returns at once; waiting is a job (wait_timeout_s given:
     poll get_job with the returned job_id)."""
-    return await tpu_devops.provisioning.queued.create_with_optional_wait(
+    return await tpu_devops.provisioning.rig.create_with_optional_wait(
         get_settings(),
         **ref.values(),
         **request.values(),
@@ -105,7 +117,7 @@ async def create_tpu_queued_resource(
 @tool(title="Describe a queued resource", kind=READ, open_world=True)
 async def describe_queued_resource(
     ref: QueuedResourceRef,
-) -> tpu_devops.provisioning.queued.ReservationStatus:
+) -> tpu_devops.provisioning.rig.ReservationStatus:
     """Our TPU now: state, endpoint, expiry, cost.
 
     One queued resource (this rig's own when no id is named, followed to whatever zone it is in): state and
@@ -113,7 +125,7 @@ async def describe_queued_resource(
     managed-by=tpu-devops and rig=<RESOURCE_ID>), node, external IP and endpoint URL, flex-start expiry
     countdown, cost so far, a failure with its reach, and the next step. Lists every live queued resource of
     the rig in any zone and warns when there are several (each one bills)."""
-    return await tpu_devops.provisioning.queued.reservation_status(get_settings(), **ref.values())
+    return await tpu_devops.provisioning.rig.reservation_status(get_settings(), **ref.values())
 
 
 @tool(title="List queued resources", kind=READ, open_world=True)

@@ -3,7 +3,7 @@ tensor-parallel engine, ranked by cost."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -11,6 +11,9 @@ import tpu_devops
 from tpu_devops.config import MAX_MODEL_LEN_RANGE, get_settings
 from tpu_devops.host.toolsets import READ, Toolset
 from tpu_devops.tools.args import SANE, ProvisioningModel, Region, UsdPerChipHour
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.planning.scaleout
 
 toolset = Toolset("scaleout", "compare engines per host, GKE nodes and TP for a tok/s target", default=False)
 tool = toolset.tool

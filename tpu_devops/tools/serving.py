@@ -3,7 +3,7 @@ and what the endpoint runs (model, engines, metrics)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,12 @@ import tpu_devops
 from tpu_devops.config import get_settings
 from tpu_devops.host.toolsets import READ, Toolset
 from tpu_devops.tools.args import SANE, EndpointRef, ServedModel, ZoneOrAll
+
+if TYPE_CHECKING:  # the checker reads the submodules named below; at run time each loads on first use
+    import tpu_devops.serving.chat
+    import tpu_devops.serving.endpoint
+    import tpu_devops.serving.health
+    import tpu_devops.serving.status
 
 toolset = Toolset("serve", "the endpoint, its health, asking Gemma, and what it runs", default=True)
 tool = toolset.tool

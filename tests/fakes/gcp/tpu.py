@@ -16,6 +16,9 @@ payload shape Google returns (``{"error": {"code", "message", "status", "details
 - ``"quota"``: accepted, then FAILED with "Quota '...' exhausted. Limit N in region R".
 - ``"permission_denied"``: 403 PERMISSION_DENIED on create.
 - ``"invalid_accelerator"``: 400 INVALID_ARGUMENT naming the accelerator type.
+- ``"not_offered"``: 400 INVALID_ARGUMENT in Cloud TPU's error-glossary wording, "Accelerator type X as
+  preemptible (P) and reserved (R) is not available in zone Z, please contact support." (the zone does
+  not offer the type with these flags; other zones may).
 - ``"wait"``: stays in WAITING_FOR_RESOURCES forever.
 
 A network that is not in ``networks`` always yields 404 "network ... not found" (the seed's lost
@@ -58,7 +61,16 @@ DEFAULT_ZONES: tuple[str, ...] = (
     "asia-east1-a", "asia-east1-b", "asia-east1-c", "asia-south1-a", "asia-south1-b", "me-west1-a",
 )  # fmt: skip
 
-OUTCOMES = ("ok", "unsupported", "stockout", "quota", "permission_denied", "invalid_accelerator", "wait")
+OUTCOMES = (
+    "ok",
+    "unsupported",
+    "stockout",
+    "quota",
+    "permission_denied",
+    "invalid_accelerator",
+    "not_offered",
+    "wait",
+)
 STATE_ORDER = ("ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE")
 
 
@@ -174,6 +186,7 @@ class FakeTpu:
         self._lose = 0
         self._lose_only: str | None = None
         self._create_hooks: list[Callable[[QueuedRecord], None]] = []
+        self.creates_held = threading.Event()
         # A node that comes up is handed to each hook (zone, node id, node JSON), which may answer the
         # external IP it gets (the simulated VM that boots it, tests/fakes/vm/fleet.py); gone hooks hear
         # of its end. Called under the fake's lock: a hook must not block.
@@ -212,6 +225,14 @@ class FakeTpu:
         so that e.g. every create is committed and unanswered while reads still answer."""
         self._lose += times
         self._lose_only = only
+
+    def hold_creates(self, held: bool = True) -> None:
+        """While held, a create that arrives waits before it is committed (a request in transit: its sender
+        may die meanwhile, and it still lands once released with ``hold_creates(False)``)."""
+        if held:
+            self.creates_held.set()
+        else:
+            self.creates_held.clear()
 
     def on_create(self, hook: Callable[[QueuedRecord], None]) -> None:
         """Call ``hook(record)`` right after a create is committed (under the fake's lock): a test stages
@@ -354,6 +375,7 @@ class FakeTpu:
         if node is not None:
             for hook in self.node_gone_hooks:
                 hook(zone, node_id)
+            self.guest_attributes.pop((zone, node_id), None)  # a node's guest attributes go with it
         return node
 
     def _qr_json(self, rec: QueuedRecord) -> dict[str, Any]:
@@ -518,6 +540,8 @@ class FakeTpu:
     async def create_queued(self, request: Request) -> JSONResponse:
         if err := await self._prelude(request):
             return err
+        while self.creates_held.is_set():  # `hold_creates`: the create stays in transit until released
+            await asyncio.sleep(0.01)
         project, zone = request.path_params["project"], request.path_params["zone"]
         if err := self._zone_check(zone):
             return err
@@ -551,6 +575,18 @@ class FakeTpu:
         if outcome == "invalid_accelerator":
             return google_error(
                 400, "INVALID_ARGUMENT", f'Accelerator type "{accel}" is not available in zone "{zone}".'
+            )
+        if outcome == "not_offered":
+            sched = node.get("schedulingConfig") or {}
+            preemptible = bool(
+                "spot" in body or self._is_flex(body) or sched.get("spot") or sched.get("preemptible")
+            )
+            reserved = bool(sched.get("reserved") or "reservationName" in body)
+            return google_error(
+                400,
+                "INVALID_ARGUMENT",
+                f"generic::invalid_argument: Accelerator type {accel} as preemptible ({str(preemptible).lower()}) and "
+                f"reserved ({str(reserved).lower()}) is not available in zone {zone}, please contact support.",
             )
         if outcome == "unsupported" and self._is_flex(body):
             return google_error(

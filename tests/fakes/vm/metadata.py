@@ -55,7 +55,10 @@ class FakeMetadata:
         self.writes: list[tuple[float, str, int, int]] = []
         self.requests: list[tuple[str, str]] = []  # (method, path)
         self.app = Starlette(
-            routes=[Route("/computeMetadata/v1/{path:path}", self.handle, methods=["GET", "PUT"])]
+            routes=[
+                Route("/", self.root),
+                Route("/computeMetadata/v1/{path:path}", self.handle, methods=["GET", "PUT"]),
+            ]
         )
         self._thread: ServerThread | None = None
         self._stopping = False
@@ -66,6 +69,12 @@ class FakeMetadata:
     @staticmethod
     def etag(value: Any) -> str:
         return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+    async def root(self, request: Request) -> Response:
+        """``GET /``: what google-auth's ``ping`` (and `tpu_devops.gcp.metadata`) asks to tell a metadata
+        server from anything else listening there; the real one answers with ``Metadata-Flavor: Google``."""
+        self.requests.append((request.method, "/"))
+        return PlainTextResponse("computeMetadata/\n", headers={"Metadata-Flavor": "Google"})
 
     async def handle(self, request: Request) -> Response:
         path = request.path_params["path"]
