@@ -315,8 +315,13 @@ async def images_section(s: Any, full: bool) -> None:
 
 
 async def _script(s: Any) -> str:
+    """The whole rendered script, as a host gets it: through resources/read of the answer's file (the
+    answer itself carries only the settings block), or inline when the server could not write the file."""
     answer = await s.call("render_startup_script", {})
-    return str((answer.structured or {}).get("script") or answer.text)
+    file = (answer.structured or {}).get("file")
+    if not file:
+        return answer.text
+    return str((await s.client.read_resource(file["uri"])).contents[0].text)
 
 
 def _vm_check(script: str, *args: str, repositories: bool = False) -> bool:
