@@ -420,8 +420,9 @@ def public_addresses(ranges: list[str] | tuple[str, ...]) -> int:
     blocks left out)."""
     import ipaddress
 
-    nets = list(ipaddress.collapse_addresses(ipaddress.ip_network(r) for r in ranges))
-    private = [ipaddress.ip_network(p) for p in _NOT_PUBLIC]
+    # IPv4 only: `source_ranges_setting` refuses IPv6 ranges before they get here
+    nets = list(ipaddress.collapse_addresses(ipaddress.IPv4Network(r) for r in ranges))
+    private = [ipaddress.IPv4Network(p) for p in _NOT_PUBLIC]
     total = 0
     for n in nets:
         total += n.num_addresses - sum(

@@ -140,7 +140,7 @@ def bearer_client(host: str, ca_pem: str | None, credentials: Any, *, verify: bo
             c.api_key["authorization"] = token
 
     refresh(conf)
-    conf.refresh_api_key_hook = refresh
+    conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # the client's stub types the hook as None
     return client.ApiClient(conf)
 
 
@@ -385,7 +385,7 @@ def _client_from(settings: Settings, where: dict[str, Any], user: dict[str, Any]
         def __init__(self, value: str | None) -> None:
             self.token = value or None
 
-    made = bearer_client(server, ca, _Static(token), verify=verify)
+    made = bearer_client(str(server), ca, _Static(token), verify=verify)
     if isinstance(where.get("tls-server-name"), str):
         made.configuration.tls_server_name = where["tls-server-name"]
     return made

@@ -356,16 +356,17 @@ def decide(
     """
     from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation
 
-    answer = getattr(outcome, "data", None)
-    asked = isinstance(outcome, AcceptedElicitation) and isinstance(answer, Confirmation)
-    if asked and _typed(answer, deletion.rig):
+    data = getattr(outcome, "data", None)
+    answer = data if isinstance(outcome, AcceptedElicitation) and isinstance(data, Confirmation) else None
+    asked = answer is not None
+    if answer is not None and _typed(answer, deletion.rig):
         return "confirmed by you when asked, with the rig's name typed"
     if isinstance(outcome, DeclinedElicitation):
         if confirm_token:
             with contextlib.suppress(ConfirmationError):  # spent, so the declined deletion cannot be replayed
                 token_store(state_dir).redeem(confirm_token, deletion.digest)
         raise declined()
-    if asked:
+    if answer is not None:
         typed = answer.rig.strip()
         why = (
             "your host accepted the question without the rig's name (a host or hook that answers by itself "
