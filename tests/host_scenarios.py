@@ -89,16 +89,16 @@ CALLS: list[tuple[str, dict[str, Any], Callable[[World], None] | None]] = [
     ("summarize_logs", {"path": EXPORT}, None),
     ("analyze_cloud_logging", {"question": "Why did vLLM fail to start?", "path": EXPORT}, None),
     ("plan_gke_deployment", {"cluster": "gemma", "kubeconfig": "$kubeconfig"}, None),
+    ("plan_gke_deployment", {"cluster": "gemma"}, None),
     (
         "apply_gke_deployment",
-        {"cluster": "gemma", "kubeconfig": "$kubeconfig", "poll_interval_s": 0.05, "wait_timeout_s": 5},
+        {"cluster": "gemma", "poll_interval_s": 0.05, "wait_timeout_s": 5},
         lambda w: w.kube.add_secret(*KUBE_SECRET),
     ),
     (
         "benchmark_gke_deployment",
         {
             "cluster": "gemma",
-            "kubeconfig": "$kubeconfig",
             "base_url": "$vllm_url",
             "concurrency": [1],
             "prompt_lengths": [16],
@@ -106,7 +106,7 @@ CALLS: list[tuple[str, dict[str, Any], Callable[[World], None] | None]] = [
         },
         lambda w: w.kube.mark_ready("default", "vllm-gemma4-e2b"),
     ),
-    ("teardown_gke_deployment", {"cluster": "gemma", "kubeconfig": "$kubeconfig"}, None),
+    ("teardown_gke_deployment", {"cluster": "gemma"}, None),
     ("destroy_queued_resource", {"dry_run": True}, None),
     ("destroy_queued_resource", {"only_failed": True, "dry_run": True}, None),
 ]
@@ -159,7 +159,7 @@ def fakes(state_dir: Path) -> Any:
     with FakeGcp() as gcp, FakeVllm(ttft_s=0.001, itl_s=0.001) as vllm, FakeKube() as kube:
         # the export was taken in "my-project": file it under the scenario's project
         gcp.logging.add(json.loads(Path(EXPORT).read_text().replace("my-project", PROJECT)))
-        gcp.container.add_cluster("us-west4-a", "gemma")
+        gcp.container.add_cluster("us-west4-a", "gemma", kube=kube)  # reached through the GKE API
         world = World(gcp, vllm, kube)
         world.values["kubeconfig"] = kube.kubeconfig(state_dir / "kubeconfig")
         world.values["vllm_url"] = vllm.url

@@ -40,14 +40,17 @@ def server_env(**overrides: str) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(errlog: Any = None, **env: str) -> AsyncIterator[Client]:
+async def mcp_client(
+    errlog: Any = None, *, client_kwargs: dict[str, Any] | None = None, **env: str
+) -> AsyncIterator[Client]:
     """An initialized MCP `Client` talking to a fresh server process over stdio.
 
-    ``errlog``: a file that receives the server's stderr (default: this process's stderr).
+    ``errlog``: a file that receives the server's stderr (default: this process's stderr);
+    ``client_kwargs``: more `Client` arguments (an ``elicitation_callback``: a host that asks its user).
     """
     params = StdioServerParameters(
         command=sys.executable, args=[str(ROOT / "server.py")], env=server_env(**env), cwd=str(ROOT)
     )
     transport = stdio_client(params, errlog=errlog) if errlog is not None else params
-    async with Client(transport, read_timeout_seconds=120) as client:
+    async with Client(transport, read_timeout_seconds=120, **(client_kwargs or {})) as client:
         yield client

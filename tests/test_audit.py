@@ -76,6 +76,62 @@ async def test_no_foreign_deletion_and_no_second_tpu(figures: Figures) -> None:
     assert figures.second_tpu_scenarios >= 1 and figures.second_tpus == [], _explain(figures)
 
 
+async def test_no_deletion_without_a_person_in_any_hosts_approval_style(figures: Figures) -> None:
+    t = figures.trust
+    assert len(t.deletion_styles) >= 5 and t.deletion_attempts >= 50, _explain(figures)
+    assert t.deletions_without_person == [] and t.controls_failed == [], _explain(figures)
+
+
+async def test_no_program_runs_from_a_kubeconfig_and_none_is_used(figures: Figures) -> None:
+    t = figures.trust
+    assert t.kubeconfigs >= 20 and t.kubeconfig_calls >= 2 * t.kubeconfigs, _explain(figures)
+    assert t.programs_run == [] and t.kubeconfigs_accepted == [], _explain(figures)
+
+
+async def test_secrets_go_to_no_foreign_image_and_names_stay_names(figures: Figures) -> None:
+    t = figures.trust
+    assert t.foreign_images >= 20 and t.images_accepted == [] and t.vm_images_accepted == [], _explain(
+        figures
+    )
+    assert t.bad_names >= 30 and t.names_accepted == [] and t.vm_names_accepted == [], _explain(figures)
+
+
+async def test_gke_exposure_follows_the_vm_rule(figures: Figures) -> None:
+    t = figures.trust
+    assert t.range_sets >= 15 and t.ranges_accepted == [] and t.warnings_missing == [], _explain(figures)
+
+
+def test_the_trust_measures_see_what_they_count(tmp_path) -> None:
+    """The scripted model finds tokens and exact calls in what it is shown; the VM check run by the audit
+    accepts what it must (a control for its refusals)."""
+    from tests.audit import trust
+    from tests.host_scenarios import Answer
+    from tests.startup_vm import settings
+    from tpu_devops.planning import startup
+
+    shown = Answer(
+        "destroy_queued_resource",
+        {},
+        False,
+        'call destroy_queued_resource(confirm=true, confirm_token="abcdefghijklmnop")',
+        None,
+    )
+    tokens, calls = trust._shown(shown)
+    assert tokens == {"abcdefghijklmnop"} and calls == [
+        {"confirm": True, "confirm_token": "abcdefghijklmnop"}
+    ]
+    script = startup.render_startup_script(settings()).script
+    assert trust._vm_check(
+        script, "names", "google/gemma-4-E2B-it", "vllm/vllm-tpu:v0.30.0", repositories=True
+    )
+    assert not trust._vm_check(
+        script, "names", "google/gemma-4-E2B-it", "evil/vllm-tpu:v1", repositories=True
+    )
+    manifest = tmp_path / "m.json"
+    manifest.write_text('{"files": [{"name": "config.json", "size": 1}]}')
+    assert trust._vm_check(script, "manifest", str(manifest))
+
+
 async def test_no_split_secret_leaks_and_credential_failures_are_named_in_time(figures: Figures) -> None:
     assert figures.split_outputs >= 100 and not figures.split_leaked, _explain(figures)
     assert figures.credential_cases >= 4 and not figures.credential_failures, _explain(figures)

@@ -230,6 +230,51 @@ def test_public_summary_shows_list_settings_as_plain_text(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
+    "value, unattended, error",
+    [
+        ("", False, None),
+        ("gemma4-e2b", True, None),
+        (" gemma4-e2b ", True, None),
+        ("1", False, "not a rig id"),
+        ("true", False, "names rig 'true'"),  # a boolean reads as a rig id: still another rig's
+        ("other-rig", False, "names rig 'other-rig', but this server's RESOURCE_ID is 'gemma4-e2b'"),
+        ("GEMMA4-E2B", False, "not a rig id"),
+        ("*", False, "not a rig id"),
+    ],
+)
+def test_the_standing_deletion_permission_names_this_rig_and_fails_closed(
+    tmp_path: Path, value: str, unattended: bool, error: str | None
+) -> None:
+    from tpu_devops.config import load_settings_or_errors
+
+    s = load_settings_or_errors(tmp_path / "none", environ={"TPU_DEVOPS_UNATTENDED_DELETE": value})
+    assert s.unattended_delete is unattended and s.deletion_policy().unattended is unattended
+    assert s.resource_id == "gemma4-e2b"  # nothing else refuses because of it
+    if error is None:
+        assert s.config_errors == ()
+    else:
+        [err] = s.config_errors
+        assert err.variable == "TPU_DEVOPS_UNATTENDED_DELETE" and error in err.message
+        assert "TPU_DEVOPS_UNATTENDED_DELETE=gemma4-e2b" in (err.fix or "")
+    copied = load_settings_or_errors(
+        tmp_path / "none", environ={"TPU_DEVOPS_UNATTENDED_DELETE": "gemma4-e2b", "RESOURCE_ID": "rig-b"}
+    )
+    assert copied.unattended_delete is False  # a tpu.env copied to another rig does not carry it
+
+
+def test_host_answers_count_unless_turned_off_and_an_invalid_value_turns_them_off(tmp_path: Path) -> None:
+    from tpu_devops.config import load_settings_or_errors
+
+    assert load_settings_or_errors(tmp_path / "none", environ={}).deletion_policy().ask is True
+    assert (
+        load_settings_or_errors(tmp_path / "n", environ={"TPU_DEVOPS_ELICITATION": "off"}).elicitation
+        is False
+    )
+    bad = load_settings_or_errors(tmp_path / "none", environ={"TPU_DEVOPS_ELICITATION": "sometimes"})
+    assert bad.deletion_policy().ask is False and bad.config_errors[0].variable == "TPU_DEVOPS_ELICITATION"
+
+
+@pytest.mark.parametrize(
     ("line", "closest"),
     [
         ("GPU_MEMORY_UTILISATION=0.95", "GPU_MEMORY_UTILIZATION"),

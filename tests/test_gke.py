@@ -127,7 +127,14 @@ def test_probes_time_out_as_tpu_inferences_gke_example(gcp_settings) -> None:
         ({"cluster": "no such/cluster"}, "cluster"),
         ({"service_type": "NodePort"}, "service_type"),
         ({"service_type": "LoadBalancer"}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": []}, "source_ranges"),
         ({"service_type": "LoadBalancer", "source_ranges": ["0.0.0.0/0"]}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": ["0.0.0.0/00"]}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": ["10.0.0.0/08"]}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": ["010.0.0.0/8"]}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": ["2001:db8::/32"]}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": ["203.0.113.7/33"]}, "source_ranges"),
+        ({"service_type": "LoadBalancer", "source_ranges": ["not-a-cidr"]}, "source_ranges"),
         ({"queue_target": 0}, "queue_target"),
         ({"location": "../../../../etc/passwd"}, "location"),
         ({"location": "us-west4-a/clusters/x"}, "location"),
@@ -137,7 +144,7 @@ def test_probes_time_out_as_tpu_inferences_gke_example(gcp_settings) -> None:
 )
 def test_bad_arguments_are_named(gcp_settings, kw: dict, field: str) -> None:
     kw.setdefault("cluster", "gemma")
-    with pytest.raises(InputError) as err:
+    with pytest.raises(ConfigError) as err:
         manifests.render(gcp_settings, **kw)
     assert err.value.field == field
 
@@ -150,12 +157,57 @@ def test_the_node_pool_goes_where_the_cluster_is(gcp_settings) -> None:
     assert regional.node_pool["locations"] == ["us-west4-a"] and regional.location == "us-west4"
 
 
-def test_load_balancer_is_limited_to_the_given_ranges(gcp_settings) -> None:
+def test_load_balancer_is_limited_to_the_given_ranges_normalised_as_the_firewalls(gcp_settings) -> None:
     plan = manifests.render(
-        gcp_settings, cluster="gemma", service_type="LoadBalancer", source_ranges=["203.0.113.7/32"]
-    )
+        gcp_settings, cluster="gemma", service_type="LoadBalancer",
+        source_ranges=["203.0.113.7", "198.51.100.9/24", "203.0.113.7/32", "10.0.0.0/8"],
+    )  # fmt: skip
     spec = by_kind(plan)["Service"]["spec"]
-    assert spec["type"] == "LoadBalancer" and spec["loadBalancerSourceRanges"] == ["203.0.113.7/32"]
+    assert spec["type"] == "LoadBalancer"
+    assert spec["loadBalancerSourceRanges"] == ["203.0.113.7/32", "198.51.100.0/24", "10.0.0.0/8"]
+    assert not any("OPEN TO THE INTERNET" in n for n in plan.notes)
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        ["0.0.0.0/0"],
+        ["0.0.0.0/1", "128.0.0.0/1"],  # the whole internet in two halves
+        ["8.0.0.0/7"],
+        ["1.0.0.0/15"],  # one range just wider than a /16
+        [f"{a}.0.0.0/16" for a in (11, 12)],  # two /16s: together more than one
+        [f"34.{b}.0.0/18" for b in range(0, 256, 64)] + ["35.0.0.0/24"],  # many small ones
+    ],
+)
+def test_ranges_that_together_open_more_than_a_block_need_open_to_internet_as_on_the_vm(
+    gcp_settings, fake_gcp, tmp_path, ranges: list[str]
+) -> None:
+    """One rule for both paths (`tpu_devops.config.exposure`): the GKE LoadBalancer and the VM firewall."""
+    import anyio
+
+    from tpu_devops.provisioning.access import plan_access
+
+    lb = {"cluster": "gemma", "service_type": "LoadBalancer", "source_ranges": ranges}
+    with pytest.raises(ConfigError) as err:
+        manifests.render(gcp_settings, **lb)
+    assert err.value.field == "source_ranges" and "open_to_internet" in (err.value.fix or "")
+    with pytest.raises(ConfigError) as vm:
+        anyio.run(lambda: plan_access(gcp_settings, allowed_source_ranges=ranges, preview=True))
+    assert vm.value.field == "allowed_source_ranges" and vm.value.message == err.value.message.replace(
+        "the LoadBalancer on tcp:8000", "tcp:8000"
+    )
+    plan = manifests.render(gcp_settings, **lb, open_to_internet=True)
+    assert by_kind(plan)["Service"]["spec"]["loadBalancerSourceRanges"] == ranges
+    assert plan.notes[0].startswith("WARNING: the LoadBalancer on tcp:8000 OPEN TO THE INTERNET")
+    assert "OPEN TO THE INTERNET" in plan.headline()
+
+
+def test_private_and_small_public_sets_need_no_flag(gcp_settings) -> None:
+    for ranges in (["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"], ["203.0.113.0/24", "1.2.0.0/16"]):
+        plan = manifests.render(
+            gcp_settings, cluster="gemma", service_type="LoadBalancer", source_ranges=ranges
+        )
+        assert not any("OPEN" in n for n in plan.notes)
 
 
 # ---- against the fake API server and the fake GKE surface ----------------------------------------
@@ -310,17 +362,33 @@ async def test_teardown_deletes_only_what_carries_our_labels(
         ("HorizontalPodAutoscaler", "vllm-gemma4-e2b"), ("PodMonitoring", "vllm-gemma4-e2b"),
         ("Service", "vllm-gemma4-e2b"), ("Deployment", "vllm-gemma4-e2b"), ("NodePool", "tpu-devops-gemma4-e2b"),
     ]  # fmt: skip
-    assert not dry.executed and len(kube.objects) == 6 and dry.confirm_token in dry.next_call
-    # confirm=true alone (what a prompt-injected model can say) deletes nothing on a host that cannot ask;
-    # the dry run's token, for exactly this plan, does (the rule of every destructive tool)
-    for args in ({"dry_run": False}, {"confirm": True}, {"confirm": True, "confirm_token": "a" * 16}):
+    assert not dry.executed and len(kube.objects) == 6 and dry.confirm_token is None and dry.next_call is None
+    assert dry.how_to_delete == [
+        "gcloud container clusters get-credentials gemma --location=us-west4-a --project=demo-project && "
+        "kubectl -n default delete horizontalpodautoscaler.autoscaling/vllm-gemma4-e2b "
+        "podmonitoring.monitoring.googleapis.com/vllm-gemma4-e2b service/vllm-gemma4-e2b "
+        "deployment.apps/vllm-gemma4-e2b",
+        "gcloud container node-pools delete tpu-devops-gemma4-e2b --cluster=gemma --location=us-west4-a "
+        "--project=demo-project",
+    ]
+    # confirm=true (what a prompt-injected model can say) deletes nothing on a host that cannot ask, and
+    # without the operator's standing permission no token counts: the refusal says how the person deletes
+    unattended = gcp_settings.model_copy(update={"unattended_delete": True})
+    allowed = await deploy.teardown_gke_deployment(unattended, cluster=cluster, kubeconfig=config)
+    for args in ({"dry_run": False}, {"confirm": True}, {"confirm": True, "confirm_token": "a" * 16},
+                 {"confirm": True, "confirm_token": allowed.confirm_token}):  # fmt: skip
         with pytest.raises(ConfirmationError) as err:
             await deploy.teardown_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config, **args)
-        assert "nothing was deleted" in str(err.value) and "confirm_token=" in str(err.value)
+        text = str(err.value)
+        assert "nothing was deleted" in text and "confirm_token=" not in text
+        assert dry.how_to_delete[1] in text and "TPU_DEVOPS_UNATTENDED_DELETE=gemma4-e2b" in text
     assert len(kube.objects) == 6
+    # under the standing permission, the dry run's token for exactly this plan deletes
+    dry = await deploy.teardown_gke_deployment(unattended, cluster=cluster, kubeconfig=config)
+    assert dry.confirm_token in dry.next_call
     with pytest.raises(ConfirmationError):  # another namespace is another plan: the token does not fit
         await deploy.teardown_gke_deployment(
-            gcp_settings, cluster=cluster, kubeconfig=config, namespace="other", confirm=True,
+            unattended, cluster=cluster, kubeconfig=config, namespace="other", confirm=True,
             confirm_token=dry.confirm_token,
         )  # fmt: skip
     assert JOBS.get(applied.job_id).state == "running" and "would end job(s)" in dry.headline()
@@ -331,7 +399,7 @@ async def test_teardown_deletes_only_what_carries_our_labels(
     assert not [s for s in tpu_plan.steps if s.action == "end_job"]
     assert any(applied.job_id in line and "teardown_gke_deployment" in line for line in tpu_plan.left_running)
     done = await deploy.teardown_gke_deployment(
-        gcp_settings, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
+        unattended, cluster=cluster, kubeconfig=config, confirm=True, confirm_token=dry.confirm_token
     )
     assert done.executed and all(s.done for s in done.steps)
     job = JOBS.get(applied.job_id)
@@ -364,7 +432,7 @@ async def test_wrong_credentials_and_missing_kubeconfig_are_clear(
     config = kube.kubeconfig(tmp_path / "kubeconfig", token="wrong")
     with pytest.raises(PermissionError_) as err:
         await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=config)
-    assert err.value.field == "kubeconfig"
+    assert err.value.field == "credentials"
     with pytest.raises(InputError) as err:
         await deploy.plan_gke_deployment(gcp_settings, cluster=cluster, kubeconfig=str(tmp_path / "none"))
     assert err.value.field == "kubeconfig"

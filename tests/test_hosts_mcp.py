@@ -283,6 +283,8 @@ async def test_a_headless_host_that_cannot_confirm_gets_a_fix_and_nothing_is_del
             result = await client.call_tool("destroy_queued_resource", {"dry_run": False})
         text = result.content[0].text
         assert result.is_error and "nothing was deleted" in text and "could not ask you" in text
-        assert "dry_run=true" in text and "confirm_token" in text and "Fix:" in text
+        assert "Fix:" in text and "confirm_token=" not in text  # nothing a model could replay
+        assert "gcloud compute tpus queued-resources delete gemma4-e2b --zone=us-west4-a" in text
+        assert "TPU_DEVOPS_UNATTENDED_DELETE=gemma4-e2b" in text
         assert "Resolver for parameter" not in text
         assert gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"

@@ -43,6 +43,7 @@ STARTUP_MODULES = {
     "tpu_devops.config",
     "tpu_devops.errors",
     "tpu_devops.types",  # the shared value types the argument types check with
+    "tpu_devops.names",  # model ids, relative names, allowed images: the settings check with them
     "tpu_devops.host",
     "tpu_devops.host.arguments",
     "tpu_devops.host.artifacts",  # the files answers link to, served by resources/read

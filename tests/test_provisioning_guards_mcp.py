@@ -194,7 +194,7 @@ async def test_ownership_is_this_servers_rig_never_the_id_passed(fake_gcp, tmp_p
     fake_gcp.tpu.add_foreign(
         "us-west4-a", "other-rig", labels={"managed-by": "tpu-devops", "rig": "other-rig"}
     )
-    async with server(fake_gcp, tmp_path) as client:
+    async with server(fake_gcp, tmp_path, TPU_DEVOPS_UNATTENDED_DELETE="gemma4-e2b") as client:
         for args in (
             {},
             {"dry_run": False, "confirm": True},

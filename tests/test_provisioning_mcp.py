@@ -118,7 +118,8 @@ async def test_spot_sweep_reads_the_preemptible_quota_family(fake_gcp, tmp_path)
 async def test_teardown_deletes_ours_and_leaves_a_foreign_resource(fake_gcp, tmp_path) -> None:
     fake_gcp.secrets.put("hf-token", TOKEN)
     fake_gcp.tpu.add_foreign("us-west4-a", "neighbours-tpu", labels={"team": "research"})
-    async with server(fake_gcp, tmp_path) as client:
+    # the operator's standing permission: this host cannot ask, so a dry run's token completes the deletion
+    async with server(fake_gcp, tmp_path, TPU_DEVOPS_UNATTENDED_DELETE="gemma4-e2b") as client:
         created = await call(client, "create_tpu_queued_resource", {"provisioning_model": "spot"})
         assert created["created"] is True
         refused = await client.call_tool(
@@ -230,13 +231,16 @@ async def test_planted_hf_token_never_leaks(fake_gcp, tmp_path) -> None:
 async def test_deletion_confirmed_by_elicitation_when_the_client_supports_it(fake_gcp, tmp_path) -> None:
     from mcp_types import ElicitResult
 
-    answers = ["decline", "accept"]
-    asked: list[str] = []
+    # decline; then what hosts that answer by themselves send (the form's defaults, a bare "yes"); then a
+    # person who types the rig's name
+    answers = [("decline", None), ("accept", {}), ("accept", {"confirm": True}), ("accept", {"rig": "yes"}),
+               ("accept", {"rig": "gemma4-e2b"})]  # fmt: skip
+    asked: list[dict[str, Any]] = []
 
     async def elicit(context: Any, params: Any) -> ElicitResult:
-        asked.append(params.message)
-        action = answers.pop(0)
-        return ElicitResult(action=action, content={"confirm": True} if action == "accept" else None)
+        asked.append({"message": params.message, "schema": params.requested_schema})
+        action, content = answers.pop(0)
+        return ElicitResult(action=action, content=content)
 
     fake_gcp.tpu.add_foreign("us-west4-a", "gemma4-e2b", labels=RIG_LABELS)
     async with server(fake_gcp, tmp_path, client_kwargs={"elicitation_callback": elicit}) as client:
@@ -245,10 +249,18 @@ async def test_deletion_confirmed_by_elicitation_when_the_client_supports_it(fak
         assert declined.is_error and "you declined" in declined.content[0].text
         assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"
         dry = await call(client, "destroy_queued_resource", {})  # a dry run asks nobody
-        assert dry["dry_run"] and len(asked) == 1
+        assert dry["dry_run"] and len(asked) == 1 and dry.get("confirm_token") is None
+        assert dry["next_call"] == "destroy_queued_resource(confirm=true)"
+        for _ in range(3):
+            automatic = await client.call_tool("destroy_queued_resource", {"confirm": True})
+            text = automatic.content[0].text
+            assert automatic.is_error and "nothing was deleted" in text and "type gemma4-e2b" in text, text
+        assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") == "ACTIVE"
         accepted = await call(client, "destroy_queued_resource", {"dry_run": False})
         assert accepted["executed"] is True
-    assert len(asked) == 2 and "delete_node gemma4-e2b (us-west4-a)" in asked[0]
+    assert len(asked) == 5 and "delete_node gemma4-e2b (us-west4-a)" in asked[0]["message"]
+    assert "type the rig's name, gemma4-e2b" in asked[0]["message"]
+    assert list(asked[0]["schema"]["properties"]) == ["rig"]
     assert fake_gcp.tpu.state_of("us-west4-a", "gemma4-e2b") is None
 
 

@@ -71,7 +71,8 @@ async def test_reconfigure_against_make_fake_gcp_applies_rolls_back_and_keeps_se
     gcp.secrets.put("hf-token", TOKEN)
     gcp.secrets.put("vllm-api-key", KEY)
     env = {**exports(gcp, vllm, "demo-project"), "TPU_DEVOPS_ENV_FILE": str(tmp_path / "none.env"),
-           "TPU_DEVOPS_STATE_DIR": str(tmp_path / "state")}  # fmt: skip
+           "TPU_DEVOPS_STATE_DIR": str(tmp_path / "state"),
+           "VLLM_IMAGE_REPOSITORIES": "us-docker.pkg.dev/demo-project/mirror/vllm-tpu"}  # fmt: skip
     try:
         async with mcp_client(**env) as client:
             created = await call(client, "create_tpu_queued_resource", {})
@@ -94,6 +95,23 @@ async def test_reconfigure_against_make_fake_gcp_applies_rolls_back_and_keeps_se
             assert dry["changes"] == ["--max-model-len: 16384 -> 8192"]
             lint = await client.call_tool("reconfigure_vllm", {"gpu_memory_utilization": 0.95})
             assert lint.is_error and "0.92" in lint.content[0].text
+            # secrets go only to images the operator trusts: another registry or a lookalike is refused,
+            # before anything is written to the node
+            metadata_before = json.dumps(gcp.tpu.nodes[(ZONE, RIG)].get("metadata"), sort_keys=True)
+            for image in ("evil.example.com/x/vllm-tpu:v0.30.0", "vllm/vllm-tpu-evil:v0.30.0", "evil/vllm-tpu:v0.30.0",
+                          "index.docker.io/evil/vllm-tpu:v0.30.0", "VLLM/VLLM-TPU:v0.30.0"):  # fmt: skip
+                for dry_run in (True, False):
+                    refused = await client.call_tool(
+                        "reconfigure_vllm", {"vllm_image": image, "dry_run": dry_run}
+                    )
+                    text = refused.content[0].text
+                    assert refused.is_error and "vllm_image" in text and "Fix:" in text, text
+            assert json.dumps(gcp.tpu.nodes[(ZONE, RIG)].get("metadata"), sort_keys=True) == metadata_before
+            mirror = "us-docker.pkg.dev/demo-project/mirror/vllm-tpu:v0.30.0"
+            moved = await call(client, "reconfigure_vllm", {"vllm_image": mirror, "dry_run": True})
+            assert moved["notes"][0].startswith(
+                "IMAGE SOURCE CHANGES: docker.io/vllm/vllm-tpu -> us-docker.pkg.dev/demo-project/mirror/vllm-tpu"
+            )
 
             started = await call(client, "reconfigure_vllm", {"max_model_len": 8192})
             second = await client.call_tool("reconfigure_vllm", {"max_model_len": 2048})

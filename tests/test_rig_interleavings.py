@@ -124,7 +124,8 @@ def check_invariants(fake: Any, settings: Any, *, torn_down: bool) -> None:
 
 async def scenario(fake: Any, ops: list[tuple[Any, ...]]) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="rig-interleave-"))
-    settings = load_settings(environ=gcp_environ(fake, state_dir))
+    # the operator's standing permission: these interleavings are about what a teardown leaves, not who approves it
+    settings = load_settings(environ=gcp_environ(fake, state_dir, TPU_DEVOPS_UNATTENDED_DELETE=RIG))
     torn_down = False
     try:
         for op in ops:

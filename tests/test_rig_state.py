@@ -36,9 +36,12 @@ async def _until(check, timeout_s: float = 30):
 
 
 async def _destroy(settings, **kw):
+    """destroy_queued_resource under the operator's standing permission for the rig (what these tests
+    are about is what a teardown ends, not who approves it: tests/test_teardown.py)."""
     args = {"zone": None, "queued_resource_id": None, "only_failed": False, "dry_run": None, "confirm": False,
             "confirm_token": None}  # fmt: skip
-    return await teardown.destroy_confirmed(settings, NO_ELICITATION, **(args | kw))
+    allowed = settings.model_copy(update={"unattended_delete": True})
+    return await teardown.destroy_confirmed(allowed, NO_ELICITATION, **(args | kw))
 
 
 async def test_the_rig_state_names_this_servers_jobs_and_another_servers_sweep(

@@ -51,8 +51,9 @@ def fake_cloud(*script: str, timings: str = "1,3,1", vm: bool = False) -> Any:
 
 @contextlib.asynccontextmanager
 async def session(gcp: Any, vllm: Any, state_dir: Path, **extra: str) -> AsyncIterator[Any]:
+    # the operator's standing permission: these stories are about what a teardown ends, not who approves it
     env = {**exports(gcp, vllm, "demo-project"), "TPU_DEVOPS_ENV_FILE": str(state_dir / "none.env"),
-           "TPU_DEVOPS_STATE_DIR": str(state_dir), **extra}  # fmt: skip
+           "TPU_DEVOPS_STATE_DIR": str(state_dir), "TPU_DEVOPS_UNATTENDED_DELETE": RIG, **extra}  # fmt: skip
     with open(state_dir / "server-stderr.log", "a") as errlog:
         async with mcp_client(errlog=errlog, **env) as client:
             yield client
@@ -78,7 +79,7 @@ async def until(check: Callable[[], Any], timeout_s: float = 60) -> Any:
 
 
 async def confirmed_teardown(client: Any, **args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The dry run, then the deletion with its token, as a person would (again with the fresh token when
+    """The dry run, then the deletion with its token, as a model under the standing permission does (again with the fresh token when
     what would be deleted changed in between: a sweep moves on); then the teardown's follow-up job, if
     it left one (a request that was PROVISIONING), to its end."""
     for _ in range(5):

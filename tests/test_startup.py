@@ -90,19 +90,36 @@ def test_token_never_in_script_output_or_record(tmp_path):
         'it\'s "quoted" & | > < * ? ! ${HOME}',
     ],
 )
-def test_metacharacters_in_settings_are_quoted(tmp_path, value):
-    path = render(tmp_path, MODEL_NAME=value)
+def test_metacharacters_in_a_model_name_are_refused_everywhere_it_could_reach_the_script(tmp_path, value):
+    """A model name is a Hugging Face repo id (`tpu_devops.names`): shell syntax never gets as far as the
+    quoting, in the settings, an override or a copy of the settings handed to the renderer."""
+    with pytest.raises(ConfigError) as err:
+        settings(MODEL_NAME=value)
+    assert err.value.field == "MODEL_NAME"
+    with pytest.raises(ConfigError) as err:
+        startup.apply_overrides(settings(), model_name=value)
+    assert err.value.field == "model_name"
+    with pytest.raises(ConfigError) as err:
+        startup.render_startup_script(settings().model_copy(update={"model_name": value}))
+    assert err.value.field == "MODEL_NAME"
+
+
+def test_every_rendered_setting_is_quoted(tmp_path):
+    path = render(tmp_path, MODEL_NAME="/models/gemma-4-E2B-it", VLLM_IMAGE_REPOSITORIES="localhost:5000/a/b")
     subprocess.run(["bash", "-n", str(path)], check=True)
     text = path.read_text()
     block = text[text.index("# ---- settings (rendered) ----") : text.index("# ---- end settings ----")]
-    probe = block + '\nprintf "%s\\n" "$MODEL_NAME"\nprintf "%s\\n" "${VLLM_ARGS[@]}"\n'
+    probe = (
+        block
+        + '\nprintf "%s\\n" "$MODEL_NAME" "${IMAGE_REPOSITORIES[@]}"\nprintf "%s\\n" "${VLLM_ARGS[@]}"\n'
+    )
     out = subprocess.run(
         ["bash", "-c", probe], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert out[0] == value
-    flags = startup.vllm_serve_flags(settings(MODEL_NAME=value))
+    assert out[:3] == ["/models/gemma-4-E2B-it", "docker.io/vllm/vllm-tpu", "localhost:5000/a/b"]
+    flags = startup.vllm_serve_flags(settings(MODEL_NAME="/models/gemma-4-E2B-it"))
     port = flags.index("--port")
-    assert out[1:] == flags[:port] + flags[port + 2 :]  # the script adds each engine's --port itself
+    assert out[3:] == flags[:port] + flags[port + 2 :]  # the script adds each engine's --port itself
 
 
 def test_control_characters_are_rejected():

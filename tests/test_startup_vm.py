@@ -614,3 +614,100 @@ def test_the_serial_console_and_syslog_agree_and_no_value_leaks(world) -> None:
     serial = vm.serial()
     assert "tpu-devops: STAGE begin" in serial and "STAGE ready" in serial
     assert HF_TOKEN not in serial and API_KEY not in serial
+
+
+# ---- names and images the VM refuses by itself -----------------------------------------------------
+
+
+def test_the_watcher_refuses_a_spec_whose_image_or_model_is_not_allowed(world) -> None:
+    """A spec written to the node's metadata behind the server's back: a foreign or lookalike image never
+    gets the secrets (nothing pulled, nothing run), a model name never becomes a path outside the root."""
+    vm = world.vm("foreign")
+    s = settings(
+        world, TPU_DEVOPS_BUCKET="off", VLLM_IMAGE_REPOSITORIES="us-docker.pkg.dev/p/mirror/vllm-tpu"
+    )
+    booted(vm, s)
+    md = vm.metadata
+    runs, pulls = len(vm.runs()), len([c for c in vm.calls("docker") if c[1] == "pull"])
+    base = reconfigure.serving_spec(startup.apply_overrides(s, max_model_len=8192), "rc-x")
+    for n, (field, value) in enumerate(
+        [
+            ("image", "evil.example.com/x/vllm-tpu:v0.30.0"),
+            ("image", "vllm/vllm-tpu-evil:v0.30.0"),
+            ("image", "evil/vllm-tpu:v0.30.0"),
+            ("image", "docker.io:443/vllm/vllm-tpu:v0.30.0"),
+            ("image", "VLLM/VLLM-TPU:v0.30.0"),
+            ("image", "us-docker.pkg.dev/p/mirror/vllm-tpu-2:v1"),
+            ("image", f"evil/x@sha256:{'a' * 64}"),
+            ("model", "../../../../etc/x"),
+            ("model", "/models/../../etc"),
+        ]
+    ):
+        spec = {**base, "generation": f"rc-bad{n}", field: value}
+        md.attributes[reconfigure.SPEC_ATTRIBUTE] = json.dumps(spec)
+        wait_for_stage(vm, f"rc-bad{n}", ("refused",))
+        detail = stages_of(md, f"rc-bad{n}")[-1]["detail"]
+        assert "allowed" in detail if field == "image" else "Hugging Face repo id" in detail, detail
+    assert len(vm.runs()) == runs and len([c for c in vm.calls("docker") if c[1] == "pull"]) == pulls
+    # the operator's mirror is allowed on the VM too: its pull is attempted
+    mirror = {**base, "generation": "rc-mirror", "image": "us-docker.pkg.dev/p/mirror/vllm-tpu:v0.30.0"}
+    md.attributes[reconfigure.SPEC_ATTRIBUTE] = json.dumps(mirror)
+    assert wait_for_stage(vm, "rc-mirror", reconfigure.TERMINAL)[0] == "received"
+    assert vm.request(8000, "/health")[0] == 200
+    assert "Traceback" not in vm.journal("tpu-devops-watcher.service")
+
+
+def test_a_planted_manifest_or_compile_cache_in_the_bucket_writes_nothing_outside_the_root(world) -> None:
+    """The product bucket is writable by the project's default compute service account: a manifest or a
+    cache archive planted there must not make the VM write outside its directories."""
+    import io
+    import tarfile
+
+    gcp = world.gcp
+    s = settings(world)
+    anyio.run(bucket.ensure_bucket, s)
+    first = world.vm("first")
+    booted(first, s)  # a cold boot saves the compile cache
+    objects = gcp.storage.objects[s.bucket]
+    [cache] = [n for n in objects if n.endswith("/cache.tar.gz")]
+    escape = world.tmp / "escaped"
+    planted = io.BytesIO()
+    with tarfile.open(fileobj=planted, mode="w:gz") as archive:
+        members = (
+            ("../../../../../../escaped", tarfile.REGTYPE),
+            ("link", tarfile.SYMTYPE),
+            ("link/escaped", tarfile.REGTYPE),
+        )
+        for name, kind in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.size = kind, str(world.tmp), 1 if kind == tarfile.REGTYPE else 0
+            archive.addfile(info, io.BytesIO(b"x") if kind == tarfile.REGTYPE else None)
+    gcp.storage.put(s.bucket, cache, planted.getvalue())
+    bad_names = ["../../../../../../escaped", "/etc/cron.d/escaped", "a/../../../../escaped", "ok\u202etxt"]
+    manifest = {"model": s.model_name, "revision": "x", "files": [{"name": n, "size": 1} for n in bad_names]}
+    prefix = "weights/google/gemma-4-E2B-it/"
+    gcp.storage.put(s.bucket, prefix + "manifest.json", json.dumps(manifest).encode())
+    for n in bad_names:
+        gcp.storage.put(s.bucket, prefix + n, b"planted")
+    vm = world.vm("second")
+    booted(vm, s)
+    syslog = vm.syslog()
+    assert "STAGE cache-refused" in syslog and "STAGE weights-from-hub weights manifest refused" in syslog
+    assert not escape.exists() and not (vm.fs / "etc/cron.d/escaped").exists()
+    models = vm.fs / "var/lib/tpu-devops/models"
+    assert not models.exists() or not any(models.rglob("*escaped*"))
+    assert not list(world.tmp.rglob("escaped"))
+    assert vm.request(8000, "/health")[0] == 200  # it booted cold and from the hub instead
+
+
+def test_a_script_whose_model_name_leads_outside_the_root_refuses_to_serve(world) -> None:
+    """The renderer refuses such a name; a script edited in the node's metadata is refused by the VM."""
+    s = settings(world, TPU_DEVOPS_BUCKET="off")
+    script = startup.render_startup_script(s).script
+    edited = script.replace("MODEL_NAME=google/gemma-4-E2B-it\n", "MODEL_NAME=../../../../escaped-model\n")
+    assert edited != script
+    vm = world.vm("edited")
+    proc = vm.boot(edited)
+    assert proc.returncode != 0
+    assert "refused to serve: model '../../../../escaped-model' is not a Hugging Face repo id" in vm.syslog()
+    assert vm.runs() == [] and not list(world.tmp.rglob("escaped-model"))

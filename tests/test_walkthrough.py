@@ -58,9 +58,21 @@ async def test_readme_walkthrough_against_make_fake_gcp(tmp_path: Path) -> None:
     }
     seen: list[str] = []
     log = tmp_path / "server-stderr.log"
+    asked: list[str] = []
+    answers = [("decline", None), ("accept", {"rig": "gemma4-e2b"})]
+
+    async def you(context: Any, params: Any) -> Any:  # the person at the host: no, then yes with the name
+        from mcp_types import ElicitResult
+
+        asked.append(params.message)
+        action, content = answers.pop(0)
+        return ElicitResult(action=action, content=content)
+
     try:
         with log.open("w") as errlog:
-            async with mcp_client(errlog=errlog, **env) as client:
+            async with mcp_client(
+                errlog=errlog, client_kwargs={"elicitation_callback": you}, **env
+            ) as client:
                 # 1. check_setup: everything but the Hugging Face secret
                 setup = await call(client, "check_setup", {}, seen)
                 assert "hf_secret" in json.dumps(setup) and setup["ready"] is False
@@ -97,21 +109,19 @@ async def test_readme_walkthrough_against_make_fake_gcp(tmp_path: Path) -> None:
                 )
                 assert answer and vllm.unauthorized == 1  # type: ignore[attr-defined]  (only ours above)
                 # 8. teardown, without naming the zone the sweep chose: the dry run finds the TPU there and
-                # lists it with the rule; confirm=true alone deletes nothing on this host (it cannot ask),
-                # the dry run's token deletes both
+                # lists it with the rule and the gcloud commands; confirm=true makes the host ask you: a
+                # "no" deletes nothing, your "yes" with the rig's name typed deletes both
                 dry = await call(client, "destroy_queued_resource", {}, seen)
                 assert "us-central1-a" in json.dumps(dry) and "delete_firewall_rule" in json.dumps(dry)
-                assert gcp.compute.firewalls and dry["confirm_token"]
-                alone = await client.call_tool("destroy_queued_resource", {"confirm": True})
-                assert alone.is_error and "nothing was deleted" in alone.content[0].text
+                assert gcp.compute.firewalls and dry.get("confirm_token") is None
+                assert dry["next_call"] == "destroy_queued_resource(confirm=true)"
+                assert "--zone=us-central1-a" in dry["how_to_delete"][0]
+                no = await client.call_tool("destroy_queued_resource", {"confirm": True})
+                assert no.is_error and "nothing was deleted" in no.content[0].text
                 assert gcp.tpu.state_of("us-central1-a", "gemma4-e2b") == "ACTIVE"
-                done = await call(
-                    client,
-                    "destroy_queued_resource",
-                    {"confirm": True, "confirm_token": dry["confirm_token"]},
-                    seen,
-                )
+                done = await call(client, "destroy_queued_resource", {"confirm": True}, seen)
                 assert "delete_firewall_rule" in json.dumps(done) and done["executed"]
+                assert len(asked) == 2 and "us-central1-a" in asked[1]
                 cmdlines = command_lines()
         assert gcp.tpu.state_of("us-central1-a", "gemma4-e2b") is None
         assert gcp.compute.firewalls == {}

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tpu_devops import types
+from tpu_devops import names, types
 from tpu_devops.catalog import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     PROVISIONING_MODELS,
@@ -74,6 +74,7 @@ DEFAULTS: dict[str, str] = {
     "LIMIT_MM_PER_PROMPT": "",
     "GPU_MEMORY_UTILIZATION": f"{DEFAULT_GPU_MEMORY_UTILIZATION:g}",  # the measured ceiling (catalog)
     "VLLM_IMAGE": "vllm/vllm-tpu:v0.30.0",
+    "VLLM_IMAGE_REPOSITORIES": "",  # more repositories the vLLM image may come from (tpu_devops.names)
     "VLLM_PORT": "8000",
     "TPU_NETWORK": "",
     "TPU_SUBNETWORK": "",
@@ -91,13 +92,18 @@ DEFAULTS: dict[str, str] = {
     "TPU_DEVOPS_LOG_LEVEL": "INFO",
     "TPU_DEVOPS_FILE_ROOTS": "",
     "TPU_DEVOPS_BUCKET": "",
+    # Deletions (tpu_devops.host.confirmation): a standing permission for this rig, and whether the MCP
+    # host's answer to the server's question counts as a person's.
+    "TPU_DEVOPS_UNATTENDED_DELETE": "",
+    "TPU_DEVOPS_ELICITATION": "on",
+    # A kubeconfig the operator trusts: its exec / auth-provider plugins may run (tpu_devops.gke.connect).
+    "TPU_DEVOPS_KUBECONFIG": "",
 }
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 _PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 # Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters of
 # lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit.
@@ -159,6 +165,7 @@ class Settings(BaseModel):
     limit_mm_per_prompt: dict[str, int] | None
     gpu_memory_utilization: float
     vllm_image: str
+    image_repositories: tuple[str, ...] = (names.DEFAULT_IMAGE_REPOSITORY,)  # allowed (tpu_devops.names)
     vllm_port: int
     network: str
     subnetwork: str
@@ -175,6 +182,9 @@ class Settings(BaseModel):
     cache_dir: str | None
     file_roots: tuple[str, ...] = ()  # more directories tools may read and write (`tpu_devops.host.files`)
     bucket: str = ""
+    unattended_delete: bool = False  # TPU_DEVOPS_UNATTENDED_DELETE names this rig
+    elicitation: bool = True  # TPU_DEVOPS_ELICITATION: a host's answer to the question counts
+    kubeconfig: str = ""  # TPU_DEVOPS_KUBECONFIG: the operator's trusted kubeconfig (absolute path)
     env_file: str | None
     project_origin: str = ""  # "the environment" or "tpu.env (path)" when GOOGLE_CLOUD_PROJECT is set
     log_level: str = "INFO"
@@ -230,6 +240,13 @@ class Settings(BaseModel):
         """The catalog entry for `accelerator_type`."""
         return resolve_accelerator_type(self.accelerator_type)
 
+    def deletion_policy(self) -> Any:
+        """The standing configuration every destructive tool's confirmation reads
+        (`tpu_devops.host.confirmation.Policy`)."""
+        from tpu_devops.host.confirmation import Policy
+
+        return Policy(unattended=self.unattended_delete, ask=self.elicitation)
+
     @property
     def rig_labels(self) -> dict[str, str]:
         """Labels that mark a resource as ours: ``managed-by=tpu-devops`` plus ``rig=<resource_id>``."""
@@ -250,6 +267,7 @@ class Settings(BaseModel):
             ", ".join(data["file_roots"]) or "(none: the state directory and working directory only)"
         )
         data["toolsets"] = ", ".join(data["toolsets"]) or "(default)"
+        data["image_repositories"] = ", ".join(data["image_repositories"])
         if "project" not in self.invalid_fields:
             data.pop("project", None)
             project, source = self.project_now(wait)
@@ -345,13 +363,19 @@ def _secret_id(env: Mapping[str, str], var: str, example: str) -> str:
     return value
 
 
+_IPV4_CIDR = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}(?:/(?:[0-9]|[12][0-9]|3[0-2]))?$")
+
+
 def source_ranges_setting(raw: str, field: str = "ALLOWED_SOURCE_RANGES") -> tuple[str, ...]:
     """Comma- or space-separated IPv4 CIDR ranges (``203.0.113.7/32, 198.51.100.0/24``), normalised.
 
-    An address without a prefix length is read as ``/32``. Empty means "detect the caller's public
-    IPv4 at plan time" (`tpu_devops.provisioning.access`). IPv6 is refused: the rule's
-    ``sourceRanges`` take IPv4 and IPv6 may not be mixed in one rule, and a TPU node's external address
-    is IPv4 (Compute Engine firewall rules reference, ``sourceRanges``).
+    An address without a prefix length is read as ``/32``; host bits are cleared (``203.0.113.7/24`` is
+    ``203.0.113.0/24``). Empty means "detect the caller's public IPv4 at plan time"
+    (`tpu_devops.provisioning.access`). Refused: IPv6 (a firewall rule's ``sourceRanges`` may not mix
+    IPv4 and IPv6, and a TPU node's external address is IPv4: Compute Engine firewall rules reference),
+    and non-canonical spellings such as ``0.0.0.0/00``, ``10.0.0.0/08`` or ``010.0.0.0/8`` (read by some
+    parsers as another range than intended). The same rule serves the VM firewall and the GKE
+    LoadBalancer (`exposure`).
 
     Raises:
         ConfigError: a value that is not an IPv4 address or CIDR range (named, with the fix).
@@ -362,13 +386,15 @@ def source_ranges_setting(raw: str, field: str = "ALLOWED_SOURCE_RANGES") -> tup
     for item in re.split(r"[\s,]+", raw.strip()):
         if not item:
             continue
-        try:
-            net = ipaddress.ip_network(item, strict=False)
-        except ValueError:
-            net = None
+        net = None
+        if _IPV4_CIDR.match(item):
+            try:
+                net = ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                net = None
         if net is None or net.version != 4:
             raise ConfigError(
-                "not an IPv4 address or CIDR range",
+                "not an IPv4 address or CIDR range (no leading zeros, prefix /0-/32)",
                 field=field,
                 value=item,
                 fix="write ranges like 203.0.113.7/32 or 198.51.100.0/24, separated by commas",
@@ -376,6 +402,63 @@ def source_ranges_setting(raw: str, field: str = "ALLOWED_SOURCE_RANGES") -> tup
         if str(net) not in out:
             out.append(str(net))
     return tuple(out)
+
+
+# Exposure: more public IPv4 addresses than one /16 admitted by a set of ranges, taken together, is "open
+# to the internet" and needs an explicit open_to_internet. Not globally routable blocks (RFC 1918, CGNAT,
+# loopback, link-local, documentation, reserved: IANA IPv4 Special-Purpose Address Registry) do not count.
+OPEN_ADDRESSES = 1 << 16
+_NOT_PUBLIC = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+    "240.0.0.0/4",
+)  # fmt: skip
+
+
+def public_addresses(ranges: list[str] | tuple[str, ...]) -> int:
+    """How many public IPv4 addresses the ranges admit together (overlaps counted once, `_NOT_PUBLIC`
+    blocks left out)."""
+    import ipaddress
+
+    # IPv4 only: `source_ranges_setting` refuses IPv6 ranges before they get here
+    nets = list(ipaddress.collapse_addresses(ipaddress.IPv4Network(r) for r in ranges))
+    private = [ipaddress.IPv4Network(p) for p in _NOT_PUBLIC]
+    total = 0
+    for n in nets:
+        total += n.num_addresses - sum(
+            min(n, p, key=lambda x: x.num_addresses).num_addresses for p in private if n.overlaps(p)
+        )
+    return total
+
+
+def exposure(
+    ranges: list[str] | tuple[str, ...], *, open_to_internet: bool, field: str, what: str
+) -> list[str]:
+    """The one rule for who may reach an endpoint (the VM firewall rule, the GKE LoadBalancer): ranges
+    that together admit more than `OPEN_ADDRESSES` public addresses need ``open_to_internet``, and then
+    come with a loud warning. ``ranges``: normalised (`source_ranges_setting`); ``what``: the endpoint
+    in words (``tcp:8000``). Returns the warnings (none for a small set).
+
+    Raises:
+        ConfigError: a wide set without ``open_to_internet`` (field ``field``, the fix).
+    """
+    public = public_addresses(ranges)
+    if public <= OPEN_ADDRESSES:
+        return []
+    shown = ", ".join(ranges)
+    if not open_to_internet:
+        raise ConfigError(
+            f"{shown} would admit {public:,} public addresses (more than a /16) to {what}: a large part of "
+            "the internet",
+            field=field,
+            value=list(ranges),
+            fix="admit only your own address or network (e.g. 203.0.113.7/32), or pass open_to_internet=true "
+            "if you really mean it (the API key is then all that protects the endpoint)",
+        )
+    return [
+        f"WARNING: {what} OPEN TO THE INTERNET ({shown}: {public:,} public addresses, open_to_internet=true): "
+        "anyone can reach vLLM; only the API key stands between them and free inference on your TPU"
+    ]
 
 
 # Variables tpu.env may hold that are not settings of this server: Google's client libraries, gcloud and
@@ -685,14 +768,9 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             value=env["GPU_MEMORY_UTILIZATION"],
             fix=f"use {safe_memory_utilization_advice()} (higher values fail ~14 min into boot)",
         )
+    repositories = names.repositories_setting(env["VLLM_IMAGE_REPOSITORIES"])
     image = env["VLLM_IMAGE"].strip()
-    if not _IMAGE.match(image):
-        raise ConfigError(
-            "not a container image reference",
-            field="VLLM_IMAGE",
-            value=image,
-            fix="use e.g. vllm/vllm-tpu:v0.30.0 or a @sha256: digest",
-        )
+    names.check_image(image, repositories, "VLLM_IMAGE")
     port = _int(env, "VLLM_PORT", lo=1, hi=65535)
     assert port is not None
     for var in ("TPU_NETWORK", "TPU_SUBNETWORK"):
@@ -723,11 +801,12 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
             env, "TPU_DEVOPS_CACHE_DIR", Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         )
     bucket = _bucket(env, project)
+    unattended = _unattended(env, resource_id)
     return Settings(
         project=project,
         region=region,
         zone=zone,
-        model_name=env["MODEL_NAME"].strip(),
+        model_name=names.check_model_id(env["MODEL_NAME"].strip(), "MODEL_NAME"),
         accelerator_type=accel.name,
         runtime_version=runtime,
         tensor_parallel_size=tp,
@@ -742,6 +821,7 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         limit_mm_per_prompt=limit_mm,
         gpu_memory_utilization=util,
         vllm_image=image,
+        image_repositories=repositories,
         vllm_port=port,
         network=env["TPU_NETWORK"].strip(),
         subnetwork=env["TPU_SUBNETWORK"].strip(),
@@ -758,6 +838,15 @@ def load_settings(env_file: Path | None = None, environ: Mapping[str, str] | Non
         cache_dir=cache_dir,
         file_roots=file_roots,
         bucket=bucket,
+        unattended_delete=unattended,
+        elicitation=_bool(env, "TPU_DEVOPS_ELICITATION"),
+        kubeconfig=_absolute(
+            env["TPU_DEVOPS_KUBECONFIG"],
+            "TPU_DEVOPS_KUBECONFIG",
+            "use an absolute path, e.g. /home/me/.kube/config",
+        )
+        if env["TPU_DEVOPS_KUBECONFIG"].strip()
+        else "",
         env_file=read_from,
         project_origin=_origin_phrase(read.origins["GOOGLE_CLOUD_PROJECT"], "GOOGLE_CLOUD_PROJECT")
         if project
@@ -799,6 +888,31 @@ def _region(env: Mapping[str, str], origins: Mapping[str, str], zone: str) -> tu
             f"{_origin_phrase(zone_origin, 'GOOGLE_CLOUD_ZONE')}), not {region} from {region_origin}"
         )
     return region, None
+
+
+def _unattended(env: Mapping[str, str], rig: str) -> bool:
+    """``TPU_DEVOPS_UNATTENDED_DELETE``: empty (no standing permission: deletions need a person), or this
+    rig's ``RESOURCE_ID`` (a dry run's token then completes a deletion without a person). Naming the rig
+    keeps a copied tpu.env from carrying the permission to another rig.
+
+    Raises:
+        ConfigError: any other value (a boolean, another rig's id); the server then starts without the
+            permission (`FAIL_CLOSED`).
+    """
+    raw = env["TPU_DEVOPS_UNATTENDED_DELETE"].strip()
+    if not raw:
+        return False
+    if raw == rig:
+        return True
+    raise ConfigError(
+        f"names rig '{raw}', but this server's RESOURCE_ID is '{rig}'"
+        if types.RESOURCE_ID_RE.match(raw)
+        else "not a rig id: the standing permission names the rig it is for",
+        field="TPU_DEVOPS_UNATTENDED_DELETE",
+        value=raw,
+        fix=f"set TPU_DEVOPS_UNATTENDED_DELETE={rig} to let a model delete this rig's resources with a dry "
+        "run's token, or leave it empty so that every deletion needs you",
+    )
 
 
 def _toolsets(env: Mapping[str, str]) -> tuple[str, ...]:
@@ -853,6 +967,7 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "LIMIT_MM_PER_PROMPT": ("limit_mm_per_prompt",),
     "GPU_MEMORY_UTILIZATION": ("gpu_memory_utilization",),
     "VLLM_IMAGE": ("vllm_image",),
+    "VLLM_IMAGE_REPOSITORIES": ("image_repositories",),  # invalid: only the default repository
     "VLLM_PORT": ("vllm_port",),
     "TPU_NETWORK": ("network",),
     "TPU_SUBNETWORK": ("subnetwork",),
@@ -867,9 +982,17 @@ VARIABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "TPU_DEVOPS_FILE_ROOTS": ("file_roots",),  # tools then refuse every path argument (tpu_devops.host.files)
     "TPU_DEVOPS_LOG_LEVEL": (),  # INFO
     "TPU_DEVOPS_BUCKET": ("bucket",),  # invalid: no bucket, every boot cold
+    "TPU_DEVOPS_UNATTENDED_DELETE": (),  # fails closed: no standing permission (FAIL_CLOSED)
+    "TPU_DEVOPS_ELICITATION": (),  # fails closed: a host's answers are not taken (FAIL_CLOSED)
+    "TPU_DEVOPS_KUBECONFIG": ("kubeconfig",),  # GKE tools that need it refuse; the GKE API path still works
 }
 # Variables replaced by a safe value instead of their default when invalid.
-FAIL_CLOSED = {"TPU_DEVOPS_READ_ONLY": "1", "TPU_DEVOPS_CACHE_DIR": "off"}
+FAIL_CLOSED = {
+    "TPU_DEVOPS_READ_ONLY": "1",
+    "TPU_DEVOPS_CACHE_DIR": "off",
+    "TPU_DEVOPS_UNATTENDED_DELETE": "",
+    "TPU_DEVOPS_ELICITATION": "off",
+}
 # Variables whose error may be the other's fault: both are reset together.
 _RESET_TOGETHER = {
     "GOOGLE_CLOUD_ZONE": ("GOOGLE_CLOUD_REGION",),

@@ -33,6 +33,7 @@ from tests.audit.planted import (
     plant,
 )
 from tests.audit.rogue import MARKER, RogueHost
+from tests.audit.trust import TrustFigures
 from tests.host_scenarios import CALLS, EXPORT, OOM_LOG, Answer, client_for, fakes, scenario_env
 
 API_KEY = "audit-rig-api-key-" + "5e11f00d5e11f00d"  # VLLM_API_KEY of the audited server
@@ -89,6 +90,7 @@ class Figures:
     create_deadline_failures: list[str] = field(default_factory=list)
     survived: bool = True
     crash: str | None = None
+    trust: TrustFigures = field(default_factory=TrustFigures)  # tests.audit.trust's sections
 
 
 @dataclass
@@ -423,6 +425,20 @@ async def fuzz_section(s: Session, tools: list[Any], base: dict[str, dict[str, A
                 s.figures.unknown_keys_accepted.append(tool)
 
 
+async def trust_sections(
+    s: Session, world: Any, env: dict[str, str], stderr: Path, state_dir: Path, project: Path, full: bool
+) -> None:
+    """`tests.audit.trust`: deletion by a person only, kubeconfigs as data, allowed images, names, exposure."""
+    from tests.audit import trust
+
+    open_client = trust.opener(client_for, env, stderr, project)
+    await trust.deletion_section(s, world, open_client, lambda client: Session(client, s.figures), full)
+    await trust.kubeconfig_section(s, world, state_dir, project, full)
+    await trust.images_section(s, full)
+    await trust.names_section(s, state_dir)
+    await trust.exposure_section(s)
+
+
 # ---- the run ------------------------------------------------------------------------------------------
 
 
@@ -483,6 +499,7 @@ async def run_audit(state_dir: Path, *, full: bool = True) -> Figures:
                 await files_section(s, secret_file, state_dir / "logs" / "config.json")
                 await keys_section(s, tools, rogue)
                 await foreign_section(s, world)
+                await trust_sections(s, world, env, stderr, state_dir, project, full)
                 if full:
                     async with (
                         client_for(env, stderr, cwd=project) as a,
@@ -559,6 +576,9 @@ def report(f: Figures) -> list[str]:
          not f.unknown_keys_accepted, "all", f.unknown_keys_accepted),
         ("server survived the whole plan", "yes" if f.survived else "no", f.survived, "yes", [f.crash] if f.crash else []),
     ]  # fmt: skip
+    from tests.audit.trust import rows as trust_rows
+
+    rows += trust_rows(f.trust)
     out = [
         f"security audit: {f.tools} tools, {f.calls} calls ({f.fuzz_calls} fuzz), slowest {f.slowest_s:.1f} s"
     ]

@@ -12,6 +12,12 @@ not passed) and become Ready on ``mark_ready``; ``set_pod_status`` scripts any o
 image pull back-off, an unschedulable pod, a crash loop), ``add_event`` the namespace's core v1 events
 (the scheduler's, the cluster autoscaler's, the kubelet's, with their real reasons) and ``pod_logs`` a
 container's log (``GET .../pods/{name}/log``, ``previous`` for the last terminated run).
+
+It serves HTTPS only, with a throwaway CA (`tests.fakes.vm.tls`), like a GKE control plane: ``endpoint``
+and ``ca_pem`` are what the fake GKE API's ``clusters.get`` hands out (`FakeContainer.add_cluster` with
+``kube=``), and ``kubeconfig`` writes a data-only kubeconfig with the CA and a bearer token. Requests must
+carry ``Bearer TOKEN`` or a token in ``google_tokens``; with ``anonymous`` (set by the fake GKE API, whose
+clients hold anonymous credentials like every fake's) a request without credentials passes too.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -67,9 +74,13 @@ class FakeKube:
         self.events: dict[str, list[dict[str, Any]]] = {}  # ns -> core v1 Events
         self.pod_logs: dict[tuple[str, str, bool], str] = {}  # (ns, pod, previous) -> log text
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (method, path, query)
+        self.authorizations: list[str | None] = []  # the Authorization header of every request
+        self.google_tokens: set[str] = set()  # Google access tokens the API server accepts
+        self.anonymous = False
         self._uid = itertools.count(1)
         self.app = Starlette(routes=self.routes())
         self._thread: ServerThread | None = None
+        self._tls: str | None = None
 
     # ---- scripting ----------------------------------------------------------------------------------
 
@@ -123,7 +134,11 @@ class FakeKube:
 
     def _auth(self, request: Request) -> JSONResponse | None:
         self.requests.append((request.method, request.url.path, dict(request.query_params)))
-        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+        given = request.headers.get("authorization")
+        self.authorizations.append(given)
+        if given is None and self.anonymous:
+            return None
+        if given != f"Bearer {TOKEN}" and given not in {f"Bearer {t}" for t in self.google_tokens}:
             return status(401, "Unauthorized", "Unauthorized")
         return None
 
@@ -348,21 +363,46 @@ class FakeKube:
         assert self._thread is not None
         return self._thread.url
 
-    def kubeconfig(self, path: Any, token: str = TOKEN) -> str:
-        """Write a kubeconfig for this fake (context ``fake``) and return its path."""
+    @property
+    def endpoint(self) -> str:
+        """``127.0.0.1:PORT``: the control plane's address as GKE's ``Cluster.endpoint`` gives it."""
+        return self.url.removeprefix("https://")
+
+    @property
+    def ca_pem(self) -> str:
+        """The PEM of the CA that signed this fake's certificate."""
+        assert self._tls is not None
+        return Path(self._tls, "ca.pem").read_text()
+
+    def kubeconfig(self, path: Any, token: str = TOKEN, **user: Any) -> str:
+        """Write a data-only kubeconfig for this fake (context ``fake``: server, CA, bearer token; ``user``
+        replaces the user's fields) and return its path."""
+        import base64
+
+        ca = base64.b64encode(self.ca_pem.encode()).decode()
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": token}}],
+            "clusters": [{"name": "fake", "cluster": {"server": self.url, "certificate-authority-data": ca}}],
+            "users": [{"name": "fake", "user": user or {"token": token}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
         }  # fmt: skip
         path.write_text(json.dumps(config))
         return str(path)
 
     def __enter__(self) -> FakeKube:
-        self._thread = ServerThread(self.app).start()
+        import tempfile
+
+        from tests.fakes.vm.tls import make_certificates
+
+        self._tls = tempfile.mkdtemp(prefix="fake-kube-tls-")
+        _, cert, key = make_certificates(Path(self._tls))
+        self._thread = ServerThread(self.app, ssl_certfile=str(cert), ssl_keyfile=str(key)).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import shutil
+
         if self._thread:
             self._thread.stop()
+        if self._tls:
+            shutil.rmtree(self._tls, ignore_errors=True)

@@ -85,3 +85,18 @@ def get_operation(settings: Settings, name: str) -> dict[str, Any]:
             name=name, retry=common.retry_policy(), timeout=common.call_timeout()
         )
     return _to_dict(op)
+
+
+def get_cluster(settings: Settings, name: str) -> dict[str, Any]:
+    """The cluster ``projects/P/locations/L/clusters/C`` as JSON: what this server needs to reach its
+    Kubernetes API is ``endpoint`` (the control plane's IP) and ``masterAuth.clusterCaCertificate`` (the
+    base64 PEM root of trust), container v1 ``Cluster``.
+
+    Raises:
+        NotFoundError: no such cluster. PermissionError_: no container.clusters.get. CloudError: others.
+    """
+    with common.google_errors(f"read cluster {name.rsplit('/', 1)[-1]}", SERVICE):
+        cluster = _client(settings).get_cluster(
+            name=name, retry=common.retry_policy(), timeout=common.call_timeout()
+        )
+    return _to_dict(cluster)

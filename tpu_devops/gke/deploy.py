@@ -1,8 +1,10 @@
 """Plan, apply and tear down the GKE deployment: the blast radius of DESIGN §2 on GKE.
 
-- **Plan** renders and validates offline (`manifests.render`); given a kubeconfig it also runs every
-  object through the API server's dry run (server-side apply with ``dryRun=All``) and reports, per
-  object, whether it would be created, updated (ours) or refused (exists, not ours). Nothing is stored.
+- **Plan** renders and validates offline (`manifests.render`), then runs every object through the API
+  server's dry run (server-side apply with ``dryRun=All``) and reports, per object, whether it would be
+  created, updated (ours) or refused (exists, not ours). Nothing is stored. The API server is reached
+  through the GKE API with the server's Google credentials, or a kubeconfig read as data
+  (`tpu_devops.gke.connect`): no program a kubeconfig names ever runs.
 - **Apply** checks before it changes anything: the Secret the pods read exists with its two keys; no
   object or node pool of the same name exists without our labels; the dry run passes for all four
   objects; a new node pool's Compute Engine quota covers ``replicas`` (`tpu_devops.gke.quota`). Then it
@@ -12,8 +14,9 @@
   will never start, and keeps waiting only while vLLM boots or nodes are coming.
 - **Teardown** finds what to delete by our labels only (``app.kubernetes.io/managed-by=tpu-devops``,
   ``tpu-devops/rig=<id>``; the node pool by its ``resourceLabels``), never by a name alone; it is a dry run
-  with a confirmation token unless ``confirm=true``, and deleting needs the user's answer or that token
-  (the rule of every destructive tool, `tpu_devops.host.confirmation`).
+  unless ``confirm=true``, and deleting needs a person (their answer when the host asks) or the operator's
+  standing permission with the dry run's token (the rule of every destructive tool,
+  `tpu_devops.host.confirmation`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from tpu_devops.errors import (
 )
 from tpu_devops.gcp import common
 from tpu_devops.gke import manifests
-from tpu_devops.gke.kube import KINDS, Kube, api_client
+from tpu_devops.gke.connect import api_client
+from tpu_devops.gke.kube import KINDS, Kube
 from tpu_devops.gke.quota import ComputeQuotaCheck, node_pool_quota
 from tpu_devops.gke.rollout import observe, stuck_error
 from tpu_devops.host import confirmation
@@ -114,10 +118,12 @@ def _dry_run(kube: Kube, settings: Settings, plan: manifests.GkePlan) -> tuple[l
 async def plan_gke_deployment(
     settings: Settings, *, kubeconfig: str | None = None, context: str | None = None, **shape: Any
 ) -> manifests.GkePlan:
-    """Render, validate offline, price, and (with a kubeconfig or context) dry-run on the API server.
+    """Render, validate offline, price, and dry-run on the cluster's API server (reached through the GKE API,
+    or a kubeconfig read as data: `tpu_devops.gke.connect`); a cluster that does not exist yet leaves the
+    plan validated offline, and says so.
 
     ``shape``: the keyword arguments of `manifests.render` (cluster, location, replicas, max_replicas,
-    namespace, service_type, source_ranges, queue_target).
+    namespace, service_type, source_ranges, queue_target, open_to_internet).
 
     Raises:
         InputError: bad arguments or kubeconfig. CloudError / PermissionError_: the API server refused.
@@ -125,16 +131,26 @@ async def plan_gke_deployment(
     plan = manifests.render(settings, **shape)
     plan.usd_per_hour, plan.price = await _price(settings, plan.replicas, plan.max_replicas)
     plan.compute_quota = await _quota(settings, plan)
-    if kubeconfig or context:
-        kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
-        lines, refused = await common.run_blocking(_dry_run, kube, settings, plan)
-        plan.server_dry_run = lines
-        plan.notes.extend(refused)
-    else:
-        plan.notes.append(
-            "no kubeconfig given: validated offline only (pass kubeconfig for the API server's dry run)"
-        )
+    try:
+        kube = await _kube(settings, plan.cluster, plan.location, kubeconfig, context)
+    except NotFoundError as exc:  # the plan is still worth having before the cluster exists
+        plan.notes.append(f"validated offline only, no server-side dry run: {exc.message}")
+        return plan
+    lines, refused = await common.run_blocking(_dry_run, kube, settings, plan)
+    plan.server_dry_run = lines
+    plan.notes.extend(refused)
     return plan
+
+
+async def _kube(
+    settings: Settings, cluster: str | None, location: str | None, kubeconfig: str | None, context: str | None
+) -> Kube:
+    """The Kubernetes API of ``cluster`` (`tpu_devops.gke.connect`: the GKE API unless a kubeconfig or a
+    context is named; nothing in a kubeconfig handed in is run)."""
+    client = await common.run_blocking(
+        api_client, settings, cluster=cluster, location=location, kubeconfig=kubeconfig, context=context
+    )
+    return Kube(client)
 
 
 class GkeApplyResult(ToolResult):
@@ -147,10 +163,14 @@ class GkeApplyResult(ToolResult):
     service: str
     message: str
 
+    warnings: list[str] = Field(default_factory=list)
+
     def headline(self) -> str:
         return f"applied {len(self.applied)} object(s) in {self.namespace}" + (
             f", node pool {self.node_pool}" if self.node_pool else ""
-        ) + (f"; poll get_job('{self.job_id}') until the pods are ready" if self.job_id else "")  # fmt: skip
+        ) + (f"; poll get_job('{self.job_id}') until the pods are ready" if self.job_id else "") + "".join(
+            f". {w}" for w in self.warnings
+        )  # fmt: skip
 
 
 async def apply_gke_deployment(
@@ -183,7 +203,7 @@ async def apply_gke_deployment(
         )
     plan = manifests.render(settings, **shape)
     namespace, replicas, cluster = plan.namespace, plan.replicas, plan.cluster
-    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    kube = await _kube(settings, cluster, plan.location, kubeconfig, context)
     secret = manifests.names(settings)["secret"]
     keys = await common.run_blocking(kube.secret_keys, namespace, secret)
     missing = [k for k in SECRET_KEYS if keys is None or k not in keys]
@@ -313,6 +333,7 @@ async def apply_gke_deployment(
         namespace=namespace,
         service=plan.manifests[1].name,
         message="; ".join(lines),
+        warnings=[n for n in plan.notes if n.startswith("WARNING:")],
     )
 
 
@@ -327,8 +348,9 @@ class GkeTeardownStep(BaseModel):
 
 class GkeTeardownResult(ToolResult):
     """What teardown deleted (or would delete), found by our labels only. ``confirm_token`` (dry runs with
-    something to delete): echo it in the deleting call, within ``confirm_token_expires_in_s`` seconds,
-    once; ``next_call`` is that exact call (`tpu_devops.host.confirmation`)."""
+    something to delete, only under the standing permission): echo it in the deleting call, within
+    ``confirm_token_expires_in_s`` seconds, once; ``next_call`` is that exact call; ``how_to_delete``: the
+    kubectl / gcloud commands a person runs instead (`tpu_devops.host.confirmation`)."""
 
     dry_run: bool
     executed: bool
@@ -337,6 +359,7 @@ class GkeTeardownResult(ToolResult):
     confirm_token: str | None = None
     confirm_token_expires_in_s: int | None = None
     next_call: str | None = None
+    how_to_delete: list[str] = Field(default_factory=list)
     message: str
 
     def headline(self) -> str:
@@ -385,7 +408,7 @@ async def plan_gke_teardown(
 
     manifests.render(settings, cluster=cluster, namespace=namespace)  # validates the names
     where = manifests.check_location(settings, location)  # where the nodes went does not matter here
-    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    kube = await _kube(settings, cluster, where, kubeconfig, context)
     from tpu_devops.provisioning.rigjobs import gke_target, running_here
 
     selector = manifests.selector(settings)
@@ -422,8 +445,41 @@ async def plan_gke_teardown(
     deletion = confirmation.Deletion(
         tool="teardown_gke_deployment", action="delete", project=settings.project, rig=settings.resource_id,
         steps=[(f"delete {s.kind}", s.name, f"{cluster}/{namespace}") for s in steps], args=args,
+        commands=_teardown_commands(settings, cluster, where, namespace, steps),
     )  # fmt: skip
     return GkeTeardownPlan(steps, left, kube, namespace, pool_name, deletion, jobs)
+
+
+_KUBECTL_KINDS = {
+    "HorizontalPodAutoscaler": "horizontalpodautoscaler.autoscaling",
+    "PodMonitoring": "podmonitoring.monitoring.googleapis.com",
+    "Service": "service",
+    "Deployment": "deployment.apps",
+}
+
+
+def _teardown_commands(
+    settings: Settings, cluster: str, location: str, namespace: str, steps: list[GkeTeardownStep]
+) -> list[str]:
+    """The commands a person runs to delete exactly ``steps`` without this server: kubectl for the
+    objects (after gcloud's get-credentials), gcloud for the node pool. Both ask or show before acting."""
+    import shlex
+
+    q = shlex.quote
+    where = f"--location={q(location)} --project={q(settings.project)}"
+    objects = [f"{_KUBECTL_KINDS[s.kind]}/{q(s.name)}" for s in steps if s.kind in _KUBECTL_KINDS]
+    out = []
+    if objects:
+        out.append(
+            f"gcloud container clusters get-credentials {q(cluster)} {where} && "
+            f"kubectl -n {q(namespace)} delete {' '.join(objects)}"
+        )
+    out += [
+        f"gcloud container node-pools delete {q(s.name.rsplit('/', 1)[-1])} --cluster={q(cluster)} {where}"
+        for s in steps
+        if s.kind == "NodePool"
+    ]
+    return out
 
 
 def _gke_key(cluster: str, kubeconfig: str | None, context: str | None, location: str | None, namespace: str, delete_node_pool: bool) -> tuple[Any, ...]:  # fmt: skip
@@ -454,7 +510,8 @@ async def resolve_gke_teardown_confirmation(
 
     key = _gke_key(cluster, kubeconfig, context, location, namespace, delete_node_pool)
     wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
-    return await confirmation.resolve(ctx, key, wants, make, lambda plan: plan.deletion)
+    policy = get_settings().deletion_policy()
+    return await confirmation.resolve(ctx, key, wants, make, lambda plan: plan.deletion, policy)
 
 
 async def teardown_gke_deployment(
@@ -472,13 +529,13 @@ async def teardown_gke_deployment(
     confirm_token: str | None = None,
 ) -> GkeTeardownResult:
     """List our objects and node pool (`plan_gke_teardown`) and delete them under the confirmation rule of
-    every destructive tool (`tpu_devops.host.confirmation`): a dry run with a confirmation token unless the call
-    says ``confirm=true`` (or ``dry_run=false``); deleting needs the user's elicitation answer
-    (``outcome``, from `resolve_gke_teardown_confirmation`) or that token.
+    every destructive tool (`tpu_devops.host.confirmation`): a dry run unless the call says ``confirm=true``
+    (or ``dry_run=false``); deleting needs the person's elicitation answer (``outcome``, from
+    `resolve_gke_teardown_confirmation`) or the standing permission with the dry run's token.
 
     Raises:
-        ConfirmationError: a deletion asked for but not confirmed (nothing deleted; the fix is the exact
-            call with a fresh token). InputError / CloudError: kubeconfig or API failures.
+        ConfirmationError: a deletion asked for but not confirmed (nothing deleted; the fix says how the
+            person deletes). InputError / CloudError: kubeconfig or API failures.
     """
     from tpu_devops.gcp import container
 
@@ -497,13 +554,11 @@ async def teardown_gke_deployment(
             left_alone=left,
             message="nothing of ours to delete",
         )
+    policy = settings.deletion_policy()
     if not wants:
-        offered = confirmation.offer(settings.state_dir, plan.deletion)
-        return GkeTeardownResult(
-            dry_run=True, executed=False, steps=steps, left_alone=left, **offered,
-            message=confirmation.dry_run_message(offered),
-        )  # fmt: skip
-    via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
+        offered = confirmation.dry_run_fields(settings.state_dir, plan.deletion, policy, outcome)
+        return GkeTeardownResult(dry_run=True, executed=False, steps=steps, left_alone=left, **offered)
+    via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token, policy)
     if plan.jobs:
         from tpu_devops.provisioning.rigjobs import end_jobs
 
@@ -661,7 +716,7 @@ async def benchmark_gke_deployment(
     from tpu_devops.serving.benchmark import start_benchmark
 
     n = manifests.names(settings)
-    kube = Kube(await common.run_blocking(api_client, kubeconfig, context))
+    kube = await _kube(settings, cluster, location, kubeconfig, context)
     objs = {}
     for kind, name in (("Deployment", n["deployment"]), ("Service", n["service"])):
         obj = await common.run_blocking(kube.read, kind, namespace, name)

@@ -5,20 +5,17 @@ PodMonitoring) plus reading a Secret's key names, the pods' status, the namespac
 pod's log tail (bounded: `LOG_TAIL_LINES` lines, `LOG_LIMIT_BYTES` bytes, `MAX_EVENTS` events). Writes are server-side apply
 (``application/apply-patch+yaml``, field manager ``tpu-devops``; Kubernetes "Server-Side Apply"), with
 ``dryRun=All`` for the plan: the API server runs admission and validation and stores nothing.
-Every call is blocking: run it through `tpu_devops.gcp.common.run_blocking`.
+Every call is blocking: run it through `tpu_devops.gcp.common.run_blocking`. The ``ApiClient`` comes
+from `tpu_devops.gke.connect` (the GKE API, or a kubeconfig read as data): nothing a tool is handed runs.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from tpu_devops.config import get_settings
-from tpu_devops.errors import CloudError, InputError, NotFoundError, PermissionError_, TpuDevopsError
-from tpu_devops.host import files, nesting
+from tpu_devops.errors import CloudError, NotFoundError, PermissionError_, TpuDevopsError
 
 FIELD_MANAGER = "tpu-devops"
 TIMEOUT = (10, 30)  # (connect, read) seconds per request
@@ -45,61 +42,9 @@ KINDS = {
 }  # fmt: skip
 
 
-MAX_KUBECONFIG_BYTES = 4 << 20
 MAX_EVENTS = 500  # one page of the namespace's events, newest kept by the API server's own order
 LOG_TAIL_LINES = 400
 LOG_LIMIT_BYTES = 64 << 10
-
-
-def _default_kubeconfigs() -> set[Path]:
-    """The kubeconfig files kubectl itself reads: ``$KUBECONFIG``'s entries, else ``~/.kube/config``."""
-    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p.strip()]
-    return {Path(p).expanduser().resolve() for p in listed or ["~/.kube/config"]}
-
-
-def _resolved(path: Path) -> Path | None:
-    """``path`` resolved, or None when it cannot be (a symlink loop, a name too long): then it is treated
-    as caller input, whose checks name the problem."""
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return None
-
-
-def api_client(kubeconfig: str | None, context: str | None) -> Any:
-    """An ``ApiClient`` for the kubeconfig file (default ``$KUBECONFIG`` or ``~/.kube/config``) and context.
-
-    Raises:
-        InputError: no such file, or a kubeconfig / context the client cannot load (field kubeconfig).
-    """
-    from kubernetes import config
-    from kubernetes.config.config_exception import ConfigException
-
-    path = Path(kubeconfig).expanduser() if kubeconfig else None
-    if path is not None and _resolved(path) not in _default_kubeconfigs():
-        # Any other path is caller input: only where tools may read (`tpu_devops.host.files`), checked before
-        # anything else so that no answer tells whether a file outside those directories exists.
-        path = files.readable_file(
-            get_settings(), str(kubeconfig), field="kubeconfig", max_bytes=MAX_KUBECONFIG_BYTES
-        )
-    elif path is not None and not path.is_file():
-        raise InputError(
-            "no such kubeconfig file",
-            field="kubeconfig",
-            value=kubeconfig,
-            fix="pass the file `gcloud container clusters get-credentials CLUSTER` wrote (usually ~/.kube/config)",
-        )
-    try:
-        with nesting.guard():  # PyYAML recurses once per level: a deep file is malformed input
-            return config.new_client_from_config(config_file=str(path) if path else None, context=context)
-    except (ConfigException, OSError, ValueError, TypeError) as exc:
-        # The first line only: a YAML error goes on to quote the file's content.
-        raise InputError(
-            f"cannot load the kubeconfig: {(str(exc).splitlines() or [''])[0][:300]}",
-            field="kubeconfig" if not context else "context",
-            value=context or kubeconfig,
-            fix="check the file and the context name (kubectl config get-contexts)",
-        ) from None
 
 
 def _error(exc: Exception, action: str) -> Exception:
@@ -114,8 +59,9 @@ def _error(exc: Exception, action: str) -> Exception:
         if isinstance(exc, HTTPError | OSError):
             return CloudError(
                 f"cannot {action}: the Kubernetes API did not answer ({type(exc).__name__})",
-                field="kubeconfig",
-                fix="check that the cluster is reachable (gcloud container clusters get-credentials) and try again",
+                field="cluster",
+                fix="check that the cluster's control plane is reachable from this machine (authorized networks) "
+                "and try again",
             )
         return CloudError(
             f"cannot {action}: unexpected answer from the Kubernetes API ({type(exc).__name__}: {exc})"
@@ -131,8 +77,9 @@ def _error(exc: Exception, action: str) -> Exception:
     if exc.status in (401, 403):
         return PermissionError_(
             f"cannot {action}: {message}",
-            field="kubeconfig",
-            fix="use credentials with edit rights in the namespace (roles/container.developer)",
+            field="credentials",
+            fix="use credentials with edit rights in the namespace (roles/container.developer on the project, or "
+            "an RBAC binding in the cluster)",
         )
     return CloudError(f"cannot {action}: HTTP {exc.status} {message}")
 

@@ -78,7 +78,6 @@ SCALE_DOWN_WINDOW_S = 900  # a replica brought back costs a cold boot (~14 min)
 SCHEMA_MIN_VERSION = "1.33.0"  # GKE 1.33.0-gke.1712000 is the first with flex-start TPUs
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
 _ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")  # us-west4-a
 _LOCATION = re.compile(r"^[a-z]+-[a-z]+\d+(-[a-z])?$")  # a zone or a region (us-west4)
 
@@ -108,8 +107,7 @@ def selector(settings: Settings) -> str:
     return ",".join(f"{k}={v}" for k, v in labels(settings).items())
 
 
-def _check(settings: Settings, replicas: int, max_replicas: int, namespace: str, service_type: str,
-           source_ranges: list[str] | None) -> None:  # fmt: skip
+def _check(settings: Settings, replicas: int, max_replicas: int, namespace: str, service_type: str) -> None:
     if isinstance(replicas, bool) or not 1 <= replicas <= 256:
         raise InputError(
             "out of range", field="replicas", value=replicas, fix="use 1..256 replicas (one chip each)"
@@ -139,22 +137,6 @@ def _check(settings: Settings, replicas: int, max_replicas: int, namespace: str,
             value=service_type,
             fix="use ClusterIP or LoadBalancer",
         )
-    if service_type == "LoadBalancer":
-        if not source_ranges:
-            raise InputError(
-                "a LoadBalancer would open the endpoint to the internet",
-                field="source_ranges",
-                value=source_ranges,
-                fix="pass the CIDRs allowed to reach it, e.g. ['203.0.113.7/32'] (your address)",
-            )
-        for cidr in source_ranges:
-            if not _CIDR.match(cidr) or cidr.endswith("/0"):
-                raise InputError(
-                    "not an IPv4 CIDR narrower than /0",
-                    field="source_ranges",
-                    value=cidr,
-                    fix="pass addresses such as 203.0.113.7/32",
-                )
     accel = resolve_accelerator_type(settings.accelerator_type)
     if accel.generation.gke_accelerator is None or 1 not in accel.generation.gke_topologies:
         raise InputError(
@@ -168,6 +150,37 @@ def _check(settings: Settings, replicas: int, max_replicas: int, namespace: str,
                 if g.gke_accelerator
             ),
         )
+
+
+def load_balancer_ranges(
+    settings: Settings, service_type: str, source_ranges: list[str] | None, open_to_internet: bool
+) -> tuple[list[str], list[str]]:
+    """The LoadBalancer's ``loadBalancerSourceRanges``, normalised and judged by the VM firewall's rule
+    (`tpu_devops.config.source_ranges_setting`, `tpu_devops.config.exposure`), and its warnings. A
+    ClusterIP Service takes no ranges (none are needed: it is reachable only in the cluster).
+
+    Raises:
+        ConfigError: a LoadBalancer without ranges, a malformed range (``0.0.0.0/00``), or ranges that
+            together open more than a /16 without ``open_to_internet`` (field ``source_ranges``).
+    """
+    from tpu_devops.config import exposure, source_ranges_setting
+
+    if service_type != "LoadBalancer":
+        return [], (
+            ["source_ranges ignored: a ClusterIP Service is reachable only inside the cluster"]
+            if source_ranges
+            else []
+        )
+    if not source_ranges:
+        raise InputError(
+            "a LoadBalancer would open the endpoint to the internet",
+            field="source_ranges",
+            value=source_ranges,
+            fix="pass the CIDRs allowed to reach it, e.g. ['203.0.113.7/32'] (your address)",
+        )
+    ranges = list(source_ranges_setting(",".join(source_ranges), field="source_ranges"))
+    what = f"the LoadBalancer on tcp:{settings.vllm_port}"
+    return ranges, exposure(ranges, open_to_internet=open_to_internet, field="source_ranges", what=what)
 
 
 def check_location(settings: Settings, location: str | None) -> str:
@@ -452,7 +465,7 @@ class GkePlan(ToolResult):
             f"GKE: node pool {self.node_pool['name']} ({self.replicas}-{self.max_replicas} x "
             f"{self.node_pool['config']['machineType']}) in {self.cluster}, {len(self.manifests)} objects in "
             f"namespace {self.namespace}{cost}{dry}"
-        )
+        ) + "".join(f". {n}" for n in self.notes if n.startswith("WARNING:"))
 
     def render_text(self) -> str:
         """Headline, the node pool request, each object with its validation, the YAML, notes."""
@@ -497,16 +510,28 @@ def render(
     service_type: str = "ClusterIP",
     source_ranges: list[str] | None = None,
     queue_target: int = 2,
+    open_to_internet: bool = False,
 ) -> GkePlan:
     """Render and validate offline the node pool request and every manifest (nothing is sent).
 
+    ``source_ranges`` / ``open_to_internet``: who may reach a LoadBalancer Service, by the VM firewall's
+    rule (`load_balancer_ranges`).
+
     Raises:
-        InputError: a bad argument (named), or a manifest that fails its schema (a defect).
+        InputError / ConfigError: a bad argument (named), or a manifest that fails its schema (a defect).
     """
     import yaml
 
+    from tpu_devops import names as name_rules
+
     max_replicas = replicas if max_replicas is None else max_replicas
-    _check(settings, replicas, max_replicas, namespace, service_type, source_ranges)
+    _check(settings, replicas, max_replicas, namespace, service_type)
+    source_ranges, exposure_warnings = load_balancer_ranges(
+        settings, service_type, source_ranges, open_to_internet
+    )
+    # the pods run the image with the Secret's token and key: only an allowed repository's, as on a VM
+    name_rules.check_image(settings.vllm_image, settings.image_repositories, "VLLM_IMAGE")
+    name_rules.check_model_id(settings.model_name, "MODEL_NAME")
     if not _K8S_NAME.match(cluster or "") or len(cluster) > 40:
         raise InputError(
             "not a GKE cluster name", field="cluster", value=cluster, fix="pass your cluster's name"
@@ -557,6 +582,9 @@ def render(
         "the compile cache is per pod (emptyDir): every new pod compiles again (~12 min on v5e); no cache is "
         "shared between pods yet",
     ]
+    if image_source := name_rules.non_default_source(settings.vllm_image):
+        notes.insert(0, image_source)
+    notes[:0] = exposure_warnings
     if settings.provisioning_model == "flex-start":
         notes.append(
             f"flex-start nodes come from the cluster autoscaler when pods wait and live at most "

@@ -1,21 +1,31 @@
-"""Confirmation tokens for destructive calls on hosts that cannot ask the user.
+"""Who may approve a deletion: a person, or the operator's standing configuration. Never the model alone.
 
-A prompt-injected host model can pass ``confirm=true`` by itself; it cannot pass a token it was never
-shown. A dry run issues a token bound to its exact plan (`plan_digest`: the tool, the action, the
-project, the rig and every step with its target and zone); the deleting call must echo it. A token is
+A host model can pass any argument (``confirm=true``), echo anything a result showed it (a token, an
+exact call) and, on an auto-approving host (Qwen Code ``--yolo``, ``claude -p --allowedTools``, Gemini
+CLI with ``trust``), call tools with nobody looking. So nothing a tool result hands the model can be
+enough to delete. The rule every destructive tool applies (`decide`):
 
-- unguessable: 80 random bits (`secrets.token_bytes`), shown as 16 lowercase base32 characters;
-- short-lived: `TOKEN_TTL_S` (10 minutes, time enough for a person to read the plan);
-- single use: redeeming marks it used in the same transaction that checks it;
-- bound to the plan: if the resources changed since the dry run, the digest differs and it is refused.
+1. A call deletes only when it says so (``confirm=true`` or ``dry_run=false``).
+2. **A person**: where the host can ask (MCP form elicitation), the server asks, and only an accepted
+   answer that carries the rig's name, typed by the person, confirms (`Confirmation`). A host that
+   answers by itself (an auto-accepting hook, defaults, ``confirm: true``) cannot type it, so its
+   "accept" is not taken as a person: it falls to rule 3. The operator can stop trusting a host's
+   answers at all with ``TPU_DEVOPS_ELICITATION=off`` (a host that lets its model fill in forms).
+3. **The operator's standing permission**: ``TPU_DEVOPS_UNATTENDED_DELETE=<RESOURCE_ID>`` in tpu.env or
+   the server's environment (set beforehand, by the operator, for this rig only) lets a model complete a
+   deletion alone; it still needs the token of a dry run of exactly that plan (proof of *which* plan,
+   never of a person). Anchors: awslabs' MCP servers refuse writes without ``--allow-write``; gke-mcp
+   registers its delete tools only when enabled.
+4. Otherwise nothing is deleted, and the refusal says exactly how the person deletes: when asked, by
+   typing the rig's name; with the gcloud / kubectl commands of that plan (`Deletion.commands`); or by
+   setting the standing permission. Dry runs hand out tokens only under the standing permission, and
+   a refusal never hands out one.
 
-Tokens live in ``<state_dir>/confirmations.sqlite3`` (only their SHA-256 is stored), so a dry run in
-one server process and the deletion in the next (``gemini -p`` starts a server per prompt) agree.
-
-The rule every destructive tool applies (`decide`): a call deletes only when it says so (``confirm=true``
-or ``dry_run=false``) and the deletion is confirmed by the user's answer to an MCP elicitation where the
-host can ask (`resolve`), else by a token of a dry run of exactly that plan. Every refusal says that
-nothing was deleted, why, and the exact call to make (`refusal`).
+Tokens: 80 random bits (`secrets.token_bytes`), shown as 16 lowercase base32 characters; valid
+`TOKEN_TTL_S` (10 minutes); single use (redeemed in the transaction that checks it); bound to the plan
+(`plan_digest`: the tool, the action, the project, the rig and every step with its target and zone, so a
+changed plan refuses it). They live in ``<state_dir>/confirmations.sqlite3`` (only their SHA-256), so a
+dry run in one server process and the deletion in the next (``gemini -p`` starts one per prompt) agree.
 """
 
 from __future__ import annotations
@@ -135,17 +145,41 @@ def _problem(row: tuple[str, str, float, float | None] | None, digest: str, now:
 
 # ---- the confirmation rule, shared by every destructive tool -------------------------------------------
 
+UNATTENDED_VARIABLE = "TPU_DEVOPS_UNATTENDED_DELETE"
+ELICITATION_VARIABLE = "TPU_DEVOPS_ELICITATION"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The operator's standing configuration for deletions (`tpu_devops.config.Settings.deletion_policy`).
+
+    ``unattended``: ``TPU_DEVOPS_UNATTENDED_DELETE`` names this rig, so a dry run's token completes a
+    deletion without a person. ``ask``: a host's answer to the server's question counts as a person's
+    (``TPU_DEVOPS_ELICITATION``, on by default)."""
+
+    unattended: bool = False
+    ask: bool = True
+
 
 class Confirmation(BaseModel):
-    """The user's answer to "delete these resources now?" (an MCP elicitation form)."""
+    """The person's answer to "delete these resources now?" (an MCP elicitation form). The rig's name must
+    be typed: a host that answers for the user (defaults, an auto-accepting hook) cannot."""
 
-    confirm: bool = Field(description="Delete the listed resources now?")
+    rig: str = Field(
+        default="",
+        max_length=200,
+        title="Rig name",
+        description="Type the rig's name to delete; anything else deletes nothing",
+    )
 
 
 class NotAsked(BaseModel):
-    """A confirmation resolver did not ask the user (a dry run, nothing to delete, or no elicitation)."""
+    """A confirmation resolver did not ask the user (a dry run, nothing to delete, or no elicitation);
+    ``can_ask``: whether this host could have been asked (it supports elicitation and the operator takes
+    its answers)."""
 
     reason: str = "not asked"
+    can_ask: bool = False
 
 
 def wants_deletion(dry_run: bool | None, confirm: bool, confirm_token: str | None) -> bool:
@@ -165,7 +199,8 @@ def quoted(value: str) -> str:
 class Deletion:
     """What a destructive call would do, as the confirmation rule sees it: the ``tool`` and its
     ``action``, the ``project`` and ``rig``, every step as (action, target, where), the call's own
-    arguments (``args``, values quoted) so that the exact call can be repeated, and warnings to show."""
+    arguments (``args``, values quoted) so that the exact call can be repeated, warnings to show, and
+    ``commands``: how a person deletes exactly this without this server (gcloud / kubectl lines)."""
 
     tool: str
     action: str
@@ -174,6 +209,7 @@ class Deletion:
     steps: list[tuple[str, str, str]]
     args: dict[str, str]
     warnings: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
 
     @property
     def digest(self) -> str:
@@ -189,11 +225,17 @@ class Deletion:
         return f"{self.tool}({', '.join(f'{k}={v}' for k, v in args.items())})"
 
     def question(self) -> str:
-        """The elicitation question: the exact steps and every warning."""
+        """The elicitation question: the exact steps, every warning, and what to type."""
         lines = [f"{a} {t} ({w})" for a, t, w in self.steps] or ["nothing"]
-        return f"Delete these resources of rig '{self.rig}' (this server's only)?\n" + "\n".join(
-            lines + [f"WARNING: {w}" for w in self.warnings]
+        return (
+            f"Delete these resources of rig '{self.rig}' (this server's only)?\n"
+            + "\n".join(lines + [f"WARNING: {w}" for w in self.warnings])
+            + f"\nTo delete them, type the rig's name, {self.rig}, and accept. Decline to keep them."
         )
+
+    def yourself(self) -> str:
+        """``run yourself: gcloud ...; gcloud ...`` (empty when there are no commands)."""
+        return "run yourself: " + "; ".join(self.commands) if self.commands else ""
 
 
 def token_store(state_dir: str | Path) -> TokenStore:
@@ -215,34 +257,72 @@ def token_store(state_dir: str | Path) -> TokenStore:
         ) from None
 
 
-def offer(state_dir: str | Path, deletion: Deletion) -> dict[str, Any]:
-    """A token for ``deletion`` and the exact call that uses it: ``confirm_token``,
-    ``confirm_token_expires_in_s``, ``next_call`` (the result fields every destructive tool carries)."""
-    issued = token_store(state_dir).issue(deletion.digest, deletion.summary())
-    return {
-        "confirm_token": issued.token,
-        "confirm_token_expires_in_s": issued.expires_in_s,
-        "next_call": deletion.call(confirm="true", confirm_token=quoted(issued.token)),
-    }
+def can_ask(outcome: Any) -> bool:
+    """Whether the resolver's ``outcome`` says this host could ask the person (`NotAsked.can_ask`, or an
+    elicitation that was sent)."""
+    from mcp.server.elicitation import AcceptedElicitation
+
+    data = getattr(outcome, "data", None)
+    if isinstance(data, NotAsked):
+        return data.can_ask
+    return isinstance(outcome, AcceptedElicitation) and isinstance(data, Confirmation)
 
 
-def dry_run_message(offered: dict[str, Any]) -> str:
-    """``To delete exactly this, call ... within 10 min (single use)`` (the headline says nothing was deleted)."""
+def _opt_in(deletion: Deletion) -> str:
     return (
-        f"To delete exactly this, call {offered['next_call']} within "
-        f"{offered['confirm_token_expires_in_s'] // 60} min (single use)"
+        f"set {UNATTENDED_VARIABLE}={deletion.rig} in tpu.env or the server's environment and restart it "
+        "(a standing permission: a model may then delete this rig's resources with a dry run's token)"
     )
 
 
-def refusal(state_dir: str | Path, deletion: Deletion, why: str) -> ConfirmationError:
-    """ "Nothing was deleted" with the reason, the plan, and a fresh token in the exact call to make."""
-    offered = offer(state_dir, deletion)
+def dry_run_fields(state_dir: str | Path, deletion: Deletion, policy: Policy, outcome: Any) -> dict[str, Any]:
+    """What a dry run with something to delete answers, for the result models of every destructive tool:
+    ``message`` (how to delete exactly this), ``how_to_delete`` (the person's commands), ``next_call`` and,
+    only under the standing permission, ``confirm_token`` / ``confirm_token_expires_in_s``."""
+    fields: dict[str, Any] = {"how_to_delete": list(deletion.commands)}
+    if policy.unattended:
+        issued = token_store(state_dir).issue(deletion.digest, deletion.summary())
+        fields |= {
+            "confirm_token": issued.token,
+            "confirm_token_expires_in_s": issued.expires_in_s,
+            "next_call": deletion.call(confirm="true", confirm_token=quoted(issued.token)),
+        }
+        fields["message"] = (
+            f"To delete exactly this, call {fields['next_call']} within {issued.expires_in_s // 60} min "
+            f"(single use; {UNATTENDED_VARIABLE} allows it without asking)"
+        )
+        return fields
+    if policy.ask and can_ask(outcome):
+        fields["next_call"] = deletion.call(confirm="true")
+        fields["message"] = (
+            f"To delete it, call {fields['next_call']}: your MCP host asks you, and you type the rig's name "
+            f"({deletion.rig}) to confirm"
+        )
+        return fields
+    fields["next_call"] = None
+    fields["message"] = (
+        "This host cannot ask you, and this server takes no deletion from a model alone. To delete it, "
+        + "; or ".join(x for x in (deletion.yourself(), _opt_in(deletion)) if x)
+    )
+    return fields
+
+
+def needs_person(deletion: Deletion, why: str, *, asked: bool) -> ConfirmationError:
+    """Nothing was deleted, for a deletion without a person or a standing permission: the reason, the plan,
+    and exactly how the person deletes (no token: nothing in it lets the model try again by itself)."""
+    ways = [
+        f"call {deletion.call(confirm='true')} again and type {deletion.rig} when your host asks"
+        if asked
+        else "use a host that asks you (MCP elicitation: Claude Code in a terminal session)",
+        deletion.yourself(),
+        _opt_in(deletion),
+    ]
     return ConfirmationError(
-        f"nothing was deleted: {why}. It would delete: {deletion.summary()}",
-        field="confirm_token",
-        fix=f"to delete exactly that, call {offered['next_call']} within {offered['confirm_token_expires_in_s'] // 60} "
-        f"min (single use; a host that can ask you will ask instead); {deletion.call(dry_run='true')} shows the "
-        "plan again with a fresh token",
+        f"nothing was deleted: {why}; a deletion needs you or the operator's standing permission, never the "
+        f"model alone ({UNATTENDED_VARIABLE} is not set for rig '{deletion.rig}'). It would delete: "
+        f"{deletion.summary()}",
+        field="confirm",
+        fix="; or ".join(w for w in ways if w),
     )
 
 
@@ -254,46 +334,76 @@ def declined() -> ConfirmationError:
     )
 
 
-def decide(state_dir: str | Path, deletion: Deletion, confirmation: Any, confirm_token: str | None) -> str:
-    """Whether a call that wants ``deletion`` may proceed; returns how it was confirmed.
+def _typed(answer: Confirmation, rig: str) -> bool:
+    return answer.rig.strip().lower() == rig.lower()
 
-    ``confirmation`` is the resolver's outcome: an accepted `Confirmation` (the user answered), `NotAsked`
-    (the host cannot ask), or a declined / cancelled elicitation. The user's answer decides where there
-    was one; otherwise (no elicitation, or cancelled because a headless host cannot ask) a valid token of a
-    dry run of exactly this deletion does, once.
+
+def decide(
+    state_dir: str | Path, deletion: Deletion, outcome: Any, confirm_token: str | None, policy: Policy
+) -> str:
+    """Whether a call that wants ``deletion`` may proceed (the module docstring's rule); returns how it
+    was confirmed.
+
+    ``outcome`` is the resolver's: an accepted `Confirmation` (the host asked), `NotAsked` (it could not
+    be asked), or a declined / cancelled elicitation. Only an accepted answer carrying the rig's name is
+    a person's; otherwise only ``policy.unattended`` with a valid token of a dry run of exactly this
+    deletion proceeds, once.
 
     Raises:
-        ConfirmationError: declined (a token given with it is spent), or no valid token; the message
-            says nothing was deleted and why, the fix is the exact call with a fresh token.
+        ConfirmationError: declined (a token given with it is spent); no person and no standing
+            permission (the fix says how the person deletes); or, under the standing permission, no
+            valid token (the fix names the dry run that gives one).
     """
     from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation
 
-    answer = getattr(confirmation, "data", None)
-    if isinstance(confirmation, AcceptedElicitation) and isinstance(answer, Confirmation):
-        if not answer.confirm:
-            raise declined()
-        return "confirmed by you when asked"
-    if isinstance(confirmation, DeclinedElicitation):
+    data = getattr(outcome, "data", None)
+    answer = data if isinstance(outcome, AcceptedElicitation) and isinstance(data, Confirmation) else None
+    asked = answer is not None
+    if answer is not None and _typed(answer, deletion.rig):
+        return "confirmed by you when asked, with the rig's name typed"
+    if isinstance(outcome, DeclinedElicitation):
         if confirm_token:
             with contextlib.suppress(ConfirmationError):  # spent, so the declined deletion cannot be replayed
                 token_store(state_dir).redeem(confirm_token, deletion.digest)
         raise declined()
-    cancelled = not isinstance(confirmation, AcceptedElicitation)
+    if answer is not None:
+        typed = answer.rig.strip()
+        why = (
+            "your host accepted the question without the rig's name (a host or hook that answers by itself "
+            "is not you)"
+            if not typed
+            else f"the answer carried {typed[:40]!r}, not the rig's name '{deletion.rig}'"
+        )
+    elif isinstance(answer, NotAsked):
+        why = (
+            f"answers through the MCP host are not taken ({ELICITATION_VARIABLE}=off)"
+            if not policy.ask
+            else "this host cannot ask you (no MCP elicitation)"
+        )
+    else:
+        why = (
+            "this host could not ask you (its confirmation request was cancelled; headless runs such as "
+            "`gemini -p` or `claude -p` cannot ask)"
+        )
+    if not policy.unattended:
+        raise needs_person(deletion, why, asked=asked)
     if not confirm_token:
-        raise refusal(
-            state_dir,
-            deletion,
-            "this host could not ask you to confirm (its confirmation request was cancelled; headless runs "
-            "such as `gemini -p` or `claude -p` cannot ask)"
-            if cancelled
-            else "this host cannot ask you to confirm (no MCP elicitation), and the call carried no "
-            "confirmation token from a dry run of exactly this deletion; confirm=true alone is not enough",
+        raise ConfirmationError(
+            f"nothing was deleted: {why}, and the standing permission ({UNATTENDED_VARIABLE}) takes only the "
+            f"token of a dry run of exactly this deletion. It would delete: {deletion.summary()}",
+            field="confirm_token",
+            fix=f"call {deletion.call(dry_run='true')}, check the plan, then make the exact call it names",
         )
     try:
         token_store(state_dir).redeem(confirm_token, deletion.digest)
     except ConfirmationError as exc:
-        raise refusal(state_dir, deletion, exc.message) from None
-    return "confirmed by the dry run's token"
+        raise ConfirmationError(
+            f"nothing was deleted: {exc.message}. It would delete: {deletion.summary()}",
+            field="confirm_token",
+            value=exc.value,
+            fix=f"call {deletion.call(dry_run='true')} for the current plan and a fresh token",
+        ) from None
+    return f"confirmed by the standing permission {UNATTENDED_VARIABLE} and the dry run's token"
 
 
 # ---- resolvers: ask the user where the host can -----------------------------------------------------
@@ -321,12 +431,15 @@ def can_elicit(ctx: Any) -> bool:
     )
 
 
-async def resolve(ctx: Any, key: tuple[Any, ...], wants: bool, make_plan: Any, deletion_of: Any) -> Any:
+async def resolve(
+    ctx: Any, key: tuple[Any, ...], wants: bool, make_plan: Any, deletion_of: Any, policy: Policy
+) -> Any:
     """The body of a destructive tool's confirmation resolver (mcp ``Resolve``): build the plan once for
     this call (``make_plan()``, kept for the tool body under ``key``), and ask the user (``Elicit`` with
-    `Deletion.question`) when the call wants a deletion, there is something to delete and the host can be
-    asked; otherwise `NotAsked`. On protocol revisions >= 2026-07-28 the SDK carries the question inside
-    an ``InputRequiredResult``; older ones send ``elicitation/create``."""
+    `Deletion.question`) when the call wants a deletion, there is something to delete, the host can be
+    asked and ``policy.ask``; otherwise `NotAsked` (saying whether the host could be asked). On protocol
+    revisions >= 2026-07-28 the SDK carries the question inside an ``InputRequiredResult``; older ones send
+    ``elicitation/create``."""
     from tpu_devops.errors import TpuDevopsError
 
     try:
@@ -335,10 +448,11 @@ async def resolve(ctx: Any, key: tuple[Any, ...], wants: bool, make_plan: Any, d
         return NotAsked(reason="the plan failed")  # the tool body raises the real error
     _HELD.set((key, plan))
     deletion = deletion_of(plan)
+    askable = policy.ask and can_elicit(ctx)
     if not wants or not deletion.steps:
-        return NotAsked(reason="dry run" if not wants else "nothing to delete")
-    if not can_elicit(ctx):
-        return NotAsked(reason="this host cannot ask (no elicitation)")
+        return NotAsked(reason="dry run" if not wants else "nothing to delete", can_ask=askable)
+    if not askable:
+        return NotAsked(reason="this host cannot be asked")
     from mcp.server.mcpserver.resolve import Elicit
 
     return Elicit(deletion.question(), Confirmation)

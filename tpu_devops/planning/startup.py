@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tpu_devops import __version__
+from tpu_devops import __version__, names
 from tpu_devops.catalog import safe_memory_utilization_advice
 from tpu_devops.config import (
     GPU_MEMORY_UTILIZATION_RANGE,
@@ -54,9 +54,6 @@ GUEST_ATTRIBUTE_FLAGS = "tpu-devops/serving-flags"
 GUEST_ATTRIBUTE_STAGE = "tpu-devops/stage"
 CONTAINER_LOG_NAME = "gcplogs-docker-driver"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-# A Hugging Face repo id (owner/name) or a path inside the container: no spaces, quotes or shell syntax.
-_MODEL = re.compile(r"^[A-Za-z0-9._/~-]+$")
 
 
 def is_gemma4(model: str) -> bool:
@@ -158,26 +155,12 @@ def apply_overrides(
     """A copy of ``settings`` with the given fields replaced, validated like `config.load_settings`.
 
     Raises:
-        ConfigError: a value out of range, an image reference that is not one, a control character.
+        ConfigError: a value out of range, a model that is not a Hugging Face repo id, an image that is not
+            one or not from an allowed repository (`tpu_devops.names`).
     """
     update: dict[str, Any] = {}
     if model_name is not None:
-        _reject_control("model_name", model_name)
-        if not model_name.strip():
-            raise ConfigError(
-                "empty model name",
-                field="model_name",
-                value=model_name,
-                fix="pass e.g. google/gemma-4-E2B-it",
-            )
-        if not _MODEL.match(model_name.strip()):
-            raise ConfigError(
-                "not a Hugging Face repo id or a model path (letters, digits, . _ - / only)",
-                field="model_name",
-                value=model_name,
-                fix="pass e.g. google/gemma-4-E2B-it or /models/gemma-4-E2B-it",
-            )
-        update["model_name"] = model_name.strip()
+        update["model_name"] = names.check_model_id(model_name, "model_name")
     if max_model_len is not None:
         update["max_model_len"] = _whole_number_in(
             "max_model_len", max_model_len, MAX_MODEL_LEN_RANGE, "16384"
@@ -200,13 +183,7 @@ def apply_overrides(
             "4096 (at least 2,496 for Gemma 4: one image's tokens)",
         )
     if vllm_image is not None:
-        if not _IMAGE.match(vllm_image):
-            raise ConfigError(
-                "not a container image reference",
-                field="vllm_image",
-                value=vllm_image,
-                fix="use e.g. vllm/vllm-tpu:v0.30.0 or vllm/vllm-tpu@sha256:...",
-            )
+        names.check_image(vllm_image, settings.image_repositories, "vllm_image")
         update["vllm_image"] = vllm_image
     return settings.model_copy(update=update) if update else settings
 
@@ -300,7 +277,9 @@ def render_startup_script(settings: Settings) -> RenderedScript:
             value=str(TEMPLATE_PATH),
             fix="reinstall tpu-devops (the wheel carries tpu_devops/data/startup_script.sh.tmpl)",
         ) from None
-    _reject_control("MODEL_NAME", settings.model_name)
+    # Settings may be copies with fields replaced: the names are checked again where they become a script.
+    names.check_model_id(settings.model_name, "MODEL_NAME")
+    names.check_image(settings.vllm_image, settings.image_repositories, "VLLM_IMAGE")
     flags = vllm_serve_flags(settings)
     for i, flag in enumerate(flags):
         _reject_control(f"vllm flag {i}", flag)
@@ -314,6 +293,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
         hf_secret_id=_q("HF_SECRET_ID", settings.hf_secret_id),
         vllm_api_key_secret_id=_q("VLLM_API_KEY_SECRET_ID", settings.vllm_api_key_secret_id),
         vllm_image=_q("VLLM_IMAGE", settings.vllm_image),
+        image_repositories=" ".join(_q("VLLM_IMAGE_REPOSITORIES", r) for r in settings.image_repositories),
         model_name=_q("MODEL_NAME", settings.model_name),
         vllm_port=_q("VLLM_PORT", settings.vllm_port),
         resource_id=_q("RESOURCE_ID", settings.resource_id),
@@ -345,6 +325,7 @@ def render_startup_script(settings: Settings) -> RenderedScript:
             if _floating(settings.vllm_image)
             else " is pinned."
         ),
+        *filter(None, [names.non_default_source(settings.vllm_image)]),
         f"The JAX compile cache persists in {COMPILE_CACHE_MOUNT} on the VM (warm boots skip most XLA compilation).",
         f"Container logs go to Cloud Logging (log {CONTAINER_LOG_NAME}) when the VM's service account has "
         "roles/logging.logWriter; otherwise the script falls back to local logs (docker logs vllm) and says so "

@@ -52,8 +52,16 @@ SEED_SOURCE = (
 
 
 def model_path(model: str) -> str:
-    """The model as an object path segment (``google/gemma-4-E2B-it``; a local path without its leading /)."""
-    return model.strip().strip("/")
+    """The model as an object path segment (``google/gemma-4-E2B-it``; a local path without its leading /).
+
+    Raises:
+        ConfigError: a model that is not a model id (`tpu_devops.names.check_model_id`): its name becomes
+            a bucket path and a directory on the VM.
+    """
+    from tpu_devops import names
+
+    path = names.check_model_id(model.strip().rstrip("/"), "MODEL_NAME").strip("/")
+    return names.check_relative_name(path, "MODEL_NAME")
 
 
 def cache_prefix(accelerator_type: str, model: str, flags: list[str]) -> str:

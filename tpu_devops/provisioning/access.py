@@ -16,9 +16,10 @@ machine; and vLLM's API has no authentication unless it is given a key. So every
 Allowed source ranges, in order: the ``allowed_source_ranges`` argument, ``ALLOWED_SOURCE_RANGES``,
 else the caller's public IPv4 as a /32, detected when the create is planned by asking
 ``PUBLIC_IP_LOOKUP_URL`` (default ``https://api.ipify.org``; under a local fake, the fake's own
-``/public-ip``) and shown for confirmation. Ranges that admit a large part of the internet (any public
-range of a /8 or wider, e.g. ``0.0.0.0/0``) need ``open_to_internet=true`` and come with a loud
-warning. With ``TPU_EXTERNAL_IP=0`` the node has no external address: no rule is made unless ranges
+``/public-ip``) and shown for confirmation. Ranges that together admit a large part of the internet
+(more public addresses than a /16, e.g. ``0.0.0.0/0`` or ``0.0.0.0/1`` + ``128.0.0.0/1``) need
+``open_to_internet=true`` and come with a loud warning (`tpu_devops.config.exposure`, the GKE
+LoadBalancer's rule too). With ``TPU_EXTERNAL_IP=0`` the node has no external address: no rule is made unless ranges
 are given (clients inside the VPC, e.g. 10.0.0.0/8), and the endpoint is reached from inside the VPC
 (``VLLM_URL``) or through an IAP tunnel (README).
 """
@@ -32,14 +33,13 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from tpu_devops.config import Settings, require_project, source_ranges_setting
+from tpu_devops.config import Settings, exposure, require_project, source_ranges_setting
 from tpu_devops.errors import CloudError, ConfigError, NotFoundError, OwnershipError, TpuDevopsError
 
 RULE_PREFIX = "tpu-devops-"
 MARK = "managed-by=tpu-devops"
 DEFAULT_LOOKUP_URL = "https://api.ipify.org"  # answers the caller's public IPv4 as plain text
 LOOKUP_TIMEOUT_S = 5.0
-WIDE_PREFIX = 8  # a public range this wide or wider admits "the internet": needs open_to_internet
 _NAME_MAX = 63  # Compute resource names and network tags: RFC 1035, at most 63 characters
 
 
@@ -186,16 +186,6 @@ def _is_documentation(ip: ipaddress.IPv4Address) -> bool:
     return any(ip in ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
 
 
-def _wide_public(ranges: list[str]) -> list[str]:
-    """The ranges that admit a large part of the internet: public and /8 or wider."""
-    wide = []
-    for r in ranges:
-        net = ipaddress.ip_network(r)
-        if net.prefixlen <= WIDE_PREFIX and not net.is_private:
-            wide.append(r)
-    return wide
-
-
 async def plan_access(
     settings: Settings,
     *,
@@ -250,20 +240,10 @@ async def plan_access(
         ranges_from=ranges_from,
         api_key_secret=settings.vllm_api_key_secret_id,
     )
-    wide = _wide_public(ranges)
-    if wide and not open_to_internet:
-        raise ConfigError(
-            f"{', '.join(wide)} would admit a large part of the internet to vLLM's port {settings.vllm_port}",
-            field="allowed_source_ranges" if allowed_source_ranges is not None else "ALLOWED_SOURCE_RANGES",
-            value=wide,
-            fix="admit only your own address (omit it: your public IPv4 is detected), or pass open_to_internet=true "
-            "if you really mean it (the API key is then all that protects the TPU)",
-        )
-    if wide:
-        access.warnings.append(
-            f"WARNING: tcp:{settings.vllm_port} OPEN TO THE INTERNET ({', '.join(wide)}, open_to_internet=true): "
-            "anyone can reach vLLM; only the API key stands between them and free inference on your TPU"
-        )
+    access.warnings += exposure(
+        ranges, open_to_internet=open_to_internet, what=f"tcp:{settings.vllm_port}",
+        field="allowed_source_ranges" if allowed_source_ranges is not None else "ALLOWED_SOURCE_RANGES",
+    )  # fmt: skip
     if ranges:
         access.firewall_request = firewall_body(settings, ranges)
         if ranges_from.startswith("your public"):

@@ -190,6 +190,10 @@ async def plan_queued_resource(
         )
     if valid is None:
         warnings.append("no valid_until_duration: the request can wait in WAITING_FOR_RESOURCES indefinitely")
+    from tpu_devops import names
+
+    if image_source := names.non_default_source(settings.vllm_image):
+        warnings.append(image_source)
     warnings.extend(
         image_gate(
             settings.vllm_image,

@@ -37,6 +37,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
+from tpu_devops import names
 from tpu_devops.config import Settings
 from tpu_devops.errors import ConfigError, NotFoundError, OwnershipError, TpuDevopsError
 from tpu_devops.host.results import ToolResult
@@ -338,8 +339,10 @@ async def reconfigure_vllm(
     if old_argv[2] != new.model_name:
         changes.insert(0, f"model: {old_argv[2]} -> {new.model_name}")
     old_image = _recorded(attrs).get("image") or settings.vllm_image
+    source_change = None
     if old_image != new.vllm_image:
         changes.insert(0, f"image: {old_image} -> {new.vllm_image}")
+        source_change = names.source_change(old_image, new.vllm_image)
     expected_s, expected = _expected(settings, new, old_argv)
     notes = [
         *image_notes,
@@ -355,6 +358,8 @@ async def reconfigure_vllm(
     )
     if watcher_note:
         notes.append(watcher_note)
+    if source_change:
+        notes.insert(0, source_change)
     if rig.creator_warning:
         notes.insert(0, rig.creator_warning)
     result = ReconfigureResult(

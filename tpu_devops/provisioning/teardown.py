@@ -5,11 +5,12 @@
   resource of another rig or of no tpu-devops install is refused (`OwnershipError`) and left alone.
 - Teardown follows the TPU, wherever it bills: without a zone every zone is searched, so a TPU that
   ``find_tpu`` placed in another zone than the configured one is found.
-- One contract for every deletion: a call deletes only when it says so (``confirm=true``
-  or ``dry_run=false``) *and* the deletion is confirmed by something a prompt-injected host model cannot
-  supply alone: the user's answer to an MCP elicitation when the host supports it, otherwise the
-  confirmation token of a dry run of exactly this plan (`tpu_devops.host.confirmation`). Every answer that
-  deletes nothing says so loudly, with why and the exact call that would delete.
+- One obvious contract: a call deletes only when it says so (``confirm=true`` or ``dry_run=false``) *and*
+  a person confirmed it (their answer to an MCP elicitation, with the rig's name typed) or the operator
+  gave this rig a standing permission beforehand (``TPU_DEVOPS_UNATTENDED_DELETE``, then with the token
+  of a dry run of exactly this plan): never the model alone (`tpu_devops.host.confirmation`). Every
+  answer that deletes nothing says so loudly, with why and how the person deletes (the gcloud commands
+  of the plan among them).
 - Order: the node first, then the request (DESIGN §3: delete nodes, then the request). A request in
   PROVISIONING cannot be deleted (the API refuses): a job (`finish_provisioning`) waits until it leaves
   PROVISIONING and deletes it then, so it never comes up and bills.
@@ -82,8 +83,10 @@ class DeletionStep(BaseModel):
 class TeardownResult(ToolResult):
     """What was (or would be) deleted and what was left alone. ``executed`` False: nothing changed.
 
-    ``confirm_token`` (dry runs with something to delete): echo it in the deleting call, within
-    ``confirm_token_expires_in_s`` seconds, once; ``next_call`` is that exact call. ``unlisted_zones``:
+    ``confirm_token`` (dry runs with something to delete, only under the standing permission
+    ``TPU_DEVOPS_UNATTENDED_DELETE``): echo it in the deleting call, within ``confirm_token_expires_in_s``
+    seconds, once; ``next_call`` is that exact call (or, on a host that asks you, the call that asks).
+    ``how_to_delete``: the gcloud commands that delete exactly the plan, for a person. ``unlisted_zones``:
     zones whose listing failed (this rig's resources there were not seen and are not in the plan).
     """
 
@@ -104,6 +107,7 @@ class TeardownResult(ToolResult):
     confirm_token: str | None = None
     confirm_token_expires_in_s: int | None = None
     next_call: str | None = None
+    how_to_delete: list[str] = Field(default_factory=list)
     message: str
 
     def headline(self) -> str:
@@ -169,6 +173,7 @@ class Plan:
         return confirmation.Deletion(
             tool=self.tool, action=self.action, project=self.project, rig=self.rig.rig,
             steps=[(s.action, s.target, s.zone) for s in self.steps], args=self.args, warnings=warnings,
+            commands=gcloud_commands(self.project, self.steps),
         )  # fmt: skip
 
     def add(self, view: QueuedResourceView, qr: dict[str, Any]) -> None:
@@ -216,6 +221,27 @@ class Plan:
             refused=self.refused, still_running=self.still_running, warnings=self.warnings,
             unlisted_zones=self.unlisted, message=message, left_running=self.left_running, **extra,
         )  # fmt: skip
+
+
+def gcloud_commands(project: str, steps: list[DeletionStep]) -> list[str]:
+    """The gcloud lines a person runs to delete exactly ``steps`` without this server: each queued
+    resource with ``--force`` (the TPU API then deletes its nodes first: queuedResources.delete ``force``),
+    then the firewall rule. gcloud asks before it deletes."""
+    import shlex
+
+    p = shlex.quote(project)
+    out = [
+        f"gcloud compute tpus queued-resources delete {shlex.quote(s.target)} --zone={shlex.quote(s.zone)} "
+        f"--project={p} --force"
+        for s in steps
+        if s.action == "delete_queued_resource"
+    ]
+    out += [
+        f"gcloud compute firewall-rules delete {shlex.quote(s.target)} --project={p}"
+        for s in steps
+        if s.action == "delete_firewall_rule"
+    ]
+    return out
 
 
 async def plan_destroy(settings: Settings, *, zone: str | None, queued_resource_id: str | None) -> Plan:
@@ -465,7 +491,7 @@ async def resolve_destroy_confirmation(
 
     wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
     key = ("destroy", zone, queued_resource_id, only_failed)
-    return await confirmation.resolve(ctx, key, wants, make, _deletion)
+    return await confirmation.resolve(ctx, key, wants, make, _deletion, get_settings().deletion_policy())
 
 
 async def teardown(
@@ -483,9 +509,9 @@ async def teardown(
     cancelled elicitation).
 
     Raises:
-        ConfirmationError: a deletion was asked for but not confirmed: declined, or (no elicitation /
-            cancelled) no valid token. The message says nothing was deleted and why; the fix is the exact
-            call with a fresh token.
+        ConfirmationError: a deletion was asked for but not confirmed: declined, no person and no standing
+            permission, or (under the standing permission) no valid token. The message says nothing was
+            deleted and why; the fix says how the person deletes.
     """
     wants = confirmation.wants_deletion(dry_run, confirm, confirm_token)
     if not wants or not plan.steps:
@@ -495,12 +521,14 @@ async def teardown(
             )
             return plan.result(dry_run=not wants, executed=False, message=why + _running_note(plan))
         said = "dry_run=true wins over confirm. " if dry_run and (confirm or confirm_token) else ""
-        offered = confirmation.offer(settings.state_dir, plan.deletion)
-        return plan.result(
-            dry_run=True, executed=False, **offered,
-            message=f"{said}{confirmation.dry_run_message(offered)}{_running_note(plan)}",
-        )  # fmt: skip
-    via = confirmation.decide(settings.state_dir, plan.deletion, outcome, confirm_token)
+        offered = confirmation.dry_run_fields(
+            settings.state_dir, plan.deletion, settings.deletion_policy(), outcome
+        )
+        offered["message"] = f"{said}{offered['message']}{_running_note(plan)}"
+        return plan.result(dry_run=True, executed=False, **offered)
+    via = confirmation.decide(
+        settings.state_dir, plan.deletion, outcome, confirm_token, settings.deletion_policy()
+    )
     if plan.action == "cleanup":  # FAILED / SUSPENDED requests: nothing works on them, nothing is fenced
         await _execute(settings, plan.steps)
         await _remove_rule(settings, plan)

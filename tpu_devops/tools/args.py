@@ -55,6 +55,23 @@ def _provisioning_model(value: str | None) -> str | None:
     return None if value is None else types.check_provisioning_model(value)
 
 
+def _model_id(value: str | None) -> str | None:
+    from tpu_devops import names
+
+    return None if value is None else names.check_model_id(value, "model_name")
+
+
+def _vllm_image(value: str | None) -> str | None:
+    """An image of an allowed repository (`tpu_devops.names.check_image`, ``VLLM_IMAGE_REPOSITORIES``)."""
+    if value is None:
+        return None
+    from tpu_devops import names
+    from tpu_devops.config import get_settings
+
+    names.check_image(value, get_settings().image_repositories, "vllm_image")
+    return value
+
+
 def _time(field: str):  # type: ignore[no-untyped-def]
     def check(value: str | None) -> str | None:
         if value is not None:
@@ -106,6 +123,7 @@ Until = Annotated[str | None, AfterValidator(_time("until")), Field(description=
 Severity = Annotated[str | None, Field(description="minimum severity, e.g. ERROR")]
 JobId = Annotated[str, Field(max_length=64, description="job_id a tool returned"), SANE]
 DryRun = Annotated[bool, Field(description="show the change, make none")]
+OpenToInternet = Annotated[bool, Field(description="allow ranges wider than /16")]
 
 
 # ---- parameter groups -----------------------------------------------------------------------------------
@@ -137,14 +155,14 @@ class TpuRequest(ParamGroup):
         Field(max_length=32, description="IPv4 CIDRs that may reach vLLM"),
         SANE,
     ] = None
-    open_to_internet: Annotated[bool, Field(description="allow ranges wider than /16")] = False
+    open_to_internet: OpenToInternet = False
     allow_unsupported_image: Annotated[bool, Field(description="accept a too-old vLLM image")] = False
 
 
 class ServingOverrides(ParamGroup):
     """vLLM settings for this call instead of tpu.env's (the same rules as the settings)."""
 
-    model_name: Annotated[str | None, Field(description="HF repo id")] = None
+    model_name: Annotated[str | None, AfterValidator(_model_id), Field(description="HF repo id")] = None
     max_model_len: Annotated[
         int | None,
         Field(
@@ -170,7 +188,9 @@ class ServingOverrides(ParamGroup):
         ),
         SANE,
     ] = None
-    vllm_image: Annotated[str | None, Field(description="pinned vLLM image")] = None
+    vllm_image: Annotated[str | None, AfterValidator(_vllm_image), Field(description="pinned vLLM image")] = (
+        None
+    )
 
 
 def _base_url(value: str | None) -> str | None:
@@ -216,12 +236,15 @@ class LogQuery(LogWindow):
 
 
 class GkeTarget(ParamGroup):
-    """Which GKE cluster and namespace a call works in."""
+    """Which GKE cluster and namespace a call works in. The cluster is reached through the GKE API; a
+    kubeconfig, when given, is data (`tpu_devops.gke.connect`: exec and auth-provider are refused)."""
 
     cluster: Annotated[str, Field(max_length=100, description="GKE cluster"), SANE]
     location: Annotated[str | None, Field(description="cluster's region or zone")] = None
     namespace: Annotated[str, Field(max_length=63, description="namespace"), SANE] = "default"
-    kubeconfig: Annotated[str | None, Field(max_length=4096, description="kubeconfig file"), SANE] = None
+    kubeconfig: Annotated[
+        str | None, Field(max_length=4096, description="kubeconfig (data only); default GKE API"), SANE
+    ] = None
     context: Annotated[str | None, Field(description="kubeconfig context")] = None
 
 
@@ -237,6 +260,7 @@ class GkeShape(ParamGroup):
     source_ranges: Annotated[
         list[str] | None, Field(max_length=32, description="CIDRs a LoadBalancer admits"), SANE
     ] = None
+    open_to_internet: OpenToInternet = False
 
 
 class BenchmarkSweep(ParamGroup):
@@ -255,10 +279,11 @@ class BenchmarkSweep(ParamGroup):
 
 
 class Confirmation(ParamGroup):
-    """How a deletion is confirmed: a dry run first, then confirm=true with the person's answer."""
+    """How a deletion is confirmed (`tpu_devops.host.confirmation`): a dry run first, then confirm=true, and a
+    person's answer when the host asks; a token only counts where the operator allowed unattended deletions."""
 
     dry_run: Annotated[bool | None, Field(description="list what would be deleted")] = None
-    confirm: Annotated[bool, Field(description="delete what the dry run listed")] = False
+    confirm: Annotated[bool, Field(description="delete now; a person confirms")] = False
     confirm_token: Annotated[
         str | None, Field(max_length=200, description="token from the dry run"), SANE
     ] = None

@@ -40,7 +40,10 @@ async def plan_gke_deployment(target: GkeTarget, shape: GkeShape) -> tpu_devops.
     (ct5lp-hightpu-1t, spot or flex-start), a vLLM Deployment (pinned image, google.com/tpu, GKE TPU node
     selectors, key and token from a Secret, /health probes sized for a cold boot), a Service, a PodMonitoring
     and an autoscaler on vllm:num_requests_waiting. Every manifest is validated offline against the
-    Kubernetes schemas; with a kubeconfig, the API server dry-runs each object too. Changes nothing."""
+    Kubernetes schemas, and the cluster's API server dry-runs each object (reached through the GKE API with
+    this server's Google credentials; a kubeconfig is read as data: no exec or auth-provider plugin runs
+    unless it is the operator's TPU_DEVOPS_KUBECONFIG). A LoadBalancer's source_ranges follow the VM
+    firewall's rule: more than a /16 of public addresses needs open_to_internet. Changes nothing."""
     return await tpu_devops.gke.deploy.plan_gke_deployment(
         get_settings(), **target.values(), **shape.values()
     )
@@ -84,8 +87,9 @@ async def teardown_gke_deployment(
 
     Delete what apply_gke_deployment created, found by our labels only (managed-by=tpu-devops and this rig;
     the node pool by its resource labels), never by a name alone. Confirmed as destroy_queued_resource: a
-    dry run with a confirmation token unless confirm=true; deleting needs your answer when the host can ask
-    you, else that token (single use, 10 min, bound to that plan)."""
+    dry run unless confirm=true; deleting needs your answer when the host asks you, or the operator's
+    standing permission (TPU_DEVOPS_UNATTENDED_DELETE) with the dry run's token; otherwise the answer gives
+    the kubectl and gcloud commands that delete the plan."""
     return await tpu_devops.gke.deploy.teardown_gke_deployment(
         get_settings(),
         confirmation,

@@ -197,9 +197,11 @@ async def destroy_queued_resource(
     Every queued resource labelled managed-by=tpu-devops and rig=<RESOURCE_ID> (any id) in every zone, or the
     zone / id named, or with only_failed=true just the FAILED and SUSPENDED ones; node first, then the
     request, then the rig's firewall rule with its last TPU. Never touches another rig's or anyone else's
-    resources (listed as left alone). Without confirm it is a dry run that lists the steps and returns a
-    confirmation token with the exact call to make; deleting needs confirm=true plus your answer when the
-    host can ask you (elicitation), else plus that token (single use, 10 min, bound to that plan)."""
+    resources (listed as left alone). Without confirm it is a dry run that lists the steps and how to delete
+    them. Deleting needs confirm=true and a person: your answer when the host asks you (elicitation: you
+    type the rig's name). A model alone cannot delete unless the operator set TPU_DEVOPS_UNATTENDED_DELETE to
+    this rig beforehand; then a dry run returns a confirmation token (single use, 10 min, bound to that plan)
+    that the deleting call echoes. Otherwise the answer gives the gcloud commands that delete the plan."""
     return await tpu_devops.provisioning.teardown.destroy_confirmed(
         get_settings(),
         confirmation,

@@ -1,7 +1,10 @@
-"""Fake of the GKE (container v1) REST surface: node pools of existing clusters, and their operations.
+"""Fake of the GKE (container v1) REST surface: clusters, their node pools, and operations.
 
-Paths (container v1 discovery document, ``projects.locations.clusters.nodePools`` and
-``projects.locations.operations``): ``POST /v1/{parent=projects/*/locations/*/clusters/*}/nodePools``,
+Paths (container v1 discovery document, ``projects.locations.clusters``, ``.clusters.nodePools`` and
+``projects.locations.operations``): ``GET /v1/{name=projects/*/locations/*/clusters/*}`` (a ``Cluster``
+with ``endpoint`` and ``masterAuth.clusterCaCertificate``: those of a `FakeKube` when the cluster was
+added with one, so that a client reaches that fake's API server over verified TLS),
+``POST /v1/{parent=projects/*/locations/*/clusters/*}/nodePools``,
 ``GET|DELETE /v1/{name=projects/*/locations/*/clusters/*/nodePools/*}``,
 ``GET /v1/{name=projects/*/locations/*/operations/*}``. Requests reach it only after `FakeGcp`'s
 discovery validator accepted them against the container v1 document; operations start RUNNING and turn
@@ -26,16 +29,39 @@ class FakeContainer:
     def __init__(self, project: str = "demo-project", polls_to_done: int = 1) -> None:
         self.project = project
         self.clusters: dict[str, dict[str, dict[str, Any]]] = {}  # cluster path -> pool name -> pool
+        self.cluster_info: dict[str, dict[str, Any]] = {}  # cluster path -> Cluster JSON (clusters.get)
+        self.cluster_reads: list[str] = []  # paths of every clusters.get
         self.operations: dict[str, dict[str, Any]] = {}
         self.polls: dict[str, int] = {}
         self.polls_to_done = polls_to_done
         self.requests: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
 
-    def add_cluster(self, location: str, name: str) -> str:
+    def add_cluster(self, location: str, name: str, kube: Any = None) -> str:
+        """A RUNNING cluster; with ``kube`` (a started `FakeKube`) its endpoint and CA are that fake's, and
+        the fake admits the anonymous credentials every client of these fakes holds."""
+        import base64
+
         path = f"projects/{self.project}/locations/{location}/clusters/{name}"
         self.clusters.setdefault(path, {})
+        info: dict[str, Any] = {
+            "name": name, "location": location, "status": "RUNNING", "currentMasterVersion": "1.33.2-gke.1240000",
+            "selfLink": f"https://container.googleapis.com/v1/{path}", "masterAuth": {},
+        }  # fmt: skip
+        if kube is not None:
+            kube.anonymous = True
+            info["endpoint"] = kube.endpoint
+            info["masterAuth"] = {"clusterCaCertificate": base64.b64encode(kube.ca_pem.encode()).decode()}
+        self.cluster_info[path] = info
         return path
+
+    async def cluster(self, request: Request) -> JSONResponse:
+        p = request.path_params
+        path = f"projects/{p['project']}/locations/{p['location']}/clusters/{p['cluster']}"
+        self.cluster_reads.append(path)
+        if path not in self.cluster_info:
+            return google_error(404, "NOT_FOUND", f"Not found: {path}.")
+        return JSONResponse(self.cluster_info[path])
 
     def _operation(self, location: str, kind: str, target: str) -> dict[str, Any]:
         name = f"operation-{next(self._ids)}"
@@ -107,6 +133,7 @@ class FakeContainer:
     def routes(self) -> list[Route]:
         base = "/v1/projects/{project}/locations/{location}"
         return [
+            Route(base + "/clusters/{cluster}", self.cluster, methods=["GET"]),
             Route(base + "/clusters/{cluster}/nodePools", self.create, methods=["POST"]),
             Route(base + "/clusters/{cluster}/nodePools/{pool}", self.member, methods=["GET", "DELETE"]),
             Route(base + "/operations/{op}", self.operation, methods=["GET"]),
