@@ -18,7 +18,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -31,36 +30,6 @@ TARGET = 1.20
 CALLS: dict[str, dict[str, object]] = {"get_help": {}, "check_setup": {}, "plan_queued_resource": {}}
 if os.environ.get("BENCH_TOOLS"):  # e.g. BENCH_TOOLS=get_help to measure one call with more runs
     CALLS = {t: CALLS[t] for t in os.environ["BENCH_TOOLS"].split(",")}
-
-
-@contextlib.contextmanager
-def silent_port() -> Iterator[str]:
-    """``127.0.0.1:PORT`` that completes the TCP handshake and never answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(64)
-        yield f"127.0.0.1:{s.getsockname()[1]}"
-
-
-@contextlib.contextmanager
-def dropping_port() -> Iterator[str]:
-    """``127.0.0.1:PORT`` whose accept queue is full: the kernel drops further SYNs, so a connect hangs."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(0)
-        fillers = []
-        for _ in range(4):
-            c = socket.socket()
-            c.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                c.connect(s.getsockname())
-            fillers.append(c)
-        time.sleep(0.2)  # let the handshakes fill the queue
-        try:
-            yield f"127.0.0.1:{s.getsockname()[1]}"
-        finally:
-            for c in fillers:
-                c.close()
 
 
 async def first_call(tool: str, env: dict[str, str]) -> float:
@@ -96,13 +65,15 @@ def run() -> list[str]:
         log = str(Path(home) / "dials.jsonl")
         base = base_env(home, log, str(Path(home) / "cache"))
         anyio.run(first_call, "get_help", base)  # writes the schema cache
-        scenarios: dict[str, contextlib.AbstractContextManager[str]] = {
-            "no metadata server configured": contextlib.nullcontext("")
+        from tests.fakes.dead_ports import dropping_port, silent_port
+
+        scenarios: dict[str, contextlib.AbstractContextManager[tuple[str, list[socket.socket]]]] = {
+            "no metadata server configured": contextlib.nullcontext(("", [])),
+            "metadata host never answers": silent_port(),
+            "metadata host drops": dropping_port(),
         }
-        scenarios["metadata host never answers"] = silent_port()
-        scenarios["metadata host drops"] = dropping_port()
         for label, context in scenarios.items():
-            with context as address:
+            with context as (address, _):
                 env = dict(base)
                 if address:
                     env |= {"GCE_METADATA_HOST": address, "GCE_METADATA_IP": address}

@@ -5,15 +5,12 @@ the connection attempt, one that answers as something else."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fakes.dead_ports import dropping_port, silent_port
 from tests.fakes.vm.metadata import FakeMetadata
 from tpu_devops.gcp import adc, metadata
 
@@ -31,52 +28,6 @@ def fresh_probe(monkeypatch, tmp_path):
 def point_at(monkeypatch, address: str) -> None:
     monkeypatch.setenv("GCE_METADATA_HOST", address)
     monkeypatch.setenv("GCE_METADATA_IP", address)
-
-
-@contextlib.contextmanager
-def silent_port() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A port that accepts (and counts) connections and never answers."""
-    accepted: list[socket.socket] = []
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                accepted.append(server.accept()[0])
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.getsockname()[1]}", accepted
-    finally:
-        stop.set()
-        thread.join()
-        for s in [*accepted, server]:
-            s.close()
-
-
-@contextlib.contextmanager
-def dropping_port() -> Iterator[str]:
-    """A port whose accept queue is full: the kernel drops new SYNs, so a connect waits for its timeout."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(0)
-        fillers = []
-        for _ in range(4):
-            c = socket.socket()
-            c.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                c.connect(server.getsockname())
-            fillers.append(c)
-        try:
-            yield f"127.0.0.1:{server.getsockname()[1]}"
-        finally:
-            for c in fillers:
-                c.close()
 
 
 def test_no_reason_to_think_this_is_a_vm_means_no_probe(tmp_path: Path) -> None:
@@ -145,7 +96,7 @@ def test_a_port_that_never_answers_is_given_up_on_after_the_short_timeout(monkey
 
 
 def test_a_port_that_drops_the_connection_attempt_is_given_up_on(monkeypatch) -> None:
-    with dropping_port() as address:
+    with dropping_port() as (address, _):
         point_at(monkeypatch, address)
         state = metadata.metadata_server(wait=True)
         assert state.answered is False

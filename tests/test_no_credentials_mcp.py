@@ -8,17 +8,14 @@ bound is structural: how often the metadata port was dialled."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.fakes.dead_ports import dropping_port, silent_port
 from tests.fakes.vm.metadata import FakeMetadata
 from tests.mcp_session import ROOT, TEST_CACHE_DIR
 
@@ -28,52 +25,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@contextlib.contextmanager
-def silent_port() -> Iterator[tuple[str, list[socket.socket]]]:
-    """``127.0.0.1:PORT`` that accepts connections (counted) and never answers."""
-    accepted: list[socket.socket] = []
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    server.settimeout(0.1)
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                accepted.append(server.accept()[0])
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.getsockname()[1]}", accepted
-    finally:
-        stop.set()
-        thread.join()
-        for s in [*accepted, server]:
-            s.close()
-
-
-@contextlib.contextmanager
-def dropping_port() -> Iterator[tuple[str, list[socket.socket]]]:
-    """``127.0.0.1:PORT`` whose accept queue is full, so the kernel drops new connection attempts."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(0)
-        fillers = []
-        for _ in range(4):
-            c = socket.socket()
-            c.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                c.connect(server.getsockname())
-            fillers.append(c)
-        try:
-            yield f"127.0.0.1:{server.getsockname()[1]}", []
-        finally:
-            for c in fillers:
-                c.close()
 
 
 def env_without_credentials(tmp_path: Path, **extra: str) -> dict[str, str]:
