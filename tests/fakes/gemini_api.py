@@ -11,7 +11,6 @@ model summarising it would). Every request body is recorded for the test to insp
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.http_runner import ServerThread
+from tests.fakes.scripted_api import ScriptedApi
 
 
 @dataclass
@@ -46,30 +45,13 @@ def declarations(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for tool in body.get("tools") or [] for d in tool.get("functionDeclarations") or []]
 
 
-class FakeGeminiApi:
+class FakeGeminiApi(ScriptedApi[Turn]):
     """``with FakeGeminiApi() as api: api.script(Turn(...), ...); ... api.requests``"""
 
     def __init__(self) -> None:
-        self.turns: deque[Turn] = deque()
+        super().__init__()
         self.requests: list[dict[str, Any]] = []  # streamGenerateContent / generateContent bodies, in order
         self.app = Starlette(routes=[Route("/v1beta/models/{call:path}", self._models, methods=["POST"])])
-        self._thread: ServerThread | None = None
-
-    def script(self, *turns: Turn) -> None:
-        self.turns.extend(turns)
-
-    @property
-    def url(self) -> str:
-        assert self._thread is not None, "FakeGeminiApi not started"
-        return self._thread.url
-
-    def __enter__(self) -> FakeGeminiApi:
-        self._thread = ServerThread(self.app).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._thread:
-            self._thread.stop()
 
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
         turn = self.turns.popleft() if self.turns else Turn(text="done")

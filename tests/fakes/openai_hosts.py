@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.http_runner import ServerThread
+from tests.fakes.scripted_api import ScriptedApi
 
 
 @dataclass
@@ -82,12 +81,12 @@ def tool_outputs(body: dict[str, Any]) -> list[str]:
     return out
 
 
-class FakeOpenAiHosts:
+class FakeOpenAiHosts(ScriptedApi[Turn]):
     """``with FakeOpenAiHosts() as api: api.script(Turn(...), ...); ... api.requests``; ``api.url`` + ``/v1``
     is the base URL either CLI is given."""
 
     def __init__(self) -> None:
-        self.turns: deque[Turn] = deque()
+        super().__init__()
         self.requests: list[dict[str, Any]] = []  # model requests (responses / chat), in order
         self.paths: list[str] = []  # every request path, to see what else a CLI asks for
         self.app = Starlette(
@@ -98,23 +97,6 @@ class FakeOpenAiHosts:
                 Route("/{rest:path}", self._other, methods=["GET", "POST"]),
             ]
         )
-        self._thread: ServerThread | None = None
-
-    def script(self, *turns: Turn) -> None:
-        self.turns.extend(turns)
-
-    @property
-    def url(self) -> str:
-        assert self._thread is not None, "FakeOpenAiHosts not started"
-        return self._thread.url
-
-    def __enter__(self) -> FakeOpenAiHosts:
-        self._thread = ServerThread(self.app).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._thread:
-            self._thread.stop()
 
     def _next(self, body: dict[str, Any]) -> tuple[Turn, str]:
         turn = self.turns.popleft() if self.turns else Turn(text="done")
