@@ -126,18 +126,21 @@ def _raw_session(messages: list[dict], **env: str) -> tuple[list[str], str, int]
     return lines, stderr, proc.returncode
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
 def test_stdout_carries_only_json_rpc() -> None:
     messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw-test", "version": "0"},
-            },
-        },
+        INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_help", "arguments": {}}},
@@ -230,18 +233,6 @@ async def test_an_unknown_tool_gets_the_closest_name_and_get_help(
     text = answer.content[0].text
     assert answer.is_error and "unknown tool" in text and "get_help lists every tool" in text, text
     assert (f"did you mean {hint}" in text) if hint else "did you mean" not in text
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 
 
 def test_an_unknown_pagination_cursor_is_invalid_params() -> None:
